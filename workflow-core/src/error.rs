@@ -1,0 +1,306 @@
+//! Errors: what a step returns ([`StepError`], classified by a bounded [`ErrorKind`]) and
+//! what the engine's API returns.
+
+use std::fmt;
+use std::time::Duration;
+
+pub use workflow_spec::ErrorKind;
+
+/// The error a step action returns. Its [`ErrorKind`] decides whether it is retried.
+///
+/// ```
+/// use workflow_core::{ErrorKind, StepError};
+/// let e = StepError::transient("connection reset");
+/// assert_eq!(e.kind(), ErrorKind::Unavailable);
+/// let e = StepError::permanent("schema violation");
+/// assert!(!e.kind().is_transient());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct StepError {
+    kind: ErrorKind,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl StepError {
+    /// An error of the given kind.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        StepError {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A transient failure (kind `unavailable`): retried under the step's policy.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// A permanent failure (kind `internal`): never retried unless `retry_on` lists it.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// The dependency timed out (transient).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    /// The dependency is unavailable: connection errors, 5xx (transient).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// The dependency rate-limited us; `retry_after` is honoured up to the policy's cap.
+    pub fn rate_limited(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        StepError {
+            retry_after,
+            ..Self::new(ErrorKind::RateLimited, message)
+        }
+    }
+
+    /// Bad input or output: schema violations (permanent, never retried).
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Validation, message)
+    }
+
+    /// Not allowed (permanent, never retried).
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unauthorized, message)
+    }
+
+    /// The thing acted on does not exist (permanent).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// The request is unsafe to carry out automatically (permanent, never retried).
+    pub fn unsafe_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unsafe, message)
+    }
+
+    /// The error's kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The error's message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The delay the dependency asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl From<std::io::Error> for StepError {
+    fn from(error: std::io::Error) -> Self {
+        use std::io::ErrorKind as Io;
+        let kind = match error.kind() {
+            Io::TimedOut => ErrorKind::Timeout,
+            Io::ConnectionRefused
+            | Io::ConnectionReset
+            | Io::ConnectionAborted
+            | Io::NotConnected
+            | Io::BrokenPipe
+            | Io::Interrupted
+            | Io::WouldBlock
+            | Io::AddrInUse
+            | Io::AddrNotAvailable
+            | Io::UnexpectedEof => ErrorKind::Unavailable,
+            Io::NotFound => ErrorKind::NotFound,
+            Io::PermissionDenied => ErrorKind::Unauthorized,
+            Io::InvalidInput | Io::InvalidData => ErrorKind::Validation,
+            _ => ErrorKind::Internal,
+        };
+        StepError::new(kind, error.to_string())
+    }
+}
+
+impl From<serde_json::Error> for StepError {
+    fn from(error: serde_json::Error) -> Self {
+        StepError::validation(error.to_string())
+    }
+}
+
+impl From<tokio::time::error::Elapsed> for StepError {
+    fn from(error: tokio::time::error::Elapsed) -> Self {
+        StepError::timeout(error.to_string())
+    }
+}
+
+impl From<std::convert::Infallible> for StepError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
+/// A run's identifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub u64);
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run-{}", self.0)
+    }
+}
+
+impl std::str::FromStr for RunId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.strip_prefix("run-").unwrap_or(text).parse().map(RunId)
+    }
+}
+
+/// Why a human decision was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// No such run.
+    #[error("unknown run {0}")]
+    UnknownRun(RunId),
+    /// The run has no human step of that name, or the task is not open yet.
+    #[error("run {run} has no open task `{step}`")]
+    UnknownTask {
+        /// The run.
+        run: RunId,
+        /// The step named.
+        step: String,
+    },
+    /// The task was decided before; the first decision stands.
+    #[error("task `{step}` of {run} was already decided by {by}")]
+    AlreadyDecided {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+        /// Who decided first.
+        by: String,
+    },
+    /// The deadline passed before the decision arrived.
+    #[error("task `{step}` of {run} expired before the decision arrived")]
+    Expired {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+    },
+    /// The authorization hook did not admit this approver for the task's assignee.
+    #[error("{by} may not decide task `{step}` assigned to {assignee}")]
+    Unauthorized {
+        /// The step.
+        step: String,
+        /// Who tried.
+        by: String,
+        /// Who the task is assigned to.
+        assignee: String,
+    },
+    /// The decision does not deserialize into the step's decision type.
+    #[error("the decision for `{step}` does not match its type: {message}")]
+    WrongType {
+        /// The step.
+        step: String,
+        /// The decode error.
+        message: String,
+    },
+    /// The run is finished.
+    #[error("{0} is finished")]
+    Finished(RunId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Why a run did not produce its outputs, or an engine call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// No such run.
+    #[error("unknown run {0}")]
+    UnknownRun(RunId),
+    /// The run belongs to another workflow than the one asked for.
+    #[error("{run} is a run of `{actual}`, not `{expected}`")]
+    WrongWorkflow {
+        /// The run.
+        run: RunId,
+        /// The workflow asked for.
+        expected: String,
+        /// The run's workflow.
+        actual: String,
+    },
+    /// The workflow was not registered with the engine.
+    #[error("workflow `{0}` is not registered with this engine")]
+    NotRegistered(String),
+    /// A step failed under `abort`; compensations have run.
+    #[error("{run} failed at step `{step}` after {attempts} attempt(s): {error}")]
+    Failed {
+        /// The run.
+        run: RunId,
+        /// The failed step.
+        step: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        error: StepError,
+    },
+    /// The run was cancelled by an operator.
+    #[error("{0} was cancelled")]
+    Cancelled(RunId),
+    /// The run was started under another version of the spec and is parked.
+    #[error("{run} was started under spec {recorded} but `{workflow}` is now {current}; it is parked")]
+    SpecChanged {
+        /// The run.
+        run: RunId,
+        /// The workflow.
+        workflow: String,
+        /// The fingerprint the run recorded.
+        recorded: String,
+        /// The fingerprint of the registered workflow.
+        current: String,
+    },
+    /// A dry run, or a step the outputs need, is absent.
+    #[error("{run} has no output for step `{step}` (it was skipped or proposed in a dry run)")]
+    Absent {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+    },
+    /// A journaled value does not deserialize into the current types.
+    #[error("{run}: the journaled value of `{step}` does not match its type: {message}")]
+    Decode {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+        /// The decode error.
+        message: String,
+    },
+    /// The workflow's deadline passed.
+    #[error("{0} passed its deadline")]
+    DeadlineExceeded(RunId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The spec or registration is invalid.
+    #[error("invalid workflow: {0}")]
+    InvalidSpec(String),
+    /// The run is already finished.
+    #[error("{0} is already finished")]
+    Finished(RunId),
+    /// Only failed runs can be retried from the dead-letter list.
+    #[error("{0} has not failed; only failed runs can be retried")]
+    NotFailed(RunId),
+    /// Only parked runs can be restarted under a new spec.
+    #[error("{0} is not parked")]
+    NotParked(RunId),
+    /// The engine shut down before the run finished.
+    #[error("the engine stopped before {0} finished")]
+    EngineStopped(RunId),
+}

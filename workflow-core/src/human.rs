@@ -1,0 +1,91 @@
+//! Typed handles for the human checkpoints of a run.
+
+use std::marker::PhantomData;
+
+use serde::Serialize;
+
+use crate::approval::Approval;
+use crate::engine::RunRef;
+use crate::error::DecisionError;
+use crate::journal::Timestamp;
+
+/// The name recorded as the decider when `on_timeout: approve | reject` decides a task.
+pub const TIMEOUT_DECIDER: &str = "workflow:on_timeout";
+
+/// An open or decided human task, as listed by the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TaskInfo {
+    /// The run.
+    pub run: crate::error::RunId,
+    /// The workflow.
+    pub workflow: String,
+    /// The human step's id.
+    pub step: String,
+    /// Who may decide now.
+    pub assignee: String,
+    /// What to show the approver.
+    pub prompt: Option<String>,
+    /// When it times out.
+    pub deadline: Timestamp,
+    /// Whether it was escalated.
+    pub escalated: bool,
+}
+
+/// The task of one human step of one run, typed by its decision.
+#[derive(Debug)]
+pub struct HumanTask<'a, D> {
+    run: &'a RunRef,
+    step: usize,
+    id: &'static str,
+    decision: PhantomData<fn(D)>,
+}
+
+impl<'a, D: Serialize> HumanTask<'a, D> {
+    #[doc(hidden)]
+    pub fn new(run: &'a RunRef, step: usize, id: &'static str) -> Self {
+        HumanTask {
+            run,
+            step,
+            id,
+            decision: PhantomData,
+        }
+    }
+
+    /// The step id.
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+
+    /// Decides the task as `by`. Accepted once, from an approver the engine's authorizer
+    /// admits for the task's assignee, before the deadline; recorded with who and when.
+    pub async fn decide(&self, by: &str, decision: D) -> Result<(), DecisionError> {
+        let value = serde_json::to_value(&decision).map_err(|error| DecisionError::WrongType {
+            step: self.id.to_owned(),
+            message: error.to_string(),
+        })?;
+        self.run.decide_index(self.step, by, value).await
+    }
+
+    /// The task while it is open; `None` before it opens or after it is decided.
+    pub async fn info(&self) -> Option<TaskInfo> {
+        self.run
+            .engine()
+            .open_tasks()
+            .await
+            .ok()?
+            .into_iter()
+            .find(|task| task.run == self.run.id() && task.step == self.id)
+    }
+}
+
+impl HumanTask<'_, Approval> {
+    /// Approves, with an optional comment.
+    pub async fn approve(&self, by: &str, comment: Option<&str>) -> Result<(), DecisionError> {
+        self.decide(by, Approval::approve(comment.map(str::to_owned))).await
+    }
+
+    /// Rejects, with an optional comment.
+    pub async fn reject(&self, by: &str, comment: Option<&str>) -> Result<(), DecisionError> {
+        self.decide(by, Approval::reject(comment.map(str::to_owned))).await
+    }
+}

@@ -1,0 +1,202 @@
+//! The journal: every transition of a run, appended to the store before the engine acts on
+//! it. Replaying a run's events into a fresh [`Machine`](crate::machine::Machine) rebuilds
+//! its state exactly.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorKind;
+
+/// Milliseconds since the Unix epoch: absolute, so deadlines survive restarts.
+pub type Timestamp = u64;
+
+/// A journaled value: a step output, a workflow input or a decision, as JSON.
+pub type Value = serde_json::Value;
+
+/// One transition of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The run was created.
+    RunStarted {
+        /// The workflow's name.
+        workflow: String,
+        /// The spec fingerprint it runs under.
+        fingerprint: String,
+        /// The inputs.
+        input: Value,
+        /// The jitter seed.
+        seed: u64,
+        /// The trace id.
+        trace_id: String,
+        /// Whether external effects are proposed instead of executed.
+        dry_run: bool,
+        /// The absolute deadline of the whole run, if any.
+        deadline: Option<Timestamp>,
+        /// When.
+        at: Timestamp,
+    },
+    /// An attempt of a step began (journaled before the action runs).
+    AttemptStarted {
+        /// The step index.
+        step: usize,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// When.
+        at: Timestamp,
+    },
+    /// An attempt failed.
+    AttemptFailed {
+        /// The step index.
+        step: usize,
+        /// The attempt.
+        attempt: u32,
+        /// The error's kind.
+        kind: ErrorKind,
+        /// The error's message.
+        message: String,
+        /// The retry-after the dependency asked for, in ms.
+        retry_after: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A step succeeded with its output.
+    StepSucceeded {
+        /// The step index.
+        step: usize,
+        /// The serialized output.
+        output: Value,
+        /// When.
+        at: Timestamp,
+    },
+    /// A step was skipped (false condition, absent upstream, or a dry-run proposal).
+    StepSkipped {
+        /// The step index.
+        step: usize,
+        /// Why.
+        reason: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// In a dry run, an external effect was proposed instead of executed.
+    EffectProposed {
+        /// The step index.
+        step: usize,
+        /// The arguments it would have been called with.
+        args: Value,
+        /// When.
+        at: Timestamp,
+    },
+    /// A human task was opened.
+    TaskOpened {
+        /// The step index.
+        step: usize,
+        /// Who may decide.
+        assignee: String,
+        /// The prompt.
+        prompt: Option<String>,
+        /// The absolute deadline.
+        deadline: Timestamp,
+        /// When.
+        at: Timestamp,
+    },
+    /// A human task's deadline passed and it was reassigned.
+    TaskEscalated {
+        /// The step index.
+        step: usize,
+        /// The new assignee.
+        to: String,
+        /// The new deadline.
+        deadline: Timestamp,
+        /// When.
+        at: Timestamp,
+    },
+    /// A human task was decided (by a person, or by `on_timeout: approve | reject`).
+    TaskDecided {
+        /// The step index.
+        step: usize,
+        /// Who decided.
+        by: String,
+        /// The decision.
+        decision: Value,
+        /// When.
+        at: Timestamp,
+    },
+    /// A human task's deadline passed with no escalation left: the step fails (`timeout`).
+    TaskExpired {
+        /// The step index.
+        step: usize,
+        /// When.
+        at: Timestamp,
+    },
+    /// A compensation ran.
+    Compensated {
+        /// The step index whose effect was undone.
+        step: usize,
+        /// The error, if the compensation failed.
+        error: Option<String>,
+        /// When.
+        at: Timestamp,
+    },
+    /// The workflow-level deadline passed.
+    DeadlinePassed {
+        /// When.
+        at: Timestamp,
+    },
+    /// An operator cancelled the run.
+    Cancelled {
+        /// Who.
+        by: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// An operator restarted a failed run from its failed step.
+    Retried {
+        /// Who.
+        by: String,
+        /// When.
+        at: Timestamp,
+    },
+}
+
+impl Event {
+    /// When the event happened.
+    pub fn at(&self) -> Timestamp {
+        match self {
+            Event::RunStarted { at, .. }
+            | Event::AttemptStarted { at, .. }
+            | Event::AttemptFailed { at, .. }
+            | Event::StepSucceeded { at, .. }
+            | Event::StepSkipped { at, .. }
+            | Event::EffectProposed { at, .. }
+            | Event::TaskOpened { at, .. }
+            | Event::TaskEscalated { at, .. }
+            | Event::TaskDecided { at, .. }
+            | Event::TaskExpired { at, .. }
+            | Event::Compensated { at, .. }
+            | Event::DeadlinePassed { at }
+            | Event::Cancelled { at, .. }
+            | Event::Retried { at, .. } => *at,
+        }
+    }
+
+    /// The step the event is about, if any.
+    pub fn step(&self) -> Option<usize> {
+        match self {
+            Event::AttemptStarted { step, .. }
+            | Event::AttemptFailed { step, .. }
+            | Event::StepSucceeded { step, .. }
+            | Event::StepSkipped { step, .. }
+            | Event::EffectProposed { step, .. }
+            | Event::TaskOpened { step, .. }
+            | Event::TaskEscalated { step, .. }
+            | Event::TaskDecided { step, .. }
+            | Event::TaskExpired { step, .. }
+            | Event::Compensated { step, .. } => Some(*step),
+            Event::RunStarted { .. }
+            | Event::DeadlinePassed { .. }
+            | Event::Cancelled { .. }
+            | Event::Retried { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The spec model behind `workflow!`.
+//!
+//! This crate is shared by the macro, the runtime and the CLI. It holds:
+//! - [`model`]: the checked model of a workflow ([`Spec`], [`Step`], ...);
+//! - [`retry`]: retry policies, their validation and their delay schedule;
+//! - [`graph`]: topological order and cycle finding;
+//! - [`render`]: Mermaid, DOT and SVG renderers, pure functions of a [`Spec`];
+//! - `parse` (feature `parse`): the syn parser and every compile-time check.
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+pub mod graph;
+pub mod kind;
+pub mod model;
+pub mod render;
+pub mod retry;
+
+#[cfg(feature = "parse")]
+pub mod parse;
+
+pub use kind::ErrorKind;
+pub use model::{
+    format_duration, ActionStep, Arg, Call, Effect, HumanStep, Input, OnFailure, OnTimeout, Spec,
+    Step, StepKind,
+};
+pub use retry::{Backoff, Jitter, PolicyError, PolicyField, RetryPolicy};

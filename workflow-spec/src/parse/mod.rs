@@ -1,0 +1,358 @@
+//! Parse -> resolve -> check -> lower: from `workflow!` tokens to a checked [`Spec`].
+//!
+//! [`parse`] never panics on any input. It returns the syntax tree (with spans, for code
+//! generation and for the fallback skeleton emitted next to errors), the resolved names,
+//! every error found, and the lowered [`Spec`] when there were none.
+
+pub mod ast;
+pub mod check;
+pub mod ctxt;
+
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+
+use self::ast::{ArgAst, CallAst, OnTimeoutAst, RetryAst, StepAst, StepKw, WorkflowAst};
+use self::ctxt::Ctxt;
+use crate::model::{
+    ActionStep, Arg, Call, Effect, HumanStep, Input, OnFailure, OnTimeout, Spec, Step, StepKind,
+};
+use crate::retry::RetryPolicy;
+
+/// The result of parsing one `workflow!` invocation.
+#[allow(missing_debug_implementations)] // holds syn nodes, see `ast`
+pub struct Parsed {
+    /// The syntax tree; `None` when even the header could not be read.
+    pub ast: Option<WorkflowAst>,
+    /// The resolved names; `Some` whenever `ast` is.
+    pub names: Option<Names>,
+    /// The checked model; `Some` exactly when `errors` is empty.
+    pub spec: Option<Spec>,
+    /// Every error found, in source order of the checks.
+    pub errors: Vec<syn::Error>,
+}
+
+impl Parsed {
+    /// All errors combined into one `syn::Error`, if any.
+    pub fn error(&self) -> Option<syn::Error> {
+        let mut errors = self.errors.iter().cloned();
+        let mut combined = errors.next()?;
+        for error in errors {
+            combined.combine(error);
+        }
+        Some(combined)
+    }
+}
+
+/// Parses and checks the tokens of a `workflow!` invocation.
+pub fn parse(tokens: TokenStream) -> Parsed {
+    let cx = Ctxt::new();
+    let ast = ast::parse_workflow(&cx, tokens);
+    let names = ast.as_ref().map(Names::resolve);
+    let spec = match (&ast, &names) {
+        (Some(ast), Some(names)) => {
+            check::run_all(&cx, ast, names);
+            (!cx.has_errors()).then(|| lower(ast, names))
+        }
+        _ => None,
+    };
+    Parsed {
+        ast,
+        names,
+        spec,
+        errors: cx.into_errors(),
+    }
+}
+
+/// Parses a `workflow!` body from source text (used by the CLI and tests).
+pub fn parse_str(source: &str) -> Parsed {
+    match source.parse::<TokenStream>() {
+        Ok(tokens) => parse(tokens),
+        Err(error) => Parsed {
+            ast: None,
+            names: None,
+            spec: None,
+            errors: vec![syn::Error::new(error.span(), error)],
+        },
+    }
+}
+
+/// What a name in a spec refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name {
+    /// A step, by index.
+    Step(usize),
+    /// A workflow input, by index.
+    Input(usize),
+    /// The reserved `env`.
+    Env,
+    /// The reserved `ctx`.
+    Ctx,
+}
+
+/// Names resolved once, shared by the checks and the lowering.
+#[derive(Debug)]
+pub struct Names {
+    /// Step ids in order (the first declaration of a duplicated id wins).
+    pub steps: Vec<String>,
+    /// Input names in order.
+    pub inputs: Vec<String>,
+    /// Per step: its resolved dependencies (arguments of `action`, then `depends_on`),
+    /// first mention first, without duplicates, unknown names left out.
+    pub deps: Vec<Vec<usize>>,
+    /// Per step: whether its output may be absent.
+    pub optional: Vec<bool>,
+}
+
+/// The reserved argument names.
+pub const RESERVED: &[&str] = &["env", "ctx"];
+
+impl Names {
+    fn resolve(ast: &WorkflowAst) -> Names {
+        let steps: Vec<String> = ast.steps.iter().map(|s| s.id.to_string()).collect();
+        let inputs: Vec<String> = ast.inputs.iter().map(|i| i.name.to_string()).collect();
+        let mut names = Names {
+            steps,
+            inputs,
+            deps: Vec::new(),
+            optional: Vec::new(),
+        };
+        names.deps = ast
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| {
+                let mut deps = Vec::new();
+                for dep in step_dep_idents(step) {
+                    if let Some(Name::Step(dep)) = names.lookup(&dep.to_string()) {
+                        if dep != index && !deps.contains(&dep) {
+                            deps.push(dep);
+                        }
+                    }
+                }
+                deps
+            })
+            .collect();
+        names.optional = compute_optional(ast, &names.deps);
+        names
+    }
+
+    /// What `name` refers to, if anything. Steps shadow nothing: duplicates are errors.
+    pub fn lookup(&self, name: &str) -> Option<Name> {
+        match name {
+            "env" => Some(Name::Env),
+            "ctx" => Some(Name::Ctx),
+            _ => self
+                .steps
+                .iter()
+                .position(|s| s == name)
+                .map(Name::Step)
+                .or_else(|| self.inputs.iter().position(|i| i == name).map(Name::Input)),
+        }
+    }
+
+    /// Every name an argument may use, for suggestions.
+    pub fn candidates(&self) -> impl Iterator<Item = &str> {
+        self.steps
+            .iter()
+            .chain(self.inputs.iter())
+            .map(String::as_str)
+            .chain(RESERVED.iter().copied())
+    }
+
+    /// The steps upstream of `step` (its transitive dependencies), as a bitmap.
+    pub fn upstream(&self, step: usize) -> Vec<bool> {
+        let mut seen = vec![false; self.deps.len()];
+        let mut stack: Vec<usize> = self.deps.get(step).cloned().unwrap_or_default();
+        while let Some(next) = stack.pop() {
+            if next < seen.len() && !seen[next] {
+                seen[next] = true;
+                stack.extend(self.deps[next].iter().copied());
+            }
+        }
+        seen
+    }
+}
+
+/// The identifiers that make dependencies: the action's name arguments, then `depends_on`.
+pub fn step_dep_idents(step: &StepAst) -> impl Iterator<Item = &syn::Ident> {
+    let args = step
+        .fields
+        .action
+        .iter()
+        .flat_map(|call| call.args.iter())
+        .filter_map(|arg| match arg {
+            ArgAst::Name(ident) => Some(ident),
+            ArgAst::Literal(_) => None,
+        });
+    let explicit = step
+        .fields
+        .depends_on
+        .iter()
+        .flat_map(|(_, list)| list.iter());
+    args.chain(explicit)
+}
+
+fn compute_optional(ast: &WorkflowAst, deps: &[Vec<usize>]) -> Vec<bool> {
+    let own: Vec<bool> = ast
+        .steps
+        .iter()
+        .map(|step| {
+            matches!(step.fields.on_failure, Some((_, OnFailure::Continue)))
+                || step.fields.condition.is_some()
+        })
+        .collect();
+    // Propagate downstream in topological order; on a cycle (reported elsewhere) use the
+    // steps' own flags only.
+    match crate::graph::topological_order(deps) {
+        Ok(order) => {
+            let mut optional = own;
+            for step in order {
+                if deps[step].iter().any(|dep| optional[*dep]) {
+                    optional[step] = true;
+                }
+            }
+            optional
+        }
+        Err(_) => own,
+    }
+}
+
+fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
+    let steps = ast
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| lower_step(step, index, names))
+        .collect();
+    Spec {
+        name: ast.name.to_string(),
+        doc: ast.docs.join("\n"),
+        inputs: ast
+            .inputs
+            .iter()
+            .map(|input| Input {
+                name: input.name.to_string(),
+                ty: tokens_to_string(&input.ty),
+            })
+            .collect(),
+        env: ast.env.as_ref().map(tokens_to_string),
+        steps,
+    }
+}
+
+/// Renders tokens the way a person writes them: `Vec<User>`, not `Vec < User >`.
+pub fn tokens_to_string(tokens: &impl ToTokens) -> String {
+    let raw = tokens.to_token_stream().to_string();
+    let mut out = String::with_capacity(raw.len());
+    let chars: Vec<char> = raw.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if *c == ' ' {
+            let prev = if i > 0 { chars[i - 1] } else { ' ' };
+            let next = chars.get(i + 1).copied().unwrap_or(' ');
+            let tight_after = matches!(prev, '<' | '&' | '(' | '[' | ':' | '.' | '!');
+            let tight_before = matches!(next, '<' | '>' | ',' | ')' | ']' | ':' | '.' | '(' | '?');
+            if tight_after || tight_before {
+                continue;
+            }
+        }
+        out.push(*c);
+    }
+    out
+}
+
+fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
+    let fields = &step.fields;
+    let kind = match step.kw {
+        StepKw::Step => StepKind::Action(ActionStep {
+            call: fields
+                .action
+                .as_ref()
+                .map(|call| lower_call(call, names))
+                .unwrap_or_else(|| Call {
+                    path: String::new(),
+                    args: Vec::new(),
+                }),
+            compensate: fields
+                .compensate
+                .as_ref()
+                .map(|call| lower_call(call, names)),
+            reconcile: fields
+                .reconcile
+                .as_ref()
+                .map(|call| lower_call(call, names)),
+            effect: fields.effect.as_ref().map_or(Effect::Internal, |(_, e)| *e),
+            idempotent: fields.idempotent.as_ref().is_some_and(|(_, v)| *v),
+        }),
+        StepKw::Human => StepKind::Human(HumanStep {
+            assignee: fields
+                .assignee
+                .as_ref()
+                .map(|(_, lit)| lit.value())
+                .unwrap_or_default(),
+            on_timeout: match fields.on_timeout.as_ref().map(|(_, v)| v) {
+                Some(OnTimeoutAst::Escalate(group)) => OnTimeout::Escalate(group.value()),
+                Some(OnTimeoutAst::Approve) => OnTimeout::Approve,
+                Some(OnTimeoutAst::Reject) => OnTimeout::Reject,
+                Some(OnTimeoutAst::Abort) | None => OnTimeout::Abort,
+            },
+            prompt: fields.prompt.as_ref().map(|(_, lit)| lit.value()),
+        }),
+    };
+    Step {
+        id: step.id.to_string(),
+        doc: step.docs.join("\n"),
+        output: step
+            .output
+            .as_ref()
+            .map_or_else(|| "Approval".to_owned(), tokens_to_string),
+        kind,
+        deps: names.deps[index].clone(),
+        on_failure: fields
+            .on_failure
+            .as_ref()
+            .map_or(OnFailure::Abort, |(_, v)| *v),
+        timeout: fields.timeout.as_ref().map(|(_, d)| d.value),
+        retry: fields.retry.as_ref().map(|(_, r)| retry_policy(r)),
+        condition: fields
+            .condition
+            .as_ref()
+            .map(|(_, expr)| tokens_to_string(expr)),
+        optional: names.optional[index],
+    }
+}
+
+/// The policy a `retry` block describes, with defaults for the keys it leaves out.
+pub fn retry_policy(retry: &RetryAst) -> RetryPolicy {
+    let default = RetryPolicy::default();
+    RetryPolicy {
+        max_attempts: retry.max_attempts.map_or(default.max_attempts, |(n, _)| n),
+        backoff: retry.backoff.map_or(default.backoff, |(b, _)| b),
+        initial: retry.initial.map_or(default.initial, |d| d.value),
+        max: retry.max.map_or(default.max, |d| d.value),
+        multiplier: retry.multiplier.map_or(default.multiplier, |(m, _)| m),
+        jitter: retry.jitter.map_or(default.jitter, |(j, _)| j),
+        deadline: retry.deadline.map(|d| d.value),
+        retry_on: retry.retry_on.as_ref().map_or(default.retry_on, |kinds| {
+            kinds.iter().map(|(k, _)| *k).collect()
+        }),
+    }
+}
+
+fn lower_call(call: &CallAst, names: &Names) -> Call {
+    Call {
+        path: tokens_to_string(&call.path),
+        args: call
+            .args
+            .iter()
+            .map(|arg| match arg {
+                ArgAst::Name(ident) => match names.lookup(&ident.to_string()) {
+                    Some(Name::Step(i)) => Arg::Step(i),
+                    Some(Name::Input(i)) => Arg::Input(i),
+                    Some(Name::Env) => Arg::Env,
+                    Some(Name::Ctx) | None => Arg::Ctx,
+                },
+                ArgAst::Literal(expr) => Arg::Literal(tokens_to_string(expr)),
+            })
+            .collect(),
+    }
+}
