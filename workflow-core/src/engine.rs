@@ -1134,7 +1134,9 @@ impl<W: Workflow> Driver<W> {
         let snapshot = self.snapshot(step);
         let spec = &self.spec().steps[step];
         let timeout = spec.timeout;
-        let reconcile = resumed
+        // Before re-running an external effect (a retry, or an attempt a crash interrupted),
+        // ask whether it already happened: a timeout after the effect must not repeat it.
+        let reconcile = (resumed || attempt > 1)
             && matches!(&spec.kind, StepKind::Action(a) if a.effect == Effect::External && a.reconcile.is_some());
         let log_payloads = self.engine.inner.log_payloads;
         let span = tracing::info_span!("step", step = spec.id.as_str(), attempt);

@@ -24,6 +24,8 @@ mod human;
 pub mod journal;
 pub mod machine;
 pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod workflow;
 
 #[doc(hidden)]
