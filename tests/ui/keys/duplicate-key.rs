@@ -1,0 +1,17 @@
+use workflow_core::prelude::*;
+
+async fn create() -> Result<u32, StepError> {
+    Ok(1)
+}
+
+workflow! {
+    pub workflow Onboarding() {
+        step create_account -> u32 {
+            action: create(),
+            timeout: 30s,
+            timeout: 1m,
+        }
+    }
+}
+
+fn main() {}

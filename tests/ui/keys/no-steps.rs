@@ -1,0 +1,7 @@
+use workflow_core::prelude::*;
+
+workflow! {
+    pub workflow Onboarding() {}
+}
+
+fn main() {}

@@ -1,0 +1,15 @@
+use workflow_core::prelude::*;
+
+async fn create() -> Result<u32, StepError> {
+    Ok(1)
+}
+
+workflow! {
+    pub workflow Onboarding() {
+        stepp create_account -> u32 {
+            action: create(),
+        }
+    }
+}
+
+fn main() {}
