@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 use workflow_spec::retry::SplitMix64;
@@ -21,8 +21,10 @@ use crate::context::StepContext;
 use crate::error::{DecisionError, ErrorKind, RunError, RunId, StepError};
 use crate::human::TaskInfo;
 use crate::journal::{Event, Timestamp, Value};
-use crate::machine::{Command, Machine, StepState, Stop, Status};
-use crate::store::{Created, DeadLetter, MemoryStore, NewRun, RunRecord, RunStatus, Store, StoreError};
+use crate::machine::{Command, Machine, Status, StepState, Stop};
+use crate::store::{
+    Created, DeadLetter, MemoryStore, NewRun, RunRecord, RunStatus, Store, StoreError,
+};
 use crate::workflow::{BoxFuture, CallError, Invocation, Workflow};
 
 /// Decides whether `by` may decide a task assigned to `assignee`.
@@ -64,6 +66,7 @@ struct Inner {
     workflows: Mutex<HashMap<&'static str, Arc<dyn Registered>>>,
     live: Mutex<HashMap<RunId, Live>>,
     tasks: Mutex<BTreeMap<(RunId, usize), TaskInfo>>,
+    events: broadcast::Sender<(RunId, Event)>,
 }
 
 impl Inner {
@@ -146,7 +149,10 @@ impl EngineBuilder {
 
     /// Who may decide human tasks: `authorizer(assignee, by)`. The default admits anyone
     /// whose name equals the assignee or ends with `@assignee` (`ana@trust_and_safety_team`).
-    pub fn authorizer(mut self, authorize: impl Fn(&str, &str) -> bool + Send + Sync + 'static) -> Self {
+    pub fn authorizer(
+        mut self,
+        authorize: impl Fn(&str, &str) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.authorizer = Arc::new(authorize);
         self
     }
@@ -190,6 +196,7 @@ impl EngineBuilder {
                 workflows: Mutex::new(HashMap::new()),
                 live: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(BTreeMap::new()),
+                events: broadcast::channel(1024).0,
             }),
         }
     }
@@ -197,7 +204,10 @@ impl EngineBuilder {
 
 /// The default authorization: the assignee itself, or a member written `name@assignee`.
 pub fn default_authorizer(assignee: &str, by: &str) -> bool {
-    by == assignee || by.strip_suffix(assignee).is_some_and(|rest| rest.ends_with('@') && rest.len() > 1)
+    by == assignee
+        || by
+            .strip_suffix(assignee)
+            .is_some_and(|rest| rest.ends_with('@') && rest.len() > 1)
 }
 
 /// Options of one start.
@@ -265,6 +275,13 @@ impl Engine {
         &self.inner.store
     }
 
+    /// Every journal event of every run this engine drives, as it is journaled: for
+    /// progress displays and live dashboards. A slow receiver misses events (it gets
+    /// `Lagged`), the journal in the store is the complete record.
+    pub fn subscribe(&self) -> broadcast::Receiver<(RunId, Event)> {
+        self.inner.events.subscribe()
+    }
+
     /// The current time by the engine's clock.
     pub fn now(&self) -> Timestamp {
         self.inner.clock.now()
@@ -276,17 +293,21 @@ impl Engine {
         for step in &W::spec().steps {
             if let Some(policy) = &step.retry {
                 if let Err(errors) = policy.validate(step.timeout) {
-                    let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-                    return Err(RunError::InvalidSpec(format!("step `{}`: {message}", step.id)));
+                    let message = errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return Err(RunError::InvalidSpec(format!(
+                        "step `{}`: {message}",
+                        step.id
+                    )));
                 }
             }
         }
-        self.inner.lock_workflows().insert(
-            W::NAME,
-            Arc::new(Registration::<W> {
-                env: Arc::new(env),
-            }),
-        );
+        self.inner
+            .lock_workflows()
+            .insert(W::NAME, Arc::new(Registration::<W> { env: Arc::new(env) }));
         Ok(())
     }
 
@@ -311,10 +332,19 @@ impl Engine {
 
     /// Starts a run with options. With an idempotency key that was used before, returns
     /// the existing run and starts nothing.
-    pub async fn start_with<W: Workflow>(&self, input: W::Input, options: StartOptions) -> Result<RunHandle<W>, RunError> {
+    pub async fn start_with<W: Workflow>(
+        &self,
+        input: W::Input,
+        options: StartOptions,
+    ) -> Result<RunHandle<W>, RunError> {
         let registration = self.typed::<W>()?;
         let now = self.now();
-        let seed = self.inner.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64();
+        let seed = self
+            .inner
+            .rng
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_u64();
         let input_value = serde_json::to_value(&input).map_err(|error| RunError::Decode {
             run: RunId(0),
             step: "<input>".into(),
@@ -343,6 +373,9 @@ impl Engine {
             .await?;
         match created {
             Created::New(id) => {
+                if self.inner.events.receiver_count() > 0 {
+                    let _ = self.inner.events.send((id, started.clone()));
+                }
                 registration.launch(self.clone(), id, vec![started]);
                 tracing::info!(workflow = W::NAME, run = %id, "run started");
             }
@@ -381,7 +414,11 @@ impl Engine {
     /// whose spec changed since they started are parked instead. Returns how many resumed.
     pub async fn resume_all(&self) -> Result<usize, RunError> {
         let names: Vec<&'static str> = self.inner.lock_workflows().keys().copied().collect();
-        let runs = self.inner.store.claim_unfinished(&self.inner.owner, &names).await?;
+        let runs = self
+            .inner
+            .store
+            .claim_unfinished(&self.inner.owner, &names)
+            .await?;
         let mut resumed = 0;
         for run in runs {
             if self.inner.lock_live().contains_key(&run) {
@@ -395,7 +432,12 @@ impl Engine {
     }
 
     async fn resume(&self, run: RunId) -> Result<bool, RunError> {
-        let stored = self.inner.store.load(run).await?.ok_or(RunError::UnknownRun(run))?;
+        let stored = self
+            .inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))?;
         let registered = self
             .registration(&stored.record.workflow)
             .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
@@ -407,7 +449,10 @@ impl Engine {
                 registered.fingerprint()
             );
             tracing::warn!(run = %run, "{note}");
-            self.inner.store.set_status(run, RunStatus::Parked, Some(&note), None).await?;
+            self.inner
+                .store
+                .set_status(run, RunStatus::Parked, Some(&note), None)
+                .await?;
             return Ok(false);
         }
         tracing::info!(run = %run, events = stored.events.len(), "resuming run from its journal");
@@ -417,7 +462,12 @@ impl Engine {
 
     /// A run's state, rebuilt from its journal.
     pub async fn inspect(&self, run: RunId) -> Result<RunView, RunError> {
-        let stored = self.inner.store.load(run).await?.ok_or(RunError::UnknownRun(run))?;
+        let stored = self
+            .inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))?;
         let registered = self
             .registration(&stored.record.workflow)
             .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
@@ -446,8 +496,17 @@ impl Engine {
 
     /// Decides a human task by step id, with the decision as JSON (the CLI's path; typed
     /// code uses the run handle's task methods).
-    pub async fn decide(&self, run: RunId, step: &str, by: &str, decision: Value) -> Result<(), DecisionError> {
-        let record = self.record(run).await.map_err(|_| DecisionError::UnknownRun(run))?;
+    pub async fn decide(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        decision: Value,
+    ) -> Result<(), DecisionError> {
+        let record = self
+            .record(run)
+            .await
+            .map_err(|_| DecisionError::UnknownRun(run))?;
         let index = self
             .registration(&record.workflow)
             .and_then(|r| r.spec().step_index(step))
@@ -466,7 +525,11 @@ impl Engine {
     /// Cancels a run: scheduling stops, in-flight steps settle, compensations run.
     /// A parked run is marked cancelled directly.
     pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
-        let mailbox = self.inner.lock_live().get(&run).map(|live| live.mailbox.clone());
+        let mailbox = self
+            .inner
+            .lock_live()
+            .get(&run)
+            .map(|live| live.mailbox.clone());
         if let Some(mailbox) = mailbox {
             let _ = mailbox.send(Msg::Cancel { by: by.to_owned() });
             return Ok(());
@@ -476,7 +539,10 @@ impl Engine {
             return Err(RunError::Finished(run));
         }
         let note = format!("cancelled by {by}");
-        self.inner.store.set_status(run, RunStatus::Cancelled, Some(&note), None).await?;
+        self.inner
+            .store
+            .set_status(run, RunStatus::Cancelled, Some(&note), None)
+            .await?;
         Ok(())
     }
 
@@ -488,7 +554,12 @@ impl Engine {
     /// Retries a failed run from its failed step: completed outputs are reused, steps whose
     /// compensation ran are run again.
     pub async fn retry_dead_letter(&self, run: RunId, by: &str) -> Result<(), RunError> {
-        let stored = self.inner.store.load(run).await?.ok_or(RunError::UnknownRun(run))?;
+        let stored = self
+            .inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))?;
         if stored.record.status != RunStatus::Failed {
             return Err(RunError::NotFailed(run));
         }
@@ -507,10 +578,16 @@ impl Engine {
             by: by.to_owned(),
             at: self.now(),
         };
-        self.inner.store.append(run, stored.events.len() as u64, &event).await?;
+        self.inner
+            .store
+            .append(run, stored.events.len() as u64, &event)
+            .await?;
         self.inner.store.remove_dead_letter(run).await?;
         let note = format!("retried by {by}");
-        self.inner.store.set_status(run, RunStatus::Running, Some(&note), None).await?;
+        self.inner
+            .store
+            .set_status(run, RunStatus::Running, Some(&note), None)
+            .await?;
         let mut events = stored.events;
         events.push(event);
         registered.launch(self.clone(), run, events);
@@ -520,7 +597,12 @@ impl Engine {
     /// Restarts a parked run under the current spec: a new run with the same inputs; the
     /// parked run is marked cancelled with a note naming the new one.
     pub async fn restart_parked(&self, run: RunId, by: &str) -> Result<RunId, RunError> {
-        let stored = self.inner.store.load(run).await?.ok_or(RunError::UnknownRun(run))?;
+        let stored = self
+            .inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))?;
         if stored.record.status != RunStatus::Parked {
             return Err(RunError::NotParked(run));
         }
@@ -535,7 +617,12 @@ impl Engine {
             });
         };
         let now = self.now();
-        let seed = self.inner.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64();
+        let seed = self
+            .inner
+            .rng
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_u64();
         let started = Event::RunStarted {
             workflow: stored.record.workflow.clone(),
             fingerprint: registered.fingerprint().to_owned(),
@@ -559,13 +646,20 @@ impl Engine {
             .await?;
         let new = created.id();
         let note = format!("restarted by {by} as {new}");
-        self.inner.store.set_status(run, RunStatus::Cancelled, Some(&note), None).await?;
+        self.inner
+            .store
+            .set_status(run, RunStatus::Cancelled, Some(&note), None)
+            .await?;
         registered.launch(self.clone(), new, vec![started]);
         Ok(new)
     }
 
     async fn wait(&self, run: RunId) -> Result<Arc<Finished>, RunError> {
-        let done = self.inner.lock_live().get(&run).map(|live| live.done.clone());
+        let done = self
+            .inner
+            .lock_live()
+            .get(&run)
+            .map(|live| live.done.clone());
         if let Some(mut done) = done {
             loop {
                 if let Some(finished) = done.borrow_and_update().clone() {
@@ -580,7 +674,12 @@ impl Engine {
                 }
             }
         }
-        let stored = self.inner.store.load(run).await?.ok_or(RunError::UnknownRun(run))?;
+        let stored = self
+            .inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))?;
         let registered = self
             .registration(&stored.record.workflow)
             .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
@@ -614,7 +713,9 @@ pub struct RunRef {
 
 impl fmt::Debug for RunRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunRef").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("RunRef")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -629,9 +730,19 @@ impl RunRef {
         &self.engine
     }
 
-    pub(crate) async fn decide_index(&self, step: usize, by: &str, decision: Value) -> Result<(), DecisionError> {
+    pub(crate) async fn decide_index(
+        &self,
+        step: usize,
+        by: &str,
+        decision: Value,
+    ) -> Result<(), DecisionError> {
         let run = self.id;
-        let mailbox = self.engine.inner.lock_live().get(&run).map(|live| live.mailbox.clone());
+        let mailbox = self
+            .engine
+            .inner
+            .lock_live()
+            .get(&run)
+            .map(|live| live.mailbox.clone());
         if let Some(mailbox) = mailbox {
             let (reply, answer) = oneshot::channel();
             let sent = mailbox.send(Msg::Decide {
@@ -664,9 +775,17 @@ impl RunRef {
             _ => None,
         });
         if let Some(by) = decided_by {
-            return Err(DecisionError::AlreadyDecided { run, step: step_id, by });
+            return Err(DecisionError::AlreadyDecided {
+                run,
+                step: step_id,
+                by,
+            });
         }
-        if stored.events.iter().any(|e| matches!(e, Event::TaskExpired { step: s, .. } if *s == step)) {
+        if stored
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::TaskExpired { step: s, .. } if *s == step))
+        {
             return Err(DecisionError::Expired { run, step: step_id });
         }
         if stored.record.status.is_finished() {
@@ -724,9 +843,17 @@ impl<W: Workflow> RunHandle<W> {
         let finished = self.run.engine.wait(run).await?;
         match (&finished.status, &finished.stop) {
             (Status::Completed, _) => W::outputs(&finished.outputs).map_err(|error| {
-                let step_name = |step: usize| W::spec().steps.get(step).map_or_else(String::new, |s| s.id.clone());
+                let step_name = |step: usize| {
+                    W::spec()
+                        .steps
+                        .get(step)
+                        .map_or_else(String::new, |s| s.id.clone())
+                };
                 match error {
-                    CallError::Absent(step) => RunError::Absent { run, step: step_name(step) },
+                    CallError::Absent(step) => RunError::Absent {
+                        run,
+                        step: step_name(step),
+                    },
                     CallError::Decode { step, message } => RunError::Decode {
                         run,
                         step: step_name(step),
@@ -738,7 +865,15 @@ impl<W: Workflow> RunHandle<W> {
             (Status::Cancelled, _) => Err(RunError::Cancelled(run)),
             (_, Some(Stop::Deadline)) => Err(RunError::DeadlineExceeded(run)),
             (_, Some(Stop::Cancelled)) => Err(RunError::Cancelled(run)),
-            (_, Some(Stop::StepFailed { step, attempts, kind, message })) => Err(RunError::Failed {
+            (
+                _,
+                Some(Stop::StepFailed {
+                    step,
+                    attempts,
+                    kind,
+                    message,
+                }),
+            ) => Err(RunError::Failed {
                 run,
                 step: W::spec().steps[*step].id.clone(),
                 attempts: *attempts,
@@ -755,12 +890,21 @@ impl<W: Workflow> RunHandle<W> {
 
     /// The effects proposed instead of executed (dry runs): step id and arguments.
     pub async fn proposals(&self) -> Result<Vec<(String, Value)>, RunError> {
-        let stored = self.run.engine.inner.store.load(self.run.id).await?.ok_or(RunError::UnknownRun(self.run.id))?;
+        let stored = self
+            .run
+            .engine
+            .inner
+            .store
+            .load(self.run.id)
+            .await?
+            .ok_or(RunError::UnknownRun(self.run.id))?;
         Ok(stored
             .events
             .into_iter()
             .filter_map(|event| match event {
-                Event::EffectProposed { step, args, .. } => Some((W::spec().steps.get(step)?.id.clone(), args)),
+                Event::EffectProposed { step, args, .. } => {
+                    Some((W::spec().steps.get(step)?.id.clone(), args))
+                }
                 _ => None,
             })
             .collect())
@@ -872,13 +1016,15 @@ impl<W: Workflow> Driver<W> {
         mailbox: mpsc::UnboundedReceiver<Msg>,
         trace_id: String,
     ) -> Result<Self, RunError> {
-        let machine = Machine::replay(W::spec(), &events).with_max_in_flight(engine.inner.max_in_flight);
+        let machine =
+            Machine::replay(W::spec(), &events).with_max_in_flight(engine.inner.max_in_flight);
         let input_value = machine.input().cloned().unwrap_or(Value::Null);
-        let input: W::Input = serde_json::from_value(input_value).map_err(|error| RunError::Decode {
-            run,
-            step: "<input>".into(),
-            message: error.to_string(),
-        })?;
+        let input: W::Input =
+            serde_json::from_value(input_value).map_err(|error| RunError::Decode {
+                run,
+                step: "<input>".into(),
+                message: error.to_string(),
+            })?;
         let deciders = events
             .iter()
             .filter_map(|event| match event {
@@ -900,7 +1046,12 @@ impl<W: Workflow> Driver<W> {
             compensating: None,
         };
         for (step, state) in driver.machine.states().iter().enumerate() {
-            if let StepState::Waiting { assignee, deadline, escalated } = state {
+            if let StepState::Waiting {
+                assignee,
+                deadline,
+                escalated,
+            } = state
+            {
                 driver.index_task(step, assignee, *deadline, *escalated);
             }
         }
@@ -921,12 +1072,19 @@ impl<W: Workflow> Driver<W> {
 
     /// Journals an event, then applies it: nothing is acted on before it is durable.
     async fn append(&mut self, event: Event) -> Result<(), StoreError> {
-        self.engine.inner.store.append(self.run, self.seq, &event).await?;
+        self.engine
+            .inner
+            .store
+            .append(self.run, self.seq, &event)
+            .await?;
         self.seq += 1;
         if let Event::TaskDecided { step, by, .. } = &event {
             self.deciders.insert(*step, by.clone());
         }
         self.machine.apply(&event);
+        if self.engine.inner.events.receiver_count() > 0 {
+            let _ = self.engine.inner.events.send((self.run, event));
+        }
         Ok(())
     }
 
@@ -957,7 +1115,9 @@ impl<W: Workflow> Driver<W> {
                 }
             }
             let wake = self.machine.next_wake();
-            let sleep = tokio::time::sleep(wake.map_or(Duration::from_secs(3600), |at| until(self.now(), at)));
+            let sleep = tokio::time::sleep(
+                wake.map_or(Duration::from_secs(3600), |at| until(self.now(), at)),
+            );
             tokio::select! {
                 Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
                     match joined {
@@ -975,33 +1135,70 @@ impl<W: Workflow> Driver<W> {
     async fn act(&mut self, command: Command) -> Result<bool, StoreError> {
         let now = self.now();
         match command {
-            Command::Start { step, attempt, resumed } => {
+            Command::Start {
+                step,
+                attempt,
+                resumed,
+            } => {
                 if attempt == 1 && !resumed {
                     if let Some(reason) = self.skip_reason(step) {
-                        self.append(Event::StepSkipped { step, reason, at: now }).await?;
+                        self.append(Event::StepSkipped {
+                            step,
+                            reason,
+                            at: now,
+                        })
+                        .await?;
                         return Ok(true);
                     }
                     if self.machine.dry_run() && self.is_external(step) {
                         let args = W::proposal(step, &self.input, self.machine.outputs());
-                        tracing::info!(step = self.step_id(step), "dry run: effect proposed, not executed");
-                        self.append(Event::EffectProposed { step, args, at: now }).await?;
+                        tracing::info!(
+                            step = self.step_id(step),
+                            "dry run: effect proposed, not executed"
+                        );
+                        self.append(Event::EffectProposed {
+                            step,
+                            args,
+                            at: now,
+                        })
+                        .await?;
                         let reason = "dry run: external effect proposed, not executed".to_owned();
-                        self.append(Event::StepSkipped { step, reason, at: now }).await?;
+                        self.append(Event::StepSkipped {
+                            step,
+                            reason,
+                            at: now,
+                        })
+                        .await?;
                         return Ok(true);
                     }
                 }
-                self.append(Event::AttemptStarted { step, attempt, at: now }).await?;
+                self.append(Event::AttemptStarted {
+                    step,
+                    attempt,
+                    at: now,
+                })
+                .await?;
                 self.spawn_attempt(step, attempt, resumed);
                 Ok(true)
             }
             Command::Skip { step, upstream } => {
                 let reason = format!("upstream `{}` is absent", self.step_id(upstream));
-                self.append(Event::StepSkipped { step, reason, at: now }).await?;
+                self.append(Event::StepSkipped {
+                    step,
+                    reason,
+                    at: now,
+                })
+                .await?;
                 Ok(true)
             }
             Command::OpenTask { step } => {
                 if let Some(reason) = self.skip_reason(step) {
-                    self.append(Event::StepSkipped { step, reason, at: now }).await?;
+                    self.append(Event::StepSkipped {
+                        step,
+                        reason,
+                        at: now,
+                    })
+                    .await?;
                     return Ok(true);
                 }
                 let spec = &self.spec().steps[step];
@@ -1009,7 +1206,12 @@ impl<W: Workflow> Driver<W> {
                     return Ok(false);
                 };
                 let deadline = now + spec.timeout.map_or(0, |t| t.as_millis() as u64);
-                tracing::info!(step = spec.id.as_str(), assignee = human.assignee.as_str(), deadline, "human task opened");
+                tracing::info!(
+                    step = spec.id.as_str(),
+                    assignee = human.assignee.as_str(),
+                    deadline,
+                    "human task opened"
+                );
                 self.append(Event::TaskOpened {
                     step,
                     assignee: human.assignee.clone(),
@@ -1027,8 +1229,18 @@ impl<W: Workflow> Driver<W> {
                 match self.machine.on_timeout(step) {
                     Some(OnTimeout::Escalate(group)) if !escalated => {
                         let deadline = now + timeout;
-                        tracing::warn!(step = spec.id.as_str(), to = group.as_str(), "human task timed out: escalated");
-                        self.append(Event::TaskEscalated { step, to: group.clone(), deadline, at: now }).await?;
+                        tracing::warn!(
+                            step = spec.id.as_str(),
+                            to = group.as_str(),
+                            "human task timed out: escalated"
+                        );
+                        self.append(Event::TaskEscalated {
+                            step,
+                            to: group.clone(),
+                            deadline,
+                            at: now,
+                        })
+                        .await?;
                         self.index_task(step, group, deadline, true);
                     }
                     Some(on_timeout @ (OnTimeout::Approve | OnTimeout::Reject)) => {
@@ -1048,7 +1260,10 @@ impl<W: Workflow> Driver<W> {
                         self.unindex_task(step);
                     }
                     _ => {
-                        tracing::warn!(step = spec.id.as_str(), "human task expired with no escalation left");
+                        tracing::warn!(
+                            step = spec.id.as_str(),
+                            "human task expired with no escalation left"
+                        );
                         self.append(Event::TaskExpired { step, at: now }).await?;
                         self.unindex_task(step);
                     }
@@ -1084,7 +1299,9 @@ impl<W: Workflow> Driver<W> {
         match W::condition(step, &self.input, self.machine.outputs()) {
             Ok(true) => None,
             Ok(false) => Some(format!("condition `{condition}` is false")),
-            Err(CallError::Absent(dep)) => Some(format!("condition reads absent `{}`", self.step_id(dep))),
+            Err(CallError::Absent(dep)) => {
+                Some(format!("condition reads absent `{}`", self.step_id(dep)))
+            }
             Err(error) => Some(format!("condition could not be evaluated: {error}")),
         }
     }
@@ -1154,11 +1371,23 @@ impl<W: Workflow> Driver<W> {
                         Ok(check) => match CatchUnwind(check).await {
                             Ok(Some(output)) => {
                                 tracing::info!("reconciled: the effect happened before the crash");
-                                return Done::Attempt { step, attempt, result: Ok(output), elapsed: started.elapsed() };
+                                return Done::Attempt {
+                                    step,
+                                    attempt,
+                                    result: Ok(output),
+                                    elapsed: started.elapsed(),
+                                };
                             }
-                            Ok(None) => tracing::info!("reconciled: the effect did not happen; running it"),
+                            Ok(None) => {
+                                tracing::info!("reconciled: the effect did not happen; running it")
+                            }
                             Err(error) => {
-                                return Done::Attempt { step, attempt, result: Err(error), elapsed: started.elapsed() };
+                                return Done::Attempt {
+                                    step,
+                                    attempt,
+                                    result: Err(error),
+                                    elapsed: started.elapsed(),
+                                };
                             }
                         },
                         Err(error) => tracing::warn!(error = %error, "reconcile unavailable"),
@@ -1183,7 +1412,12 @@ impl<W: Workflow> Driver<W> {
                 if log_payloads {
                     tracing::debug!(result = ?result, "attempt finished");
                 }
-                Done::Attempt { step, attempt, result, elapsed: started.elapsed() }
+                Done::Attempt {
+                    step,
+                    attempt,
+                    result,
+                    elapsed: started.elapsed(),
+                }
             }
             .instrument(span),
         );
@@ -1216,7 +1450,12 @@ impl<W: Workflow> Driver<W> {
     async fn settle(&mut self, done: Done) -> Result<(), StoreError> {
         let now = self.now();
         match done {
-            Done::Attempt { step, attempt, result, elapsed } => {
+            Done::Attempt {
+                step,
+                attempt,
+                result,
+                elapsed,
+            } => {
                 let id = self.step_id(step);
                 let (outcome, error_type) = match &result {
                     Ok(_) => ("success", "none"),
@@ -1235,10 +1474,21 @@ impl<W: Workflow> Driver<W> {
                 match result {
                     Ok(output) => {
                         tracing::info!(step = id, attempt, "step succeeded");
-                        self.append(Event::StepSucceeded { step, output, at: now }).await
+                        self.append(Event::StepSucceeded {
+                            step,
+                            output,
+                            at: now,
+                        })
+                        .await
                     }
                     Err(error) => {
-                        tracing::warn!(step = id, attempt, error_type = error.kind().as_str(), error = error.message(), "attempt failed");
+                        tracing::warn!(
+                            step = id,
+                            attempt,
+                            error_type = error.kind().as_str(),
+                            error = error.message(),
+                            "attempt failed"
+                        );
                         self.append(Event::AttemptFailed {
                             step,
                             attempt,
@@ -1256,16 +1506,30 @@ impl<W: Workflow> Driver<W> {
                 let error = result.err().map(|e| e.to_string());
                 match &error {
                     None => tracing::info!(step = self.step_id(step), "compensated"),
-                    Some(error) => tracing::error!(step = self.step_id(step), error = error.as_str(), "compensation failed"),
+                    Some(error) => tracing::error!(
+                        step = self.step_id(step),
+                        error = error.as_str(),
+                        "compensation failed"
+                    ),
                 }
-                self.append(Event::Compensated { step, error, at: now }).await
+                self.append(Event::Compensated {
+                    step,
+                    error,
+                    at: now,
+                })
+                .await
             }
         }
     }
 
     async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {
         match msg {
-            Msg::Decide { step, by, decision, reply } => {
+            Msg::Decide {
+                step,
+                by,
+                decision,
+                reply,
+            } => {
                 let result = self.decide(step, &by, decision).await;
                 let _ = reply.send(result);
                 Ok(())
@@ -1281,41 +1545,65 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    async fn decide(&mut self, step: usize, by: &str, decision: Value) -> Result<(), DecisionError> {
+    async fn decide(
+        &mut self,
+        step: usize,
+        by: &str,
+        decision: Value,
+    ) -> Result<(), DecisionError> {
         let run = self.run;
         let id = self.step_id(step).to_owned();
         let now = self.now();
         match self.machine.states().get(step) {
-            Some(StepState::Waiting { assignee, deadline, .. }) => {
+            Some(StepState::Waiting {
+                assignee, deadline, ..
+            }) => {
                 if now >= *deadline {
                     return Err(DecisionError::Expired { run, step: id });
                 }
                 if !(self.engine.inner.authorizer)(assignee, by) {
-                    tracing::warn!(step = id.as_str(), by, assignee = assignee.as_str(), "unauthorized decision refused");
+                    tracing::warn!(
+                        step = id.as_str(),
+                        by,
+                        assignee = assignee.as_str(),
+                        "unauthorized decision refused"
+                    );
                     return Err(DecisionError::Unauthorized {
                         step: id,
                         by: by.to_owned(),
                         assignee: assignee.clone(),
                     });
                 }
-                let mut decision = W::decision(step, decision).map_err(|error| DecisionError::WrongType {
-                    step: id.clone(),
-                    message: error.to_string(),
-                })?;
+                let mut decision =
+                    W::decision(step, decision).map_err(|error| DecisionError::WrongType {
+                        step: id.clone(),
+                        message: error.to_string(),
+                    })?;
                 if let Some(slot) = decision.get_mut("by") {
                     *slot = Value::String(by.to_owned());
                 }
                 tracing::info!(step = id.as_str(), by, "human task decided");
-                self.append(Event::TaskDecided { step, by: by.to_owned(), decision, at: now }).await?;
+                self.append(Event::TaskDecided {
+                    step,
+                    by: by.to_owned(),
+                    decision,
+                    at: now,
+                })
+                .await?;
                 self.unindex_task(step);
                 Ok(())
             }
-            Some(StepState::Succeeded) if self.deciders.contains_key(&step) => Err(DecisionError::AlreadyDecided {
-                run,
-                step: id,
-                by: self.deciders[&step].clone(),
-            }),
-            Some(StepState::Failed { kind: ErrorKind::Timeout, .. }) => Err(DecisionError::Expired { run, step: id }),
+            Some(StepState::Succeeded) if self.deciders.contains_key(&step) => {
+                Err(DecisionError::AlreadyDecided {
+                    run,
+                    step: id,
+                    by: self.deciders[&step].clone(),
+                })
+            }
+            Some(StepState::Failed {
+                kind: ErrorKind::Timeout,
+                ..
+            }) => Err(DecisionError::Expired { run, step: id }),
             _ => Err(DecisionError::UnknownTask { run, step: id }),
         }
     }
@@ -1349,11 +1637,29 @@ impl<W: Workflow> Driver<W> {
         let dead_letter = match (&status, &stop) {
             (Status::Failed, Some(stop)) => {
                 let (step, attempts, kind, message) = match stop {
-                    Stop::StepFailed { step, attempts, kind, message } => {
-                        (self.step_id(*step).to_owned(), *attempts, *kind, message.clone())
-                    }
-                    Stop::Deadline => (String::new(), 0, ErrorKind::Timeout, "the run passed its deadline".to_owned()),
-                    Stop::Cancelled => (String::new(), 0, ErrorKind::Internal, "cancelled".to_owned()),
+                    Stop::StepFailed {
+                        step,
+                        attempts,
+                        kind,
+                        message,
+                    } => (
+                        self.step_id(*step).to_owned(),
+                        *attempts,
+                        *kind,
+                        message.clone(),
+                    ),
+                    Stop::Deadline => (
+                        String::new(),
+                        0,
+                        ErrorKind::Timeout,
+                        "the run passed its deadline".to_owned(),
+                    ),
+                    Stop::Cancelled => (
+                        String::new(),
+                        0,
+                        ErrorKind::Internal,
+                        "cancelled".to_owned(),
+                    ),
                 };
                 Some(DeadLetter {
                     run: self.run,
@@ -1374,16 +1680,28 @@ impl<W: Workflow> Driver<W> {
             Status::Failed => RunStatus::Failed,
             Status::Running | Status::Compensating => RunStatus::Running,
         };
-        let note = dead_letter
-            .as_ref()
-            .map(|d| format!("failed at `{}` after {} attempt(s): {}: {}", d.step, d.attempts, d.kind, d.message));
+        let note = dead_letter.as_ref().map(|d| {
+            format!(
+                "failed at `{}` after {} attempt(s): {}: {}",
+                d.step, d.attempts, d.kind, d.message
+            )
+        });
         self.engine
             .inner
             .store
-            .set_status(self.run, store_status, note.as_deref(), dead_letter.as_ref())
+            .set_status(
+                self.run,
+                store_status,
+                note.as_deref(),
+                dead_letter.as_ref(),
+            )
             .await?;
         match &dead_letter {
-            Some(letter) => tracing::error!(step = letter.step.as_str(), error_type = letter.kind.as_str(), "run failed; recorded as a dead letter"),
+            Some(letter) => tracing::error!(
+                step = letter.step.as_str(),
+                error_type = letter.kind.as_str(),
+                "run failed; recorded as a dead letter"
+            ),
             None => tracing::info!(status = status.as_str(), "run finished"),
         }
         Ok(Finished {
@@ -1417,7 +1735,9 @@ impl<T> Future for CatchUnwind<'_, T> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".to_owned());
-                Poll::Ready(Err(StepError::permanent(format!("the action panicked: {message}"))))
+                Poll::Ready(Err(StepError::permanent(format!(
+                    "the action panicked: {message}"
+                ))))
             }
         }
     }

@@ -140,7 +140,9 @@ impl From<std::convert::Infallible> for StepError {
 }
 
 /// A run's identifier.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct RunId(pub u64);
 
@@ -253,7 +255,9 @@ pub enum RunError {
     #[error("{0} was cancelled")]
     Cancelled(RunId),
     /// The run was started under another version of the spec and is parked.
-    #[error("{run} was started under spec {recorded} but `{workflow}` is now {current}; it is parked")]
+    #[error(
+        "{run} was started under spec {recorded} but `{workflow}` is now {current}; it is parked"
+    )]
     SpecChanged {
         /// The run.
         run: RunId,

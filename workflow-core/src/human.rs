@@ -81,11 +81,13 @@ impl<'a, D: Serialize> HumanTask<'a, D> {
 impl HumanTask<'_, Approval> {
     /// Approves, with an optional comment.
     pub async fn approve(&self, by: &str, comment: Option<&str>) -> Result<(), DecisionError> {
-        self.decide(by, Approval::approve(comment.map(str::to_owned))).await
+        self.decide(by, Approval::approve(comment.map(str::to_owned)))
+            .await
     }
 
     /// Rejects, with an optional comment.
     pub async fn reject(&self, by: &str, comment: Option<&str>) -> Result<(), DecisionError> {
-        self.decide(by, Approval::reject(comment.map(str::to_owned))).await
+        self.decide(by, Approval::reject(comment.map(str::to_owned)))
+            .await
     }
 }

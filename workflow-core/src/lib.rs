@@ -38,20 +38,20 @@ pub use context::StepContext;
 pub use engine::{Engine, EngineBuilder, RunHandle, RunRef, RunView, StartOptions, StepView};
 pub use error::{DecisionError, ErrorKind, RunError, RunId, StepError};
 pub use human::{HumanTask, TaskInfo, TIMEOUT_DECIDER};
-pub use machine::{Command, Machine, StepState, Status};
-pub use store::{MemoryStore, Store, StoreError};
+pub use machine::{Command, Machine, Status, StepState};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
+pub use store::{MemoryStore, Store, StoreError};
 pub use workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
 pub use workflow_macros::workflow;
 pub use workflow_spec::{self as spec, RetryPolicy, Spec};
 
 /// The usual imports: `use workflow_core::prelude::*;`.
 pub mod prelude {
+    #[cfg(feature = "sqlite")]
+    pub use crate::SqliteStore;
     pub use crate::{
         workflow, Approval, Engine, ErrorKind, RunError, RunHandle, RunId, StartOptions,
         StepContext, StepError, Workflow,
     };
-    #[cfg(feature = "sqlite")]
-    pub use crate::SqliteStore;
 }

@@ -454,7 +454,8 @@ impl<'s> Machine<'s> {
                 self.compensated[step] = false;
             }
         }
-        self.completion_order.retain(|step| self.outputs[*step].is_some());
+        self.completion_order
+            .retain(|step| self.outputs[*step].is_some());
         self.status = Status::Running;
         self.stop = None;
     }
@@ -465,9 +466,7 @@ impl<'s> Machine<'s> {
             Status::Running if self.states.iter().all(StepState::is_settled) => {
                 self.status = Status::Completed;
             }
-            Status::Compensating
-                if !self.in_flight_any() && self.next_compensation().is_none() =>
-            {
+            Status::Compensating if !self.in_flight_any() && self.next_compensation().is_none() => {
                 self.status = match self.stop {
                     Some(Stop::Cancelled) => Status::Cancelled,
                     _ => Status::Failed,
@@ -534,15 +533,15 @@ impl<'s> Machine<'s> {
         for (step, state) in self.states.iter().enumerate() {
             let spec = &self.spec.steps[step];
             match state {
-                StepState::Running { attempt } if self.orphaned[step] => {
-                    if in_flight < self.max_in_flight {
-                        in_flight += 1;
-                        commands.push(Command::Start {
-                            step,
-                            attempt: *attempt,
-                            resumed: true,
-                        });
-                    }
+                StepState::Running { attempt }
+                    if self.orphaned[step] && in_flight < self.max_in_flight =>
+                {
+                    in_flight += 1;
+                    commands.push(Command::Start {
+                        step,
+                        attempt: *attempt,
+                        resumed: true,
+                    });
                 }
                 StepState::Pending if self.ready(step) => {
                     if let Some(upstream) = self.absent_required_arg(step) {
@@ -558,15 +557,15 @@ impl<'s> Machine<'s> {
                         });
                     }
                 }
-                StepState::RetryWait { attempt, until } if *until <= now => {
-                    if in_flight < self.max_in_flight {
-                        in_flight += 1;
-                        commands.push(Command::Start {
-                            step,
-                            attempt: attempt + 1,
-                            resumed: false,
-                        });
-                    }
+                StepState::RetryWait { attempt, until }
+                    if *until <= now && in_flight < self.max_in_flight =>
+                {
+                    in_flight += 1;
+                    commands.push(Command::Start {
+                        step,
+                        attempt: attempt + 1,
+                        resumed: false,
+                    });
                 }
                 StepState::Waiting {
                     deadline,
@@ -607,9 +606,7 @@ impl<'s> Machine<'s> {
     fn absent_required_arg(&self, step: usize) -> Option<usize> {
         let call = self.spec.steps[step].action()?;
         call.args.iter().find_map(|arg| match arg {
-            Arg::Step(dep) if self.is_absent(*dep) && !self.spec.steps[*dep].optional => {
-                Some(*dep)
-            }
+            Arg::Step(dep) if self.is_absent(*dep) && !self.spec.steps[*dep].optional => Some(*dep),
             _ => None,
         })
     }

@@ -17,7 +17,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// The required output of `step`.
-pub fn required<T: DeserializeOwned>(outputs: &dyn OutputSource, step: usize) -> Result<T, CallError> {
+pub fn required<T: DeserializeOwned>(
+    outputs: &dyn OutputSource,
+    step: usize,
+) -> Result<T, CallError> {
     match outputs.output(step) {
         Some(value) => decode(step, value),
         None => Err(CallError::Absent(step)),
@@ -25,7 +28,10 @@ pub fn required<T: DeserializeOwned>(outputs: &dyn OutputSource, step: usize) ->
 }
 
 /// The maybe-absent output of `step`.
-pub fn optional<T: DeserializeOwned>(outputs: &dyn OutputSource, step: usize) -> Result<Option<T>, CallError> {
+pub fn optional<T: DeserializeOwned>(
+    outputs: &dyn OutputSource,
+    step: usize,
+) -> Result<Option<T>, CallError> {
     match outputs.output(step) {
         Some(value) => decode(step, value).map(Some),
         None => Ok(None),
@@ -41,7 +47,8 @@ fn decode<T: DeserializeOwned>(step: usize, value: &Value) -> Result<T, CallErro
 
 /// Encodes a step output for the journal.
 pub fn encode<T: Serialize>(value: &T) -> Result<Value, StepError> {
-    serde_json::to_value(value).map_err(|error| StepError::validation(format!("the output does not serialize: {error}")))
+    serde_json::to_value(value)
+        .map_err(|error| StepError::validation(format!("the output does not serialize: {error}")))
 }
 
 /// Converts an action's result, fixing its output type to the one the spec declares.
@@ -55,7 +62,9 @@ pub fn unit_result<T, E: Into<StepError>>(result: Result<T, E>) -> Result<(), St
 }
 
 /// Converts a reconcile function's result: `Some(output)` when the effect already happened.
-pub fn reconcile_result<T: Serialize, E: Into<StepError>>(result: Result<Option<T>, E>) -> Result<Option<Value>, StepError> {
+pub fn reconcile_result<T: Serialize, E: Into<StepError>>(
+    result: Result<Option<T>, E>,
+) -> Result<Option<Value>, StepError> {
     match result.map_err(Into::into)? {
         Some(value) => encode(&value).map(Some),
         None => Ok(None),
@@ -63,13 +72,18 @@ pub fn reconcile_result<T: Serialize, E: Into<StepError>>(result: Result<Option<
 }
 
 /// Checks a decision value against its type.
-pub fn decision<T: Serialize + DeserializeOwned>(step: usize, value: Value) -> Result<Value, CallError> {
+pub fn decision<T: Serialize + DeserializeOwned>(
+    step: usize,
+    value: Value,
+) -> Result<Value, CallError> {
     let typed: T = decode(step, &value)?;
     encode(&typed).map_err(CallError::Step)
 }
 
 /// The decision recorded by `on_timeout: approve | reject`.
-pub fn timeout_decision<T: Serialize + From<crate::Approval>>(approved: bool) -> Result<Value, CallError> {
+pub fn timeout_decision<T: Serialize + From<crate::Approval>>(
+    approved: bool,
+) -> Result<Value, CallError> {
     let approval = crate::Approval {
         approved,
         by: crate::human::TIMEOUT_DECIDER.to_owned(),

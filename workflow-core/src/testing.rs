@@ -93,7 +93,10 @@ impl<T: Clone + Send + 'static> Script<T> {
     /// Fails `times` calls with errors of `kind`.
     pub fn fail(self, times: usize, kind: ErrorKind) -> Self {
         (0..times).fold(self, |script, n| {
-            script.push(Outcome::Fail(StepError::new(kind, format!("scripted {kind} #{}", n + 1))))
+            script.push(Outcome::Fail(StepError::new(
+                kind,
+                format!("scripted {kind} #{}", n + 1),
+            )))
         })
     }
 
@@ -141,7 +144,9 @@ impl<T: Clone + Send + 'static> Script<T> {
                     let mut state = lock(&self.inner);
                     state.last = Some(value.clone());
                     state.effects.push(value);
-                    return Err(StepError::timeout("scripted timeout after the effect happened"));
+                    return Err(StepError::timeout(
+                        "scripted timeout after the effect happened",
+                    ));
                 }
                 Some(Outcome::Fail(error)) => return Err(error),
                 None => {
@@ -218,7 +223,11 @@ impl<T: Clone + PartialEq> Recorder<T> {
 
 /// The journal of a run.
 pub async fn events(engine: &Engine, run: RunId) -> Result<Vec<Event>, RunError> {
-    let stored = engine.store().load(run).await?.ok_or(RunError::UnknownRun(run))?;
+    let stored = engine
+        .store()
+        .load(run)
+        .await?
+        .ok_or(RunError::UnknownRun(run))?;
     Ok(stored.events)
 }
 
@@ -231,12 +240,23 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
         .iter()
         .map(|event| match event {
             Event::RunStarted { workflow, .. } => format!("run_started {workflow}"),
-            Event::AttemptStarted { step, attempt, .. } => format!("attempt_started {} #{attempt}", id(step)),
-            Event::AttemptFailed { step, attempt, kind, .. } => format!("attempt_failed {} #{attempt} {kind}", id(step)),
+            Event::AttemptStarted { step, attempt, .. } => {
+                format!("attempt_started {} #{attempt}", id(step))
+            }
+            Event::AttemptFailed {
+                step,
+                attempt,
+                kind,
+                ..
+            } => format!("attempt_failed {} #{attempt} {kind}", id(step)),
             Event::StepSucceeded { step, .. } => format!("step_succeeded {}", id(step)),
-            Event::StepSkipped { step, reason, .. } => format!("step_skipped {} ({reason})", id(step)),
+            Event::StepSkipped { step, reason, .. } => {
+                format!("step_skipped {} ({reason})", id(step))
+            }
             Event::EffectProposed { step, .. } => format!("effect_proposed {}", id(step)),
-            Event::TaskOpened { step, assignee, .. } => format!("task_opened {} for {assignee}", id(step)),
+            Event::TaskOpened { step, assignee, .. } => {
+                format!("task_opened {} for {assignee}", id(step))
+            }
             Event::TaskEscalated { step, to, .. } => format!("task_escalated {} to {to}", id(step)),
             Event::TaskDecided { step, by, .. } => format!("task_decided {} by {by}", id(step)),
             Event::TaskExpired { step, .. } => format!("task_expired {}", id(step)),
@@ -254,12 +274,20 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
 /// Each event's time in ms after the run started: for asserting exact retry delays.
 pub fn offsets(events: &[Event]) -> Vec<u64> {
     let start = events.first().map_or(0, Event::at);
-    events.iter().map(|e| e.at().saturating_sub(start)).collect()
+    events
+        .iter()
+        .map(|e| e.at().saturating_sub(start))
+        .collect()
 }
 
 /// Waits (in tokio time: instant under paused time) until the human task `step` of `run`
 /// is open, and returns it. Fails after `limit` of tokio time.
-pub async fn wait_for_task(engine: &Engine, run: RunId, step: &str, limit: Duration) -> Result<TaskInfo, WaitError> {
+pub async fn wait_for_task(
+    engine: &Engine,
+    run: RunId,
+    step: &str,
+    limit: Duration,
+) -> Result<TaskInfo, WaitError> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let open = engine.open_tasks().await.map_err(WaitError::Run)?;

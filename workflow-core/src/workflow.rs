@@ -29,7 +29,9 @@ pub struct Invocation<'a, W: Workflow> {
 
 impl<W: Workflow> std::fmt::Debug for Invocation<'_, W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Invocation").field("ctx", self.ctx).finish_non_exhaustive()
+        f.debug_struct("Invocation")
+            .field("ctx", self.ctx)
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,7 +56,9 @@ impl OutputSource for Vec<Option<Value>> {
 /// A few outputs by step index: what one call needs, cheap to move into a task.
 impl OutputSource for Vec<(usize, Value)> {
     fn output(&self, step: usize) -> Option<&Value> {
-        self.iter().find(|(index, _)| *index == step).map(|(_, value)| value)
+        self.iter()
+            .find(|(index, _)| *index == step)
+            .map(|(_, value)| value)
     }
 }
 
@@ -100,16 +104,29 @@ pub trait Workflow: Sized + Send + Sync + 'static {
     fn spec() -> &'static Spec;
 
     /// Runs the action of `step`.
-    fn action(step: usize, call: Invocation<'_, Self>) -> Result<BoxFuture<'_, Result<Value, StepError>>, CallError>;
+    fn action(
+        step: usize,
+        call: Invocation<'_, Self>,
+    ) -> Result<BoxFuture<'_, Result<Value, StepError>>, CallError>;
 
     /// Runs the compensation of `step`.
-    fn compensate(step: usize, call: Invocation<'_, Self>) -> Result<BoxFuture<'_, Result<(), StepError>>, CallError>;
+    fn compensate(
+        step: usize,
+        call: Invocation<'_, Self>,
+    ) -> Result<BoxFuture<'_, Result<(), StepError>>, CallError>;
 
     /// Asks the reconcile function of `step` whether its effect already happened.
-    fn reconcile(step: usize, call: Invocation<'_, Self>) -> Result<BoxFuture<'_, Result<Option<Value>, StepError>>, CallError>;
+    fn reconcile(
+        step: usize,
+        call: Invocation<'_, Self>,
+    ) -> Result<BoxFuture<'_, Result<Option<Value>, StepError>>, CallError>;
 
     /// Evaluates the condition of `step` (true when it has none).
-    fn condition(step: usize, input: &Self::Input, outputs: &dyn OutputSource) -> Result<bool, CallError>;
+    fn condition(
+        step: usize,
+        input: &Self::Input,
+        outputs: &dyn OutputSource,
+    ) -> Result<bool, CallError>;
 
     /// The arguments `step` would be called with, for dry-run proposals (names to values;
     /// `env` and `ctx` left out).

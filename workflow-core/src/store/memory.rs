@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
-use super::{Created, DeadLetter, NewRun, RunFilter, RunRecord, RunStatus, Store, StoreError, StoredRun};
+use super::{
+    Created, DeadLetter, NewRun, RunFilter, RunRecord, RunStatus, Store, StoreError, StoredRun,
+};
 use crate::error::RunId;
 use crate::journal::Event;
 use crate::workflow::BoxFuture;
@@ -32,7 +34,9 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the maps half-updated: every method
         // does its checks before its first write.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How many journal entries were written (run creations included).
@@ -56,7 +60,9 @@ impl Store for MemoryStore {
         inner.next_id += 1;
         let id = RunId(inner.next_id);
         if let Some(key) = run.idempotency_key {
-            inner.keys.insert((run.workflow.to_owned(), key.to_owned()), id);
+            inner
+                .keys
+                .insert((run.workflow.to_owned(), key.to_owned()), id);
         }
         inner.appends += 1;
         inner.runs.insert(
@@ -78,11 +84,18 @@ impl Store for MemoryStore {
         ready(Ok(Created::New(id)))
     }
 
-    fn append<'a>(&'a self, run: RunId, seq: u64, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn append<'a>(
+        &'a self,
+        run: RunId,
+        seq: u64,
+        event: &'a Event,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         let mut inner = self.lock();
         let result = match inner.runs.get_mut(&run) {
             None => Err(StoreError::UnknownRun(run)),
-            Some(stored) if stored.events.len() as u64 != seq => Err(StoreError::Conflict { run, seq }),
+            Some(stored) if stored.events.len() as u64 != seq => {
+                Err(StoreError::Conflict { run, seq })
+            }
             Some(stored) => {
                 stored.record.updated_at = event.at();
                 stored.events.push(event.clone());
@@ -133,12 +146,19 @@ impl Store for MemoryStore {
         ready(Ok(records))
     }
 
-    fn claim_unfinished<'a>(&'a self, _owner: &'a str, workflows: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+    fn claim_unfinished<'a>(
+        &'a self,
+        _owner: &'a str,
+        workflows: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
         let inner = self.lock();
         let ids = inner
             .runs
             .values()
-            .filter(|s| s.record.status == RunStatus::Running && workflows.contains(&s.record.workflow.as_str()))
+            .filter(|s| {
+                s.record.status == RunStatus::Running
+                    && workflows.contains(&s.record.workflow.as_str())
+            })
             .map(|s| s.record.id)
             .collect();
         ready(Ok(ids))

@@ -150,6 +150,8 @@ impl Default for SqliteOptions {
 /// the paused clock while waiting for it.
 pub struct SqliteStore {
     path: PathBuf,
+    /// The path as error messages show it.
+    shown: Arc<str>,
     options: SqliteOptions,
     writer: Option<mpsc::Sender<Box<dyn Job>>>,
     writer_thread: Option<JoinHandle<()>>,
@@ -225,6 +227,7 @@ impl SqliteStore {
         tracing::debug!(path = %shown, "opened the SQLite store");
         Ok(SqliteStore {
             path,
+            shown: Arc::from(shown),
             options,
             writer: Some(sender),
             writer_thread: Some(writer_thread),
@@ -262,20 +265,17 @@ impl SqliteStore {
             result: None,
             reply,
         });
-        let stopped = || {
-            StoreError::Io(format!(
-                "{}: the store's writer thread stopped",
-                self.path.display()
-            ))
-        };
         let sent = match &self.writer {
-            Some(sender) => sender.send(request).map_err(|_| stopped()),
-            None => Err(stopped()),
+            Some(sender) => sender.send(request).is_ok(),
+            None => false,
         };
-        let lost = stopped();
+        let shown = Arc::clone(&self.shown);
+        let stopped = move || StoreError::Io(format!("{shown}: the store's writer thread stopped"));
         Box::pin(async move {
-            sent?;
-            answer.await.map_err(|_| lost)?
+            if !sent {
+                return Err(stopped());
+            }
+            answer.await.map_err(|_| stopped())?
         })
     }
 
@@ -296,7 +296,7 @@ impl SqliteStore {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                let shown = self.path.display().to_string();
+                let shown = Arc::clone(&self.shown);
                 Box::pin(async move {
                     handle
                         .spawn_blocking(job)
