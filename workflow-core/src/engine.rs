@@ -27,6 +27,10 @@ use crate::store::{
 };
 use crate::workflow::{BoxFuture, CallError, Invocation, Workflow};
 
+/// How often a run waiting on a person checks a shared store for decisions made by other
+/// processes (the `workflow tasks approve` command).
+const FOREIGN_POLL: Duration = Duration::from_secs(1);
+
 /// Decides whether `by` may decide a task assigned to `assignee`.
 pub type Authorizer = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
@@ -67,9 +71,16 @@ struct Inner {
     live: Mutex<HashMap<RunId, Live>>,
     tasks: Mutex<BTreeMap<(RunId, usize), TaskInfo>>,
     events: broadcast::Sender<(RunId, Event)>,
+    fault_hook: Option<FaultHook>,
 }
 
 impl Inner {
+    fn fault(&self, point: &'static str) {
+        if let Some(hook) = &self.fault_hook {
+            hook(point);
+        }
+    }
+
     fn lock_live(&self) -> MutexGuard<'_, HashMap<RunId, Live>> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -86,7 +97,12 @@ impl Inner {
 struct Live {
     mailbox: mpsc::UnboundedSender<Msg>,
     done: watch::Receiver<Option<Arc<Finished>>>,
+    abort: Option<tokio::task::AbortHandle>,
 }
+
+/// A test hook called at named points of the driver (`before_result_append`,
+/// `after_result_append`), so crash tests can kill the process exactly there.
+pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 /// How a run ended, kept for its waiters.
 #[derive(Debug)]
@@ -117,6 +133,7 @@ pub struct EngineBuilder {
     log_payloads: bool,
     owner: String,
     seed: Option<u64>,
+    fault_hook: Option<FaultHook>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -181,6 +198,13 @@ impl EngineBuilder {
         self
     }
 
+    #[doc(hidden)]
+    /// Crash-test hook, see [`FaultHook`].
+    pub fn fault_hook(mut self, hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
+        self.fault_hook = Some(Arc::new(hook));
+        self
+    }
+
     /// The engine.
     pub fn build(self) -> Engine {
         let seed = self.seed.unwrap_or_else(|| self.clock.now());
@@ -197,6 +221,7 @@ impl EngineBuilder {
                 live: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(BTreeMap::new()),
                 events: broadcast::channel(1024).0,
+                fault_hook: self.fault_hook,
             }),
         }
     }
@@ -267,12 +292,31 @@ impl Engine {
             log_payloads: false,
             owner: "local".into(),
             seed: None,
+            fault_hook: None,
         }
     }
 
     /// The engine's store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// Stops driving every run at once, as a crash would: in-flight steps are abandoned
+    /// and nothing more is journaled. Unfinished runs stay `running` in the store and are
+    /// resumed by the next engine's [`Engine::resume_all`].
+    pub fn shutdown(&self) {
+        let live: Vec<Live> = self
+            .inner
+            .lock_live()
+            .drain()
+            .map(|(_, live)| live)
+            .collect();
+        for entry in live {
+            if let Some(abort) = entry.abort {
+                abort.abort();
+            }
+        }
+        self.inner.lock_tasks().clear();
     }
 
     /// Every journal event of every run this engine drives, as it is journaled: for
@@ -305,9 +349,13 @@ impl Engine {
                 }
             }
         }
-        self.inner
-            .lock_workflows()
-            .insert(W::NAME, Arc::new(Registration::<W> { env: Arc::new(env) }));
+        self.inner.lock_workflows().insert(
+            W::NAME,
+            Arc::new(Registration::<W> {
+                env: Arc::new(env),
+                spec_stored: std::sync::atomic::AtomicBool::new(false),
+            }),
+        );
         Ok(())
     }
 
@@ -338,6 +386,13 @@ impl Engine {
         options: StartOptions,
     ) -> Result<RunHandle<W>, RunError> {
         let registration = self.typed::<W>()?;
+        if !registration
+            .spec_stored
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            let json = serde_json::to_string(W::spec()).unwrap_or_default();
+            self.inner.store.put_spec(W::FINGERPRINT, &json).await?;
+        }
         let now = self.now();
         let seed = self
             .inner
@@ -926,6 +981,7 @@ trait Registered: Send + Sync + 'static {
 
 struct Registration<W: Workflow> {
     env: Arc<W::Env>,
+    spec_stored: std::sync::atomic::AtomicBool,
 }
 
 impl<W: Workflow> Registered for Registration<W> {
@@ -945,6 +1001,7 @@ impl<W: Workflow> Registered for Registration<W> {
             Live {
                 mailbox: mailbox_tx,
                 done,
+                abort: None,
             },
         );
         let env = self.env.clone();
@@ -953,7 +1010,8 @@ impl<W: Workflow> Registered for Registration<W> {
             _ => String::new(),
         };
         let span = tracing::info_span!("run", workflow = W::NAME, run = %run, trace_id = %trace_id);
-        tokio::spawn(
+        let live = engine.clone();
+        let handle = tokio::spawn(
             async move {
                 let driver = Driver::<W>::new(engine.clone(), run, env, events, mailbox, trace_id);
                 let finished = match driver {
@@ -971,6 +1029,10 @@ impl<W: Workflow> Registered for Registration<W> {
             }
             .instrument(span),
         );
+        let mut runs = live.inner.lock_live();
+        if let Some(entry) = runs.get_mut(&run) {
+            entry.abort = Some(handle.abort_handle());
+        }
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
@@ -1062,6 +1124,17 @@ impl<W: Workflow> Driver<W> {
         self.engine.inner.clock.now()
     }
 
+    /// Whether to poll the store for decisions written by other processes: only while a
+    /// human task is open, and only on stores other processes can write.
+    fn watch_foreign(&self) -> bool {
+        self.engine.inner.store.shared()
+            && self
+                .machine
+                .states()
+                .iter()
+                .any(|state| matches!(state, StepState::Waiting { .. }))
+    }
+
     fn spec(&self) -> &'static Spec {
         W::spec()
     }
@@ -1072,20 +1145,71 @@ impl<W: Workflow> Driver<W> {
 
     /// Journals an event, then applies it: nothing is acted on before it is durable.
     async fn append(&mut self, event: Event) -> Result<(), StoreError> {
-        self.engine
-            .inner
-            .store
-            .append(self.run, self.seq, &event)
-            .await?;
+        loop {
+            match self
+                .engine
+                .inner
+                .store
+                .append(self.run, self.seq, &event)
+                .await
+            {
+                Ok(()) => break,
+                Err(StoreError::Conflict { .. }) => {
+                    // Another writer (the CLI deciding a task) appended first: take in what
+                    // it wrote, then append ours unless it no longer applies.
+                    self.catch_up().await?;
+                    if !self.still_applies(&event) {
+                        return Ok(());
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
         self.seq += 1;
-        if let Event::TaskDecided { step, by, .. } = &event {
-            self.deciders.insert(*step, by.clone());
+        self.applied(event);
+        Ok(())
+    }
+
+    fn applied(&mut self, event: Event) {
+        match &event {
+            Event::TaskDecided { step, by, .. } => {
+                self.deciders.insert(*step, by.clone());
+                self.unindex_task(*step);
+            }
+            Event::TaskExpired { step, .. } => self.unindex_task(*step),
+            _ => {}
         }
         self.machine.apply(&event);
         if self.engine.inner.events.receiver_count() > 0 {
             let _ = self.engine.inner.events.send((self.run, event));
         }
+    }
+
+    /// Applies what other writers appended to this run's journal since we last wrote.
+    async fn catch_up(&mut self) -> Result<(), StoreError> {
+        let stored = self.engine.inner.store.load(self.run).await?;
+        let events = stored.map(|s| s.events).unwrap_or_default();
+        for event in events.into_iter().skip(self.seq as usize) {
+            tracing::info!(event = ?event.step(), "took in a journal entry written by another process");
+            self.seq += 1;
+            self.applied(event);
+        }
         Ok(())
+    }
+
+    /// Whether an event we meant to append still fits the state after catching up.
+    fn still_applies(&self, event: &Event) -> bool {
+        match event {
+            Event::TaskDecided { step, .. }
+            | Event::TaskEscalated { step, .. }
+            | Event::TaskExpired { step, .. } => {
+                matches!(
+                    self.machine.states().get(*step),
+                    Some(StepState::Waiting { .. })
+                )
+            }
+            _ => true,
+        }
     }
 
     async fn drive(mut self) -> Option<Finished> {
@@ -1127,6 +1251,7 @@ impl<W: Workflow> Driver<W> {
                 }
                 Some(msg) = self.mailbox.recv() => self.message(msg).await?,
                 () = sleep => {}
+                () = tokio::time::sleep(FOREIGN_POLL), if self.watch_foreign() => self.catch_up().await?,
             }
         }
     }
@@ -1474,12 +1599,15 @@ impl<W: Workflow> Driver<W> {
                 match result {
                     Ok(output) => {
                         tracing::info!(step = id, attempt, "step succeeded");
+                        self.engine.inner.fault("before_result_append");
                         self.append(Event::StepSucceeded {
                             step,
                             output,
                             at: now,
                         })
-                        .await
+                        .await?;
+                        self.engine.inner.fault("after_result_append");
+                        Ok(())
                     }
                     Err(error) => {
                         tracing::warn!(

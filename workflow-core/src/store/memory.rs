@@ -22,6 +22,7 @@ struct Inner {
     runs: BTreeMap<RunId, StoredRun>,
     keys: HashMap<(String, String), RunId>,
     dead: BTreeMap<RunId, DeadLetter>,
+    specs: HashMap<String, String>,
     appends: u64,
 }
 
@@ -171,5 +172,24 @@ impl Store for MemoryStore {
     fn remove_dead_letter(&self, run: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
         self.lock().dead.remove(&run);
         ready(Ok(()))
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        spec_json: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.lock()
+            .specs
+            .entry(fingerprint.to_owned())
+            .or_insert_with(|| spec_json.to_owned());
+        ready(Ok(()))
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        ready(Ok(self.lock().specs.get(fingerprint).cloned()))
     }
 }

@@ -266,4 +266,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes the dead letter of a run (after a retry or a cancellation).
     fn remove_dead_letter(&self, run: RunId) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Records the spec a fingerprint stands for (as JSON), so tools without the
+    /// workflow's code (the CLI) can draw and explain its runs. Written once per
+    /// fingerprint; later writes of the same fingerprint change nothing.
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        spec_json: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Whether other processes may append to journals in this store (a file or a server),
+    /// so runs waiting on a person should look for decisions written elsewhere.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// The spec JSON recorded for a fingerprint.
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
 }

@@ -65,10 +65,15 @@ const MIGRATIONS: &[&str] = &[
         trace_id TEXT NOT NULL,
         at INTEGER NOT NULL
     );",
+    // Version 2: the specs runs were started under, by fingerprint, for tools.
+    "CREATE TABLE specs (
+        fingerprint TEXT PRIMARY KEY,
+        spec TEXT NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// The tables a store of the current schema version has.
-const TABLES: [&str; 3] = ["runs", "journal", "dead_letters"];
+const TABLES: [&str; 4] = ["runs", "journal", "dead_letters", "specs"];
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -1034,6 +1039,42 @@ impl Store for SqliteStore {
                 .and_then(|mut s| s.execute(params![run.0]))
                 .map_err(db_error(db))?;
             Ok(((), 0))
+        })
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        spec_json: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let fingerprint = fingerprint.to_owned();
+        let spec = spec_json.to_owned();
+        self.write(move |db| {
+            db.conn
+                .prepare_cached("INSERT OR IGNORE INTO specs (fingerprint, spec) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![fingerprint, spec]))
+                .map_err(db_error(db))?;
+            Ok(((), 0))
+        })
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let fingerprint = fingerprint.to_owned();
+        self.read(move |db| {
+            db.conn
+                .prepare_cached("SELECT spec FROM specs WHERE fingerprint = ?1")
+                .and_then(|mut s| {
+                    s.query_row(params![fingerprint], |row| row.get::<_, String>(0))
+                        .optional()
+                })
+                .map_err(db_error(db))
         })
     }
 }
