@@ -51,25 +51,47 @@ mod triage {
         if hook.signature != "test-valid" {
             return Err(StepError::unauthorized("bad webhook signature"));
         }
-        Ok(Ticket { id: hook.ticket_id, text: hook.text })
+        Ok(Ticket {
+            id: hook.ticket_id,
+            text: hook.text,
+        })
     }
 
     pub async fn classify(_env: &Adapters, ticket: Ticket) -> Result<Triage, StepError> {
         let urgent = ticket.text.contains("locked out") || ticket.text.contains("today");
-        Ok(Triage { urgent, ambiguous: ticket.text.starts_with("Maybe") })
+        Ok(Triage {
+            urgent,
+            ambiguous: ticket.text.starts_with("Maybe"),
+        })
     }
 
-    pub async fn send_alert(env: &Adapters, ctx: &StepContext, ticket: Ticket) -> Result<AlertId, StepError> {
+    pub async fn send_alert(
+        env: &Adapters,
+        ctx: &StepContext,
+        ticket: Ticket,
+    ) -> Result<AlertId, StepError> {
         // The service delivers (keyed by the idempotency key), then may time out on the reply.
         let outcome = env.alert_service.next().await;
-        if outcome.is_ok() || outcome.as_ref().is_err_and(|e| e.kind() == ErrorKind::Timeout) {
-            env.delivered.record(format!("{} for {}", ctx.idempotency_key, ticket.id));
+        if outcome.is_ok()
+            || outcome
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::Timeout)
+        {
+            env.delivered
+                .record(format!("{} for {}", ctx.idempotency_key, ticket.id));
         }
         outcome
     }
 
-    pub async fn find_alert(env: &Adapters, ctx: &StepContext) -> Result<Option<AlertId>, StepError> {
-        let sent = env.delivered.calls().iter().any(|call| call.starts_with(&ctx.idempotency_key));
+    pub async fn find_alert(
+        env: &Adapters,
+        ctx: &StepContext,
+    ) -> Result<Option<AlertId>, StepError> {
+        let sent = env
+            .delivered
+            .calls()
+            .iter()
+            .any(|call| call.starts_with(&ctx.idempotency_key));
         Ok(sent.then(|| AlertId(format!("alert:{}", ctx.idempotency_key))))
     }
 }
@@ -122,22 +144,40 @@ struct Outcome {
 
 async fn incident() -> Outcome {
     let delivered = Recorder::new();
-    let alert_service = Script::new().timeout_after_effect(AlertId("a-1".into())).succeed(AlertId("a-2".into()));
-    let engine = Engine::builder().seed(884).clock(workflow_core::TokioClock::starting_at(1_784_351_400_000)).build();
+    let alert_service = Script::new()
+        .timeout_after_effect(AlertId("a-1".into()))
+        .succeed(AlertId("a-2".into()));
+    let engine = Engine::builder()
+        .seed(884)
+        .clock(workflow_core::TokioClock::starting_at(1_784_351_400_000))
+        .build();
     engine
-        .register::<TicketTriage>(Adapters { delivered: delivered.clone(), alert_service: alert_service.clone() })
+        .register::<TicketTriage>(Adapters {
+            delivered: delivered.clone(),
+            alert_service: alert_service.clone(),
+        })
         .unwrap();
     // The webhook arrives three times.
     let mut runs = Vec::new();
     for _ in 0..3 {
         let hook = webhook();
         let options = StartOptions::key(hook.event_id.clone());
-        runs.push(engine.start_with::<TicketTriage>(TicketTriageInput { hook }, options).await.unwrap());
+        runs.push(
+            engine
+                .start_with::<TicketTriage>(TicketTriageInput { hook }, options)
+                .await
+                .unwrap(),
+        );
     }
     let run = &runs[0];
     {
-        testing::wait_for_task(&engine, run.id(), "approve_alert", Duration::from_secs(60)).await.unwrap();
-        run.approve_alert().approve("lee@support_leads", Some("confirmed with customer")).await.unwrap();
+        testing::wait_for_task(&engine, run.id(), "approve_alert", Duration::from_secs(60))
+            .await
+            .unwrap();
+        run.approve_alert()
+            .approve("lee@support_leads", Some("confirmed with customer"))
+            .await
+            .unwrap();
     }
     let outputs = run.outputs().await.unwrap();
     // Long after: nothing else may happen.
@@ -158,11 +198,25 @@ async fn a_webhook_delivered_three_times_sends_exactly_one_alert() {
     // Exactly one run for the three deliveries.
     assert!(outcome.runs.iter().all(|id| *id == outcome.runs[0]));
     // Exactly one alert, although the service timed out after delivering it.
-    assert_eq!(outcome.delivered.len(), 1, "alerts delivered: {:?}", outcome.delivered);
-    assert_eq!(outcome.service_calls, 1, "the retry reconciled instead of calling the service again");
+    assert_eq!(
+        outcome.delivered.len(),
+        1,
+        "alerts delivered: {:?}",
+        outcome.delivered
+    );
+    assert_eq!(
+        outcome.service_calls, 1,
+        "the retry reconciled instead of calling the service again"
+    );
     // The negative assertion: a second alert never happens.
     assert!(!outcome.delivered.iter().skip(1).any(|_| true));
-    assert_eq!(outcome.alert, Some(AlertId(format!("alert:TicketTriage/{}/send_alert", outcome.runs[0].0))));
+    assert_eq!(
+        outcome.alert,
+        Some(AlertId(format!(
+            "alert:TicketTriage/{}/send_alert",
+            outcome.runs[0].0
+        )))
+    );
     assert_eq!(
         outcome.timeline,
         [
@@ -195,12 +249,26 @@ async fn a_dry_run_proposes_the_alert_and_sends_nothing() {
     let alert_service: Script<AlertId> = Script::new().succeed(AlertId("a".into()));
     let engine = Engine::builder().build();
     engine
-        .register::<TicketTriage>(Adapters { delivered: delivered.clone(), alert_service: alert_service.clone() })
+        .register::<TicketTriage>(Adapters {
+            delivered: delivered.clone(),
+            alert_service: alert_service.clone(),
+        })
         .unwrap();
-    let options = StartOptions { dry_run: true, ..StartOptions::default() };
-    let run = engine.start_with::<TicketTriage>(TicketTriageInput { hook: webhook() }, options).await.unwrap();
-    testing::wait_for_task(&engine, run.id(), "approve_alert", Duration::from_secs(60)).await.unwrap();
-    run.approve_alert().approve("lee@support_leads", None).await.unwrap();
+    let options = StartOptions {
+        dry_run: true,
+        ..StartOptions::default()
+    };
+    let run = engine
+        .start_with::<TicketTriage>(TicketTriageInput { hook: webhook() }, options)
+        .await
+        .unwrap();
+    testing::wait_for_task(&engine, run.id(), "approve_alert", Duration::from_secs(60))
+        .await
+        .unwrap();
+    run.approve_alert()
+        .approve("lee@support_leads", None)
+        .await
+        .unwrap();
     let outputs = run.outputs().await.unwrap();
     assert_eq!(outputs.send_alert, None);
     assert_eq!(delivered.count(), 0);
@@ -216,14 +284,28 @@ async fn a_bad_signature_is_rejected_before_anything_else_in_one_attempt() {
     let delivered = Recorder::new();
     let engine = Engine::builder().build();
     engine
-        .register::<TicketTriage>(Adapters { delivered: delivered.clone(), alert_service: Script::new() })
+        .register::<TicketTriage>(Adapters {
+            delivered: delivered.clone(),
+            alert_service: Script::new(),
+        })
         .unwrap();
     let mut hook = webhook();
     hook.signature = "forged".into();
-    let run = engine.start::<TicketTriage>(TicketTriageInput { hook }).await.unwrap();
+    let run = engine
+        .start::<TicketTriage>(TicketTriageInput { hook })
+        .await
+        .unwrap();
     match run.outputs().await {
-        Err(RunError::Failed { step, attempts, error, .. }) => {
-            assert_eq!((step.as_str(), attempts, error.kind()), ("verify", 1, ErrorKind::Unauthorized));
+        Err(RunError::Failed {
+            step,
+            attempts,
+            error,
+            ..
+        }) => {
+            assert_eq!(
+                (step.as_str(), attempts, error.kind()),
+                ("verify", 1, ErrorKind::Unauthorized)
+            );
         }
         other => panic!("expected the run to fail, got ok={}", other.is_ok()),
     }

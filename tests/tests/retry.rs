@@ -15,7 +15,10 @@ pub struct Env {
 
 impl Env {
     fn new(script: Script<u32>) -> Self {
-        Env { script, work: Duration::ZERO }
+        Env {
+            script,
+            work: Duration::ZERO,
+        }
     }
 }
 
@@ -98,7 +101,10 @@ workflow! {
 }
 
 fn engine() -> Engine {
-    Engine::builder().seed(11).clock(workflow_core::TokioClock::starting_at(0)).build()
+    Engine::builder()
+        .seed(11)
+        .clock(workflow_core::TokioClock::starting_at(0))
+        .build()
 }
 
 /// The ms offsets at which each attempt started.
@@ -127,11 +133,15 @@ where
 #[tokio::test(start_paused = true)]
 async fn exponential_backoff_doubles_up_to_its_cap() {
     let script = Script::new().fail(4, ErrorKind::Unavailable).succeed(1);
-    let (engine, run, outputs) = run_to_end::<Exponential>(Env::new(script.clone()), ExponentialInput {}).await;
+    let (engine, run, outputs) =
+        run_to_end::<Exponential>(Env::new(script.clone()), ExponentialInput {}).await;
     assert_eq!(outputs.unwrap().flaky, 1);
     assert_eq!(script.calls(), 5);
     // delays 1s, 2s, 4s, then capped at 5s
-    assert_eq!(attempt_starts(&engine, run).await, [0, 1000, 3000, 7000, 12000]);
+    assert_eq!(
+        attempt_starts(&engine, run).await,
+        [0, 1000, 3000, 7000, 12000]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -183,7 +193,8 @@ async fn full_jitter_replays_the_recorded_seed_exactly() {
 #[tokio::test(start_paused = true)]
 async fn equal_jitter_keeps_at_least_half_of_each_delay() {
     let script = Script::new().fail(3, ErrorKind::Unavailable).succeed(5);
-    let (engine, run, outputs) = run_to_end::<EqualJitter>(Env::new(script), EqualJitterInput {}).await;
+    let (engine, run, outputs) =
+        run_to_end::<EqualJitter>(Env::new(script), EqualJitterInput {}).await;
     assert_eq!(outputs.unwrap().flaky, 5);
     let policy = EqualJitter::spec().steps[0].retry.clone().unwrap();
     let starts = attempt_starts(&engine, run).await;
@@ -191,17 +202,33 @@ async fn equal_jitter_keeps_at_least_half_of_each_delay() {
     for (n, pair) in starts.windows(2).enumerate() {
         let delay = pair[1] - pair[0];
         let base = policy.base_delay(n as u32 + 1).as_millis() as u64;
-        assert!(delay >= base / 2 && delay <= base, "delay {delay} outside [{}, {base}]", base / 2);
+        assert!(
+            delay >= base / 2 && delay <= base,
+            "delay {delay} outside [{}, {base}]",
+            base / 2
+        );
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn permanent_errors_make_exactly_one_attempt() {
-    for kind in [ErrorKind::Validation, ErrorKind::Unauthorized, ErrorKind::NotFound, ErrorKind::Unsafe, ErrorKind::Internal] {
+    for kind in [
+        ErrorKind::Validation,
+        ErrorKind::Unauthorized,
+        ErrorKind::NotFound,
+        ErrorKind::Unsafe,
+        ErrorKind::Internal,
+    ] {
         let script = Script::new().fail(1, kind).succeed(1);
-        let (engine, run, outputs) = run_to_end::<Exponential>(Env::new(script.clone()), ExponentialInput {}).await;
+        let (engine, run, outputs) =
+            run_to_end::<Exponential>(Env::new(script.clone()), ExponentialInput {}).await;
         match outputs {
-            Err(RunError::Failed { step, attempts, error, .. }) => {
+            Err(RunError::Failed {
+                step,
+                attempts,
+                error,
+                ..
+            }) => {
                 assert_eq!(step, "flaky");
                 assert_eq!(attempts, 1);
                 assert_eq!(error.kind(), kind);
@@ -211,7 +238,15 @@ async fn permanent_errors_make_exactly_one_attempt() {
         assert_eq!(script.calls(), 1, "{kind} must not be retried");
         let dead = engine.dead_letters().await.unwrap();
         assert_eq!(dead.len(), 1);
-        assert_eq!((dead[0].run, dead[0].step.as_str(), dead[0].attempts, dead[0].kind), (run, "flaky", 1, kind));
+        assert_eq!(
+            (
+                dead[0].run,
+                dead[0].step.as_str(),
+                dead[0].attempts,
+                dead[0].kind
+            ),
+            (run, "flaky", 1, kind)
+        );
         assert!(!dead[0].trace_id.is_empty());
     }
 }
@@ -219,12 +254,14 @@ async fn permanent_errors_make_exactly_one_attempt() {
 #[tokio::test(start_paused = true)]
 async fn retry_on_extends_what_is_retried() {
     let script = Script::new().fail(2, ErrorKind::NotFound).succeed(9);
-    let (_, _, outputs) = run_to_end::<NotFoundRetried>(Env::new(script.clone()), NotFoundRetriedInput {}).await;
+    let (_, _, outputs) =
+        run_to_end::<NotFoundRetried>(Env::new(script.clone()), NotFoundRetriedInput {}).await;
     assert_eq!(outputs.unwrap().flaky, 9);
     assert_eq!(script.calls(), 3);
     // ... and replaces the default set: unavailable is no longer retried.
     let script = Script::new().fail(1, ErrorKind::Unavailable).succeed(9);
-    let (_, _, outputs) = run_to_end::<NotFoundRetried>(Env::new(script.clone()), NotFoundRetriedInput {}).await;
+    let (_, _, outputs) =
+        run_to_end::<NotFoundRetried>(Env::new(script.clone()), NotFoundRetriedInput {}).await;
     assert!(matches!(outputs, Err(RunError::Failed { attempts: 1, .. })));
 }
 
@@ -243,7 +280,11 @@ async fn the_retry_deadline_stops_retries() {
     let mut env = Env::new(script.clone());
     env.work = Duration::from_secs(5);
     let (engine, run, outputs) = run_to_end::<Bounded>(env, BoundedInput {}).await;
-    assert!(matches!(outputs, Err(RunError::Failed { attempts: 2, .. })), "{:?}", outputs.err());
+    assert!(
+        matches!(outputs, Err(RunError::Failed { attempts: 2, .. })),
+        "{:?}",
+        outputs.err()
+    );
     assert_eq!(script.calls(), 2);
     assert_eq!(attempt_starts(&engine, run).await, [0, 6000]);
 }
@@ -251,10 +292,17 @@ async fn the_retry_deadline_stops_retries() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured_up_to_the_cap() {
     let script = Script::new()
-        .fail_with(StepError::rate_limited("slow down", Some(Duration::from_secs(4))))
-        .fail_with(StepError::rate_limited("slow down more", Some(Duration::from_secs(600))))
+        .fail_with(StepError::rate_limited(
+            "slow down",
+            Some(Duration::from_secs(4)),
+        ))
+        .fail_with(StepError::rate_limited(
+            "slow down more",
+            Some(Duration::from_secs(600)),
+        ))
         .succeed(1);
-    let (engine, run, outputs) = run_to_end::<Exponential>(Env::new(script), ExponentialInput {}).await;
+    let (engine, run, outputs) =
+        run_to_end::<Exponential>(Env::new(script), ExponentialInput {}).await;
     assert_eq!(outputs.unwrap().flaky, 1);
     // 4s asked (more than the 1s schedule), then 600s asked but capped at max 5s.
     assert_eq!(attempt_starts(&engine, run).await, [0, 4000, 9000]);
@@ -263,13 +311,20 @@ async fn retry_after_is_honoured_up_to_the_cap() {
 #[tokio::test(start_paused = true)]
 async fn each_attempt_runs_under_the_step_timeout() {
     let script = Script::new().delay(Duration::from_secs(30)).succeed(1);
-    let (engine, run, outputs) = run_to_end::<TimedOut>(Env::new(script.clone()), TimedOutInput {}).await;
+    let (engine, run, outputs) =
+        run_to_end::<TimedOut>(Env::new(script.clone()), TimedOutInput {}).await;
     assert_eq!(outputs.unwrap().slow, 1);
     let events = testing::events(&engine, run).await.unwrap();
     let timeline = testing::timeline(TimedOut::spec(), &events);
     assert_eq!(
         timeline,
-        ["run_started TimedOut", "attempt_started slow #1", "attempt_failed slow #1 timeout", "attempt_started slow #2", "step_succeeded slow"]
+        [
+            "run_started TimedOut",
+            "attempt_started slow #1",
+            "attempt_failed slow #1 timeout",
+            "attempt_started slow #2",
+            "step_succeeded slow"
+        ]
     );
     // The first attempt was cut at 2s, the retry came 1s later.
     assert_eq!(attempt_starts(&engine, run).await, [0, 3000]);

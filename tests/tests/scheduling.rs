@@ -45,7 +45,10 @@ async fn independent_steps_run_concurrently() {
     assert_eq!(outputs.total, 21);
     // The longest branch (10s), not the sum (21s).
     let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_secs(10) && elapsed < Duration::from_secs(11), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(10) && elapsed < Duration::from_secs(11),
+        "{elapsed:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -74,7 +77,8 @@ mod shop {
         Ok(())
     }
     pub async fn charge(env: &Env, ctx: &StepContext, order: String) -> Result<Charge, StepError> {
-        env.log.record(format!("charge {order} key={}", ctx.idempotency_key));
+        env.log
+            .record(format!("charge {order} key={}", ctx.idempotency_key));
         Ok(Charge(format!("ch-{order}")))
     }
     pub async fn refund(env: &Env, charge: Charge) -> Result<(), StepError> {
@@ -85,7 +89,11 @@ mod shop {
         env.log.record("notify".into());
         Ok(())
     }
-    pub async fn ship(env: &Env, _reservation: Reservation, _charge: Charge) -> Result<String, StepError> {
+    pub async fn ship(
+        env: &Env,
+        _reservation: Reservation,
+        _charge: Charge,
+    ) -> Result<String, StepError> {
         if env.fail_ship {
             env.log.record("ship failed".into());
             return Err(StepError::validation("address rejected by carrier"));
@@ -121,13 +129,27 @@ workflow! {
 #[tokio::test(start_paused = true)]
 async fn abort_compensates_completed_steps_in_reverse_order() {
     let engine = Engine::builder().build();
-    let env = Env { fail_ship: true, ..Env::default() };
+    let env = Env {
+        fail_ship: true,
+        ..Env::default()
+    };
     let log = env.log.clone();
     engine.register::<OrderSaga>(env).unwrap();
-    let run = engine.start::<OrderSaga>(OrderSagaInput { order: "o1".into() }).await.unwrap();
+    let run = engine
+        .start::<OrderSaga>(OrderSagaInput { order: "o1".into() })
+        .await
+        .unwrap();
     match run.outputs().await {
-        Err(RunError::Failed { step, attempts, error, .. }) => {
-            assert_eq!((step.as_str(), attempts, error.kind()), ("ship", 1, ErrorKind::Validation));
+        Err(RunError::Failed {
+            step,
+            attempts,
+            error,
+            ..
+        }) => {
+            assert_eq!(
+                (step.as_str(), attempts, error.kind()),
+                ("ship", 1, ErrorKind::Validation)
+            );
         }
         other => panic!("expected failure, got {:?}", other.is_ok()),
     }
@@ -135,7 +157,14 @@ async fn abort_compensates_completed_steps_in_reverse_order() {
     let key = format!("OrderSaga/{}/charge", run.id().0);
     assert_eq!(
         calls,
-        ["reserve o1", &format!("charge o1 key={key}"), "notify", "ship failed", "refund ch-o1", "release res-o1"]
+        [
+            "reserve o1",
+            &format!("charge o1 key={key}"),
+            "notify",
+            "ship failed",
+            "refund ch-o1",
+            "release res-o1"
+        ]
     );
     let dead = engine.dead_letters().await.unwrap();
     assert_eq!(dead[0].step, "ship");
@@ -148,9 +177,15 @@ async fn a_successful_saga_compensates_nothing() {
     let env = Env::default();
     let log = env.log.clone();
     engine.register::<OrderSaga>(env).unwrap();
-    let run = engine.start::<OrderSaga>(OrderSagaInput { order: "o2".into() }).await.unwrap();
+    let run = engine
+        .start::<OrderSaga>(OrderSagaInput { order: "o2".into() })
+        .await
+        .unwrap();
     assert_eq!(run.outputs().await.unwrap().ship, "tracking-1");
-    assert!(!log.calls().iter().any(|c| c.starts_with("refund") || c.starts_with("release")));
+    assert!(!log
+        .calls()
+        .iter()
+        .any(|c| c.starts_with("refund") || c.starts_with("release")));
 }
 
 pub struct Flaky {
@@ -207,9 +242,15 @@ workflow! {
 async fn continue_gives_none_downstream_and_false_conditions_skip() {
     let engine = Engine::builder().build();
     let seen = Recorder::new();
-    let env = Flaky { email: Script::new().fail(1, ErrorKind::Validation), seen: seen.clone() };
+    let env = Flaky {
+        email: Script::new().fail(1, ErrorKind::Validation),
+        seen: seen.clone(),
+    };
     engine.register::<Optional>(env).unwrap();
-    let run = engine.start::<Optional>(OptionalInput { amount: 5 }).await.unwrap();
+    let run = engine
+        .start::<Optional>(OptionalInput { amount: 5 })
+        .await
+        .unwrap();
     let outputs = run.outputs().await.unwrap();
     assert_eq!(outputs.email, None);
     assert_eq!(outputs.after, Some(false));
@@ -219,16 +260,25 @@ async fn continue_gives_none_downstream_and_false_conditions_skip() {
     let view = run.inspect().await.unwrap();
     assert_eq!(view.steps[0].state.name(), "failed");
     assert_eq!(view.steps[3].state.name(), "skipped");
-    assert!(engine.dead_letters().await.unwrap().is_empty(), "continue is not a dead letter");
+    assert!(
+        engine.dead_letters().await.unwrap().is_empty(),
+        "continue is not a dead letter"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn true_conditions_run_the_step() {
     let engine = Engine::builder().build();
     let seen = Recorder::new();
-    let env = Flaky { email: Script::new().succeed("r1".into()), seen: seen.clone() };
+    let env = Flaky {
+        email: Script::new().succeed("r1".into()),
+        seen: seen.clone(),
+    };
     engine.register::<Optional>(env).unwrap();
-    let run = engine.start::<Optional>(OptionalInput { amount: 500 }).await.unwrap();
+    let run = engine
+        .start::<Optional>(OptionalInput { amount: 500 })
+        .await
+        .unwrap();
     let outputs = run.outputs().await.unwrap();
     assert_eq!(outputs.email.as_deref(), Some("r1"));
     assert_eq!(outputs.flag.as_deref(), Some("flagged"));
@@ -270,10 +320,20 @@ workflow! {
 async fn dry_runs_propose_external_effects_without_executing_them() {
     let engine = Engine::builder().build();
     let sent = Recorder::new();
-    engine.register::<Newsletter>(Mailer { sent: sent.clone() }).unwrap();
-    let options = StartOptions { dry_run: true, ..StartOptions::default() };
-    let run = engine.start_with::<Newsletter>(NewsletterInput { to: "ada".into() }, options).await.unwrap();
-    assert!(matches!(run.outputs().await, Err(RunError::Absent { ref step, .. }) if step == "send"));
+    engine
+        .register::<Newsletter>(Mailer { sent: sent.clone() })
+        .unwrap();
+    let options = StartOptions {
+        dry_run: true,
+        ..StartOptions::default()
+    };
+    let run = engine
+        .start_with::<Newsletter>(NewsletterInput { to: "ada".into() }, options)
+        .await
+        .unwrap();
+    assert!(
+        matches!(run.outputs().await, Err(RunError::Absent { ref step, .. }) if step == "send")
+    );
     assert_eq!(sent.count(), 0);
     let proposals = run.proposals().await.unwrap();
     assert_eq!(proposals.len(), 1);
@@ -281,24 +341,42 @@ async fn dry_runs_propose_external_effects_without_executing_them() {
     assert_eq!(proposals[0].1["body"], "hello ada");
     let view = run.inspect().await.unwrap();
     assert_eq!(view.steps[1].state.name(), "skipped");
-    assert_eq!(view.steps[2].state.name(), "skipped", "downstream sees the proposal as skipped");
+    assert_eq!(
+        view.steps[2].state.name(),
+        "skipped",
+        "downstream sees the proposal as skipped"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_start_with_a_used_idempotency_key_returns_the_same_run() {
     let engine = Engine::builder().build();
     let sent = Recorder::new();
-    engine.register::<Newsletter>(Mailer { sent: sent.clone() }).unwrap();
+    engine
+        .register::<Newsletter>(Mailer { sent: sent.clone() })
+        .unwrap();
     let input = || NewsletterInput { to: "bob".into() };
-    let first = engine.start_with::<Newsletter>(input(), StartOptions::key("evt_1")).await.unwrap();
-    let second = engine.start_with::<Newsletter>(input(), StartOptions::key("evt_1")).await.unwrap();
+    let first = engine
+        .start_with::<Newsletter>(input(), StartOptions::key("evt_1"))
+        .await
+        .unwrap();
+    let second = engine
+        .start_with::<Newsletter>(input(), StartOptions::key("evt_1"))
+        .await
+        .unwrap();
     assert_eq!(first.id(), second.id());
     first.outputs().await.unwrap();
-    let third = engine.start_with::<Newsletter>(input(), StartOptions::key("evt_1")).await.unwrap();
+    let third = engine
+        .start_with::<Newsletter>(input(), StartOptions::key("evt_1"))
+        .await
+        .unwrap();
     assert_eq!(third.id(), first.id());
     assert_eq!(third.outputs().await.unwrap().send, 1);
     assert_eq!(sent.calls(), ["hello bob"]);
-    let other = engine.start_with::<Newsletter>(input(), StartOptions::key("evt_2")).await.unwrap();
+    let other = engine
+        .start_with::<Newsletter>(input(), StartOptions::key("evt_2"))
+        .await
+        .unwrap();
     assert_ne!(other.id(), first.id());
 }
 
@@ -306,9 +384,18 @@ async fn a_start_with_a_used_idempotency_key_returns_the_same_run() {
 async fn a_workflow_deadline_fails_and_compensates_the_run() {
     let engine = Engine::builder().build();
     engine.register::<Report>(Env::default()).unwrap();
-    let options = StartOptions { deadline: Some(Duration::from_secs(5)), ..StartOptions::default() };
-    let run = engine.start_with::<Report>(ReportInput {}, options).await.unwrap();
-    assert!(matches!(run.outputs().await, Err(RunError::DeadlineExceeded(_))));
+    let options = StartOptions {
+        deadline: Some(Duration::from_secs(5)),
+        ..StartOptions::default()
+    };
+    let run = engine
+        .start_with::<Report>(ReportInput {}, options)
+        .await
+        .unwrap();
+    assert!(matches!(
+        run.outputs().await,
+        Err(RunError::DeadlineExceeded(_))
+    ));
     let dead = engine.dead_letters().await.unwrap();
     assert_eq!(dead[0].kind, ErrorKind::Timeout);
 }
@@ -325,14 +412,25 @@ async fn cancelling_a_run_compensates_and_reports_cancelled() {
     assert!(matches!(run.outputs().await, Err(RunError::Cancelled(_))));
     assert!(!log.calls().contains(&"merge".to_owned()));
     let events = testing::events(&engine, run.id()).await.unwrap();
-    assert!(testing::timeline(Report::spec(), &events).contains(&"cancelled by operator".to_owned()));
+    assert!(
+        testing::timeline(Report::spec(), &events).contains(&"cancelled by operator".to_owned())
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn unknown_runs_and_unregistered_workflows_are_typed_errors() {
     let engine = Engine::builder().build();
-    assert!(matches!(engine.start::<Report>(ReportInput {}).await, Err(RunError::NotRegistered(_))));
-    assert!(matches!(engine.inspect(RunId(99)).await, Err(RunError::UnknownRun(RunId(99)))));
+    assert!(matches!(
+        engine.start::<Report>(ReportInput {}).await,
+        Err(RunError::NotRegistered(_))
+    ));
+    assert!(matches!(
+        engine.inspect(RunId(99)).await,
+        Err(RunError::UnknownRun(RunId(99)))
+    ));
     engine.register::<Report>(Env::default()).unwrap();
-    assert!(matches!(engine.handle::<Report>(RunId(42)).await, Err(RunError::UnknownRun(_))));
+    assert!(matches!(
+        engine.handle::<Report>(RunId(42)).await,
+        Err(RunError::UnknownRun(_))
+    ));
 }
