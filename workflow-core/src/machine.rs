@@ -440,13 +440,19 @@ impl<'s> Machine<'s> {
         }
     }
 
+    /// An operator's retry of a failed run: the step that failed and the steps whose
+    /// compensation ran start again; every other settled step keeps its outcome. The
+    /// workflow deadline, if it was what failed the run, is lifted.
     fn retry_from_failure(&mut self) {
         if self.status != Status::Failed {
             return;
         }
+        let failed = match &self.stop {
+            Some(Stop::StepFailed { step, .. }) => Some(*step),
+            _ => None,
+        };
         for step in 0..self.states.len() {
-            let failed = matches!(self.states[step], StepState::Failed { .. });
-            if failed || self.compensated[step] {
+            if Some(step) == failed || self.compensated[step] {
                 self.states[step] = StepState::Pending;
                 self.outputs[step] = None;
                 self.attempts[step] = 0;
@@ -456,6 +462,7 @@ impl<'s> Machine<'s> {
         }
         self.completion_order
             .retain(|step| self.outputs[*step].is_some());
+        self.deadline = None;
         self.status = Status::Running;
         self.stop = None;
     }
