@@ -6,7 +6,9 @@ pub use serde;
 pub use serde_json;
 pub use workflow_spec;
 
+pub use crate::approval::Approval;
 pub use crate::context::StepContext;
+pub use crate::machine::Machine;
 pub use crate::engine::RunRef;
 pub use crate::error::StepError;
 pub use crate::human::HumanTask;

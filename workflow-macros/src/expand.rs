@@ -78,7 +78,7 @@ impl Gen<'_> {
         let step = &self.ast.steps[index];
         match &step.output {
             Some(ty) => ty.to_token_stream(),
-            None => quote_spanned!(step.id.span()=> ::workflow_core::Approval),
+            None => quote_spanned!(step.id.span()=> ::workflow_core::__private::Approval),
         }
     }
 
@@ -446,8 +446,8 @@ impl Gen<'_> {
 
                 /// A fresh state machine for one run of this workflow: journal events in,
                 /// commands out, no I/O.
-                pub fn machine() -> ::workflow_core::Machine<'static> {
-                    ::workflow_core::Machine::new(<Self as #p::Workflow>::spec())
+                pub fn machine() -> #p::Machine<'static> {
+                    #p::Machine::new(<Self as #p::Workflow>::spec())
                 }
             }
 
@@ -599,7 +599,7 @@ impl Gen<'_> {
                 }
 
                 /// A fresh state machine for one run of this workflow.
-                pub fn machine() -> ::workflow_core::Machine<'static> {
+                pub fn machine() -> #p::Machine<'static> {
                     ::core::unreachable!()
                 }
             }
