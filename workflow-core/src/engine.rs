@@ -438,10 +438,13 @@ impl Engine {
                 tracing::info!(workflow = W::NAME, run = %id, key = ?options.idempotency_key, "start deduplicated by idempotency key");
             }
         }
-        Ok(RunHandle::new(RunRef {
-            engine: self.clone(),
-            id: created.id(),
-        }))
+        Ok(RunHandle::new(
+            RunRef {
+                engine: self.clone(),
+                id: created.id(),
+            },
+            matches!(created, Created::New(_)),
+        ))
     }
 
     /// A typed handle to an existing run of `W`.
@@ -454,10 +457,13 @@ impl Engine {
                 actual: record.workflow,
             });
         }
-        Ok(RunHandle::new(RunRef {
-            engine: self.clone(),
-            id: run,
-        }))
+        Ok(RunHandle::new(
+            RunRef {
+                engine: self.clone(),
+                id: run,
+            },
+            false,
+        ))
     }
 
     async fn record(&self, run: RunId) -> Result<RunRecord, RunError> {
@@ -855,6 +861,7 @@ impl RunRef {
 pub struct RunHandle<W: Workflow> {
     run: RunRef,
     tasks: W::Tasks,
+    created: bool,
 }
 
 impl<W: Workflow> fmt::Debug for RunHandle<W> {
@@ -875,11 +882,18 @@ impl<W: Workflow> std::ops::Deref for RunHandle<W> {
 }
 
 impl<W: Workflow> RunHandle<W> {
-    fn new(run: RunRef) -> Self {
+    fn new(run: RunRef, created: bool) -> Self {
         RunHandle {
             tasks: W::Tasks::from(run.clone()),
             run,
+            created,
         }
+    }
+
+    /// Whether this handle's start created the run (false when an idempotency key named
+    /// an existing run, or for handles to existing runs).
+    pub fn was_created(&self) -> bool {
+        self.created
     }
 
     /// The run's id.

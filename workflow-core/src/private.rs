@@ -8,11 +8,11 @@ pub use workflow_spec;
 
 pub use crate::approval::Approval;
 pub use crate::context::StepContext;
-pub use crate::machine::Machine;
 pub use crate::engine::RunRef;
 pub use crate::error::StepError;
 pub use crate::human::HumanTask;
 pub use crate::journal::Value;
+pub use crate::machine::Machine;
 pub use crate::workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
 
 use serde::de::DeserializeOwned;

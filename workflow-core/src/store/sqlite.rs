@@ -280,7 +280,7 @@ impl SqliteStore {
             if !sent {
                 return Err(stopped());
             }
-            answer.await.map_err(|_| stopped())?
+            wait_for_writer(answer).await.ok_or_else(stopped)?
         })
     }
 
@@ -313,6 +313,28 @@ impl SqliteStore {
             Err(_) => Box::pin(std::future::ready(job())),
         }
     }
+}
+
+/// Waits for the writer thread's answer; `None` if the writer is gone.
+///
+/// With the `test-util` feature the wait occupies a blocking-pool thread: tokio does not
+/// auto-advance paused time while blocking work is in flight, so a test under
+/// `start_paused` never sees its clock jump past a step timeout while a write is pending.
+#[cfg(feature = "test-util")]
+async fn wait_for_writer<T: Send + 'static>(answer: oneshot::Receiver<T>) -> Option<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::spawn_blocking(move || answer.blocking_recv().ok())
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => answer.await.ok(),
+    }
+}
+
+/// Waits for the writer thread's answer; `None` if the writer is gone.
+#[cfg(not(feature = "test-util"))]
+async fn wait_for_writer<T>(answer: oneshot::Receiver<T>) -> Option<T> {
+    answer.await.ok()
 }
 
 impl Drop for SqliteStore {

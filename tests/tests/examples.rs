@@ -1,0 +1,288 @@
+//! Each runnable example's scenario, run by the same library code the example runs, with
+//! its outcome asserted.
+//!
+//! The onboarding tests use real time (with the simulated service latency set to zero):
+//! they run on a SQLite file, whose writes happen on the store's writer thread, and tokio's
+//! paused clock would auto-advance while waiting for them (see `SqliteStore`'s docs),
+//! firing the 48-hour review timeout early. The others run on paused time.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use examples::content_moderation;
+use examples::onboarding::{self, Config, Found, Reviewer};
+use examples::order_saga;
+use examples::parallel_report::{self, Sources};
+use examples::ticket_triage;
+use examples::Log;
+use workflow_core::store::RunStatus;
+use workflow_core::{DecisionError, ErrorKind};
+
+/// A store file of its own for each test, removed when dropped.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let file = format!("workflow-example-{name}-{}-{nanos}.db", std::process::id());
+        TempDb(std::env::temp_dir().join(file))
+    }
+
+    fn config(&self, reviewer: Reviewer) -> Config {
+        let mut config = Config::new(&self.0);
+        config.latency = Duration::ZERO;
+        config.reviewer = reviewer;
+        config
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+const APPROVE_NOW: Reviewer = Reviewer::Simulated {
+    delay: Duration::ZERO,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn onboarding_completes_after_a_retry_and_an_approval_and_a_rerun_returns_the_same_run() {
+    let db = TempDb::new("onboarding");
+    let log = Log::quiet();
+    let first = onboarding::run(&db.config(APPROVE_NOW), &log)
+        .await
+        .unwrap();
+    assert_eq!(first.found, Found::New);
+    assert_eq!(first.status, RunStatus::Completed);
+    assert_eq!(
+        first.provision_attempts, 2,
+        "one simulated 503, then success"
+    );
+    let workspace = first
+        .workspace
+        .clone()
+        .expect("the workspace is provisioned");
+    let review = first.review.clone().expect("the review is decided");
+    assert!(review.approved);
+    assert_eq!(review.by, "ana@trust_and_safety_team");
+    assert!(first.welcome_sent);
+    assert!(first.activated);
+    let services: Vec<&str> = first
+        .calls
+        .iter()
+        .map(|c| c.split(']').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        services.iter().filter(|s| **s == "[workspaces").count(),
+        2,
+        "{:?}",
+        first.calls
+    );
+    assert!(first.calls[0].starts_with("[accounts] created user"));
+    assert!(first.calls.last().unwrap().ends_with("is active"));
+    // The progress stream showed the failure, the retry and the human decision live.
+    assert!(log.contains("provision_workspace: attempt 1 FAILED (unavailable"));
+    assert!(log.contains("provision_workspace: attempt 2 started (after"));
+    assert!(log.contains("human_review: waiting for a decision by trust_and_safety_team"));
+    assert!(log.contains("[simulated reviewer] ana@trust_and_safety_team approves"));
+    assert!(log.contains("human_review: approved by ana@trust_and_safety_team"));
+
+    // Run the example again on the same file: the signup's idempotency key finds the
+    // finished run, and nothing runs again.
+    let again = onboarding::run(&db.config(APPROVE_NOW), &Log::quiet())
+        .await
+        .unwrap();
+    assert_eq!(again.found, Found::Finished);
+    assert_eq!(again.run, first.run);
+    assert!(again.calls.is_empty(), "nothing re-ran: {:?}", again.calls);
+    assert_eq!(again.workspace, Some(workspace));
+    assert_eq!(again.review, Some(review));
+    assert_eq!(again.provision_attempts, 2);
+}
+
+#[test]
+fn an_interrupted_onboarding_resumes_without_rerunning_completed_steps() {
+    let db = TempDb::new("interrupted");
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    // The first process stops while the review waits; dropping its runtime ends it.
+    let first = runtime();
+    let stopped = first
+        .block_on(onboarding::run(
+            &db.config(Reviewer::StopAtReview),
+            &Log::quiet(),
+        ))
+        .unwrap();
+    drop(first);
+    assert_eq!(stopped.found, Found::New);
+    assert_eq!(stopped.status, RunStatus::Running);
+    assert_eq!(stopped.review, None);
+    assert_eq!(stopped.calls.len(), 4, "{:?}", stopped.calls);
+
+    // The second process resumes it from the journal: only the activation runs.
+    let log = Log::quiet();
+    let resumed = runtime()
+        .block_on(onboarding::run(&db.config(APPROVE_NOW), &log))
+        .unwrap();
+    assert_eq!(resumed.found, Found::Resumed);
+    assert_eq!(resumed.run, stopped.run);
+    assert_eq!(resumed.status, RunStatus::Completed);
+    assert_eq!(resumed.calls.len(), 1, "{:?}", resumed.calls);
+    assert!(resumed.calls[0].ends_with("is active"));
+    assert_eq!(resumed.provision_attempts, 2);
+    assert!(resumed.review.is_some_and(|r| r.approved));
+    assert!(resumed.activated);
+    assert!(log.contains("Resumed 1 unfinished run(s)"));
+    assert!(log.contains("human_review         waiting"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticket_triage_makes_one_run_and_sends_exactly_one_alert() {
+    let log = Log::quiet();
+    let summary = ticket_triage::run(false, &log).await.unwrap();
+    assert_eq!(summary.runs.len(), 3);
+    assert!(
+        summary.runs.iter().all(|run| *run == summary.runs[0]),
+        "{:?}",
+        summary.runs
+    );
+    let triage = summary.triage.unwrap();
+    assert!(triage.urgent && triage.ambiguous);
+    let approval = summary.approval.unwrap();
+    assert!(approval.approved);
+    assert_eq!(approval.by, "lee@support_leads");
+    // The reply was lost after the alert went out; the retry reconciled instead of posting.
+    assert_eq!(summary.posts, 1);
+    assert_eq!(summary.delivered.len(), 1, "{:?}", summary.delivered);
+    assert_eq!(summary.send_attempts, 2);
+    assert_eq!(summary.alert.as_ref(), Some(&summary.delivered[0].id));
+    assert_eq!(
+        summary.delivered[0].key,
+        format!("TicketTriage/{}/send_alert", summary.runs[0].0)
+    );
+    assert!(summary.proposals.is_empty());
+    assert!(log.contains("send_alert: attempt 1 FAILED (timeout"));
+    assert!(log.contains("lookup key=TicketTriage/1/send_alert: found alert-1"));
+    // A forged delivery is refused by the signature check, in one attempt.
+    assert!(summary
+        .forged
+        .contains("failed at step `verify` after 1 attempt(s): unauthorized"));
+
+    // Frozen clock, seeded jitter, paused time: the same scenario prints the same lines.
+    let again = Log::quiet();
+    ticket_triage::run(false, &again).await.unwrap();
+    assert_eq!(log.lines(), again.lines());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ticket_triage_dry_run_proposes_the_alert_and_sends_nothing() {
+    let summary = ticket_triage::run(true, &Log::quiet()).await.unwrap();
+    assert!(summary.runs.iter().all(|run| *run == summary.runs[0]));
+    assert!(summary.approval.unwrap().approved);
+    assert_eq!(summary.posts, 0);
+    assert!(summary.delivered.is_empty());
+    assert_eq!(summary.alert, None);
+    assert_eq!(summary.send_attempts, 0);
+    assert_eq!(summary.proposals.len(), 1);
+    assert_eq!(summary.proposals[0].0, "send_alert");
+    assert_eq!(summary.proposals[0].1["verify"]["ticket_id"], "T-91");
+}
+
+#[tokio::test(start_paused = true)]
+async fn content_moderation_escalates_after_48_hours() {
+    let summary = content_moderation::run(&Log::quiet()).await.unwrap();
+    // The clean post needs nobody.
+    assert!(!summary.clean.screening.requires_human_review);
+    assert_eq!(summary.clean.review, None);
+    assert!(summary.clean.task_events.is_empty());
+    assert!(summary.clean.publication.is_some());
+    // The flagged one escalates exactly 48 hours after its task opened.
+    let flagged = &summary.flagged;
+    assert!(flagged.screening.requires_human_review);
+    let events: Vec<(u64, &str)> = flagged
+        .task_events
+        .iter()
+        .map(|(after, what)| (after.as_secs(), what.as_str()))
+        .collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert_eq!(events[0], (0, "opened for moderators"));
+    assert_eq!(events[1], (48 * 3600, "escalated to moderation_leads"));
+    assert_eq!(events[2].1, "decided by lee@moderation_leads");
+    assert!(events[2].0 > 48 * 3600);
+    assert_eq!(summary.escalated_to, "moderation_leads");
+    assert!(
+        matches!(summary.late_moderator, Some(DecisionError::Unauthorized { ref assignee, .. }) if assignee == "moderation_leads"),
+        "{:?}",
+        summary.late_moderator
+    );
+    let review = flagged.review.clone().unwrap();
+    assert!(!review.approved);
+    assert_eq!(flagged.publication, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn order_saga_compensates_in_reverse_order_and_dead_letters_the_run() {
+    let summary = order_saga::run(&Log::quiet()).await.unwrap();
+    let services: Vec<String> = summary
+        .calls
+        .iter()
+        .map(|c| c.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        services,
+        [
+            "[inventory] reserve",
+            "[payments] charge",
+            "[carrier] book",
+            "[payments] refund",
+            "[inventory] release"
+        ]
+    );
+    assert_eq!(summary.compensated, ["charge_payment", "reserve_inventory"]);
+    let letter = summary.dead_letter.unwrap();
+    assert_eq!(letter.run, summary.run);
+    assert_eq!(
+        (letter.step.as_str(), letter.attempts, letter.kind),
+        ("ship", 1, ErrorKind::Validation)
+    );
+    assert!(letter.message.contains("carrier rejected the address"));
+    assert!(!letter.trace_id.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallel_report_takes_as_long_as_the_slowest_fetch() {
+    let sources = Sources::default();
+    let summary = parallel_report::run(sources.clone(), &Log::quiet())
+        .await
+        .unwrap();
+    let slowest = sources.slowest().1;
+    assert!(summary.elapsed >= slowest, "{:?}", summary.elapsed);
+    assert!(
+        summary.elapsed < slowest + Duration::from_millis(50),
+        "{:?}",
+        summary.elapsed
+    );
+    assert!(summary.elapsed < sources.sequential());
+    assert_eq!(summary.fetches.len(), 4);
+    assert!(
+        summary
+            .fetches
+            .iter()
+            .all(|(_, start, _)| *start == Duration::ZERO),
+        "{:?}",
+        summary.fetches
+    );
+    assert_eq!(summary.report.lines.len(), 4);
+}
