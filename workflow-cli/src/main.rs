@@ -1,1 +1,115 @@
-fn main() {}
+//! `workflow`: the command line of typed workflows.
+//!
+//! - `workflow diagram FILE.rs`: draws a workflow declared with `workflow!` in a source
+//!   file (Mermaid, DOT or SVG), after checking it as the macro does.
+//! - `workflow runs list | show RUN`: runs in the engine's store, and one run explained
+//!   from its journal (steps, timeline, errors, decisions; `--diagram` colours its state).
+//! - `workflow tasks list | approve | reject | decide`: open human tasks, decided with the
+//!   engine's own rules and appended to the run's journal.
+//! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
+//!
+//! Store commands open the SQLite file the engine writes (`--store`, `WORKFLOW_STORE`,
+//! default `workflow.db`) and never create it. `--json` prints JSON on stdout for every
+//! command. Errors are one line on stderr with exit code 1; usage errors exit with 2.
+
+mod cli;
+mod dead;
+mod diagram;
+mod error;
+mod runs;
+mod store;
+mod tasks;
+mod text;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use workflow_core::store::SqliteStore;
+
+use crate::cli::{Cli, Command, DeadCommand, RunsCommand, TasksCommand};
+use crate::error::Result;
+use crate::tasks::Verdict;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(out) => write_stdout(&out),
+        Err(error) => {
+            let text = if json {
+                error.to_json()
+            } else {
+                error.to_text()
+            };
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command; returns what to print on stdout.
+fn run(cli: Cli) -> Result<String> {
+    let json = cli.json;
+    match cli.command {
+        Command::Diagram(args) => diagram::run(&args, json),
+        Command::Runs(command) => {
+            let (store, runtime) = open(&cli.store)?;
+            runtime.block_on(async {
+                match &command {
+                    RunsCommand::List(args) => runs::list(&store, args, json).await,
+                    RunsCommand::Show(args) => runs::show(&store, args, json).await,
+                }
+            })
+        }
+        Command::Tasks(command) => {
+            let (store, runtime) = open(&cli.store)?;
+            let approved = matches!(command, TasksCommand::Approve(_));
+            let (task, who, verdict) = match command {
+                TasksCommand::List => return runtime.block_on(tasks::list(&store, json)),
+                TasksCommand::Approve(args) | TasksCommand::Reject(args) => {
+                    let verdict = Verdict::Approval {
+                        approved,
+                        comment: args.comment,
+                    };
+                    (args.task, args.who, verdict)
+                }
+                TasksCommand::Decide(args) => (args.task, args.who, Verdict::Json(args.decision)),
+            };
+            runtime.block_on(tasks::decide(&store, &task, &who, &verdict, json))
+        }
+        Command::Dead(command) => {
+            let (store, runtime) = open(&cli.store)?;
+            runtime.block_on(async {
+                match &command {
+                    DeadCommand::List => dead::list(&store, json).await,
+                    DeadCommand::Retry(args) => dead::retry(&store, args, json).await,
+                }
+            })
+        }
+    }
+}
+
+/// The store at `path` and a runtime for its async API.
+fn open(path: &Path) -> Result<(SqliteStore, tokio::runtime::Runtime)> {
+    let store = store::open(path)?;
+    let runtime = store::runtime()?;
+    Ok((store, runtime))
+}
+
+/// Prints a command's output; a closed pipe (`workflow runs list | head`) is not an error.
+fn write_stdout(out: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "error: cannot write the output: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -386,13 +386,7 @@ impl Engine {
         options: StartOptions,
     ) -> Result<RunHandle<W>, RunError> {
         let registration = self.typed::<W>()?;
-        if !registration
-            .spec_stored
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            let json = serde_json::to_string(W::spec()).unwrap_or_default();
-            self.inner.store.put_spec(W::FINGERPRINT, &json).await?;
-        }
+        registration.store_spec(self).await?;
         let now = self.now();
         let seed = self
             .inner
@@ -474,6 +468,11 @@ impl Engine {
     /// Resumes every unfinished run of the registered workflows from its journal. Runs
     /// whose spec changed since they started are parked instead. Returns how many resumed.
     pub async fn resume_all(&self) -> Result<usize, RunError> {
+        let registered: Vec<Arc<dyn Registered>> =
+            self.inner.lock_workflows().values().cloned().collect();
+        for workflow in &registered {
+            workflow.store_spec(self).await?;
+        }
         let names: Vec<&'static str> = self.inner.lock_workflows().keys().copied().collect();
         let runs = self
             .inner
@@ -987,6 +986,8 @@ impl<W: Workflow> RunHandle<W> {
 
 /// A registered workflow, with its type erased so the engine can resume runs by name.
 trait Registered: Send + Sync + 'static {
+    /// Records the spec in the store once, for tools that lack the workflow's code.
+    fn store_spec<'a>(&'a self, engine: &'a Engine) -> BoxFuture<'a, Result<(), StoreError>>;
     fn fingerprint(&self) -> &'static str;
     fn spec(&self) -> &'static Spec;
     fn launch(&self, engine: Engine, run: RunId, events: Vec<Event>);
@@ -999,6 +1000,19 @@ struct Registration<W: Workflow> {
 }
 
 impl<W: Workflow> Registered for Registration<W> {
+    fn store_spec<'a>(&'a self, engine: &'a Engine) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if !self
+                .spec_stored
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                let json = serde_json::to_string(W::spec()).unwrap_or_default();
+                engine.inner.store.put_spec(W::FINGERPRINT, &json).await?;
+            }
+            Ok(())
+        })
+    }
+
     fn fingerprint(&self) -> &'static str {
         W::FINGERPRINT
     }

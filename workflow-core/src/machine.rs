@@ -626,3 +626,249 @@ impl<'s> Machine<'s> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(source: &str) -> Spec {
+        let parsed = workflow_spec::parse::parse_str(source);
+        assert!(
+            parsed.errors.is_empty(),
+            "{:?}",
+            parsed.error().map(|e| e.to_string())
+        );
+        parsed.spec.expect("a valid spec")
+    }
+
+    fn started(machine: &mut Machine<'_>) {
+        machine.apply(&Event::RunStarted {
+            workflow: "W".into(),
+            fingerprint: String::new(),
+            input: json!({}),
+            seed: 3,
+            trace_id: String::new(),
+            dry_run: false,
+            deadline: None,
+            at: 0,
+        });
+    }
+
+    fn start(step: usize) -> Command {
+        Command::Start {
+            step,
+            attempt: 1,
+            resumed: false,
+        }
+    }
+
+    fn run(machine: &mut Machine<'_>, step: usize, at: Timestamp) {
+        machine.apply(&Event::AttemptStarted {
+            step,
+            attempt: 1,
+            at,
+        });
+        machine.apply(&Event::StepSucceeded {
+            step,
+            output: json!(step),
+            at,
+        });
+    }
+
+    const DIAMOND: &str = "workflow W() {
+        step a -> u32 { action: f(), compensate: undo(a) }
+        step b -> u32 { action: g(a), compensate: undo(b) }
+        step c -> u32 { action: g(a) }
+        step d -> u32 { action: h(b, c) }
+    }";
+
+    #[test]
+    fn a_diamond_runs_its_branches_together_and_completes() {
+        let spec = spec(DIAMOND);
+        let mut machine = Machine::new(&spec);
+        started(&mut machine);
+        assert_eq!(machine.commands(0), [start(0)]);
+        run(&mut machine, 0, 1);
+        assert_eq!(machine.commands(1), [start(1), start(2)]);
+        run(&mut machine, 2, 2);
+        run(&mut machine, 1, 3);
+        assert_eq!(machine.commands(3), [start(3)]);
+        run(&mut machine, 3, 4);
+        assert_eq!(machine.status(), Status::Completed);
+        assert_eq!(machine.commands(4), [Command::Finish(Status::Completed)]);
+        assert_eq!(machine.completion_order(), [0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn the_in_flight_limit_holds_back_ready_steps() {
+        let spec = spec(DIAMOND);
+        let mut machine = Machine::new(&spec).with_max_in_flight(1);
+        started(&mut machine);
+        run(&mut machine, 0, 1);
+        assert_eq!(machine.commands(1), [start(1)]);
+    }
+
+    #[test]
+    fn a_transient_failure_waits_its_delay_then_retries() {
+        let spec = spec(
+            "workflow W() { step a -> u32 { action: f(), retry: { max_attempts: 2, backoff: fixed, initial: 5s, max: 5s, jitter: none } } }",
+        );
+        let mut machine = Machine::new(&spec);
+        started(&mut machine);
+        machine.apply(&Event::AttemptStarted {
+            step: 0,
+            attempt: 1,
+            at: 0,
+        });
+        machine.apply(&Event::AttemptFailed {
+            step: 0,
+            attempt: 1,
+            kind: ErrorKind::Unavailable,
+            message: "503".into(),
+            retry_after: None,
+            at: 100,
+        });
+        assert_eq!(
+            machine.states()[0],
+            StepState::RetryWait {
+                attempt: 1,
+                until: 5_100
+            }
+        );
+        assert_eq!(machine.next_wake(), Some(5_100));
+        assert!(machine.commands(5_099).is_empty());
+        assert_eq!(
+            machine.commands(5_100),
+            [Command::Start {
+                step: 0,
+                attempt: 2,
+                resumed: false
+            }]
+        );
+        machine.apply(&Event::AttemptStarted {
+            step: 0,
+            attempt: 2,
+            at: 5_100,
+        });
+        machine.apply(&Event::AttemptFailed {
+            step: 0,
+            attempt: 2,
+            kind: ErrorKind::Unavailable,
+            message: "503".into(),
+            retry_after: None,
+            at: 5_200,
+        });
+        assert_eq!(
+            machine.status(),
+            Status::Failed,
+            "nothing to compensate, nothing in flight"
+        );
+        assert_eq!(machine.commands(5_200), [Command::Finish(Status::Failed)]);
+    }
+
+    #[test]
+    fn an_abort_compensates_in_reverse_completion_order() {
+        let spec = spec(DIAMOND);
+        let mut machine = Machine::new(&spec);
+        started(&mut machine);
+        run(&mut machine, 0, 1);
+        run(&mut machine, 1, 2);
+        machine.apply(&Event::AttemptStarted {
+            step: 2,
+            attempt: 1,
+            at: 3,
+        });
+        machine.apply(&Event::AttemptFailed {
+            step: 2,
+            attempt: 1,
+            kind: ErrorKind::Validation,
+            message: "bad".into(),
+            retry_after: None,
+            at: 3,
+        });
+        assert_eq!(machine.status(), Status::Compensating);
+        assert_eq!(machine.commands(3), [Command::Compensate { step: 1 }]);
+        machine.apply(&Event::Compensated {
+            step: 1,
+            error: None,
+            at: 4,
+        });
+        assert_eq!(machine.commands(4), [Command::Compensate { step: 0 }]);
+        machine.apply(&Event::Compensated {
+            step: 0,
+            error: None,
+            at: 5,
+        });
+        assert_eq!(machine.status(), Status::Failed);
+        assert!(matches!(
+            machine.stop(),
+            Some(Stop::StepFailed {
+                step: 2,
+                attempts: 1,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn an_attempt_without_a_result_is_resumed_after_a_replay() {
+        let spec = spec(DIAMOND);
+        let events = [
+            Event::RunStarted {
+                workflow: "W".into(),
+                fingerprint: String::new(),
+                input: json!({}),
+                seed: 3,
+                trace_id: String::new(),
+                dry_run: false,
+                deadline: None,
+                at: 0,
+            },
+            Event::AttemptStarted {
+                step: 0,
+                attempt: 1,
+                at: 0,
+            },
+        ];
+        let machine = Machine::replay(&spec, &events);
+        assert_eq!(
+            machine.commands(10),
+            [Command::Start {
+                step: 0,
+                attempt: 1,
+                resumed: true
+            }]
+        );
+    }
+
+    #[test]
+    fn a_human_task_escalates_when_due() {
+        let spec = spec(
+            r#"workflow W() { human h -> Approval { assignee: "a", timeout: 1h, on_timeout: escalate("b") } }"#,
+        );
+        let mut machine = Machine::new(&spec);
+        started(&mut machine);
+        assert_eq!(machine.commands(0), [Command::OpenTask { step: 0 }]);
+        machine.apply(&Event::TaskOpened {
+            step: 0,
+            assignee: "a".into(),
+            prompt: None,
+            deadline: 3_600_000,
+            at: 0,
+        });
+        assert!(machine.commands(3_599_999).is_empty());
+        assert_eq!(
+            machine.commands(3_600_000),
+            [Command::TaskDue {
+                step: 0,
+                escalated: false
+            }]
+        );
+        assert_eq!(
+            machine.on_timeout(0),
+            Some(&OnTimeout::Escalate("b".into()))
+        );
+    }
+}

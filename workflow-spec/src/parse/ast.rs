@@ -125,7 +125,7 @@ pub enum ArgAst {
     /// A step, an input, `env` or `ctx`.
     Name(Ident),
     /// A literal (possibly negated).
-    Literal(Expr),
+    Literal(Box<Expr>),
 }
 
 /// `on_timeout` values.
@@ -397,13 +397,16 @@ fn parse_step(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<StepAst> {
         input.parse::<Token![->]>()?;
         Some(input.parse::<Type>()?)
     } else if kw == StepKw::Step {
-        return Err(syn::Error::new(
+        cx.error(
             id.span(),
             format!(
-                "step `{id}` needs an output type, e.g. `step {id} -> () {{ ... }}`\n\
-                 help: the output type is what gets journaled and passed downstream"
+                "step `{id}` needs an output type after `->`\n\
+                 help: write `step {id} -> Type {{ ... }}` with the type its action returns (`-> ()` for none)"
             ),
-        ));
+        );
+        // Go on with the body as if it were `-> ()`, so the step's other mistakes are
+        // reported and steps reading it do not fail as unknown.
+        Some(syn::parse_quote_spanned!(id.span()=> ()))
     } else {
         None
     };
@@ -518,7 +521,14 @@ fn parse_field(
             if fields.$field.is_some() {
                 cx.error(
                     key.span(),
-                    format!("duplicate key `{name}` in `{id}`\nhelp: remove one of the two"),
+                    format!(
+                        "duplicate key `{name}` in {} `{id}`\nhelp: remove one of the two",
+                        if kw == StepKw::Human {
+                            "human step"
+                        } else {
+                            "step"
+                        }
+                    ),
                 );
             } else if let Some(value) = $value {
                 fields.$field = Some(value);
@@ -621,6 +631,26 @@ fn parse_field(
     }
 }
 
+/// What the choices of a key mean, for a `help:` when no choice is a near miss.
+fn choice_help(key: &Ident) -> Option<String> {
+    let help = match key.to_string().as_str() {
+        "on_failure" => "`abort` fails the run and compensates; `continue` goes on with this step's output absent",
+        "effect" => "`external` marks a side effect outside the workflow; `internal` (the default) marks none",
+        "backoff" => "`fixed` waits `initial` each time, `linear` adds `initial` per retry, `exponential` multiplies by `multiplier`",
+        _ => return None,
+    };
+    Some(help.to_owned())
+}
+
+/// `` `a`, `b` or `c` ``.
+fn one_of(choices: &[&str]) -> String {
+    match choices.split_last() {
+        Some((last, [])) => format!("`{last}`"),
+        Some((last, rest)) => format!("{} or `{last}`", list(rest)),
+        None => String::new(),
+    }
+}
+
 fn list(keys: &[&str]) -> String {
     keys.iter()
         .map(|key| format!("`{key}`"))
@@ -637,7 +667,6 @@ fn first_span(tokens: &TokenStream) -> Span {
 }
 
 fn parse_call(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<CallAst> {
-    let span = first_span(&value);
     let expr = match syn::parse2::<Expr>(value) {
         Ok(expr) => expr,
         Err(error) => {
@@ -646,9 +675,16 @@ fn parse_call(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<CallAst> {
         }
     };
     let Expr::Call(call) = expr else {
-        cx.error(
-            span,
-            format!("`{key}` expects a call such as `accounts::create_user(env, signup)`"),
+        let help = match &expr {
+            Expr::Path(path) => format!(
+                "call it with its arguments: `{key}: {}(...)`",
+                path.to_token_stream().to_string().replace(' ', "")
+            ),
+            _ => format!("write `{key}: module::function(args)`"),
+        };
+        cx.error_spanned(
+            &expr,
+            format!("`{key}` expects a function call, e.g. `accounts::create_user(env, signup)`\nhelp: {help}"),
         );
         return None;
     };
@@ -667,12 +703,12 @@ fn parse_call(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<CallAst> {
                     args.push(ArgAst::Name(ident.clone()));
                 }
             }
-            Expr::Lit(_) => args.push(ArgAst::Literal(arg)),
+            Expr::Lit(_) => args.push(ArgAst::Literal(Box::new(arg))),
             Expr::Unary(syn::ExprUnary {
                 op: syn::UnOp::Neg(_),
                 ref expr,
                 ..
-            }) if matches!(**expr, Expr::Lit(_)) => args.push(ArgAst::Literal(arg)),
+            }) if matches!(**expr, Expr::Lit(_)) => args.push(ArgAst::Literal(Box::new(arg))),
             other => cx.error_spanned(
                 &other,
                 "an argument must name a step, a workflow input, `env` or `ctx`, or be a literal\n\
@@ -687,19 +723,31 @@ fn parse_call(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<CallAst> {
     })
 }
 
+/// Parses `[a, b, c]`. Keywords are accepted as names (`unsafe` is an error kind), so
+/// that a wrong name gets a precise error from the check that knows the valid ones.
 fn parse_ident_list(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Vec<Ident>> {
-    let span = first_span(&value);
+    let (what, example) = if key == "retry_on" {
+        ("error kinds", "[timeout, unavailable]")
+    } else {
+        ("step ids", "[create_account]")
+    };
+    let single = Ident::parse_any.parse2(value.clone()).ok();
     let parser = |input: ParseStream<'_>| {
         let content;
         syn::bracketed!(content in input);
-        content.parse_terminated(<Ident as syn::parse::Parse>::parse, Token![,])
+        content.parse_terminated(Ident::parse_any, Token![,])
     };
     match parser.parse2(value) {
         Ok(list) => Some(list.into_iter().collect()),
-        Err(_) => {
+        Err(error) => {
+            let help = match single {
+                Some(ident) => format!("put it in brackets: `{key}: [{ident}]`"),
+                None => format!("write `{key}: {example}`"),
+            };
+            // syn's error sits on the offending token (inside the brackets, if any).
             cx.error(
-                span,
-                format!("`{key}` expects a list of step ids, e.g. `{key}: [create_account]`"),
+                error.span(),
+                format!("`{key}` expects a list of {what} in brackets\nhelp: {help}"),
             );
             None
         }
@@ -720,19 +768,23 @@ fn parse_choice<T: Copy>(
             if let Some((_, choice)) = choices.iter().find(|(name, _)| *name == text) {
                 return Some(*choice);
             }
-            let help = did_you_mean(&text, names.iter().copied())
-                .unwrap_or_else(|| format!("use one of {}", list(&names)));
-            cx.error(
+            let help = did_you_mean(&text, names.iter().copied()).or_else(|| choice_help(key));
+            cx.error_help(
                 ident.span(),
                 format!(
-                    "unknown `{key}` value `{text}`; expected {}\nhelp: {help}",
-                    list(&names)
+                    "unknown `{key}` value `{text}`; expected {}",
+                    one_of(&names)
                 ),
+                help,
             );
             None
         }
         Err(_) => {
-            cx.error(span, format!("`{key}` expects one of {}", list(&names)));
+            cx.error_help(
+                span,
+                format!("`{key}` expects {}", one_of(&names)),
+                choice_help(key),
+            );
             None
         }
     }
@@ -741,7 +793,7 @@ fn parse_choice<T: Copy>(
 fn parse_on_timeout(cx: &Ctxt, value: TokenStream) -> Option<OnTimeoutAst> {
     let span = first_span(&value);
     let choices = ["escalate(\"group\")", "abort", "approve", "reject"];
-    let expected = format!("`on_timeout` expects one of {}", list(&choices));
+    let expected = format!("expected {}", one_of(&choices));
     match syn::parse2::<Expr>(value) {
         Ok(Expr::Path(path)) if path.path.get_ident().is_some() => {
             let ident = path
@@ -797,14 +849,19 @@ fn parse_on_timeout(cx: &Ctxt, value: TokenStream) -> Option<OnTimeoutAst> {
                 _ => {
                     cx.error(
                         call.paren_token.span.join(),
-                        "`escalate` takes exactly one group, e.g. `escalate(\"trust_and_safety_leads\")`",
+                        "`escalate` takes exactly one group\nhelp: write `escalate(\"trust_and_safety_leads\")`",
                     );
                     None
                 }
             }
         }
         _ => {
-            cx.error(span, expected);
+            cx.error(
+                span,
+                format!(
+                    "`on_timeout` {expected}\nhelp: escalate to a group with `escalate(\"group\")`"
+                ),
+            );
             None
         }
     }
@@ -821,18 +878,22 @@ pub fn parse_duration(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Dura
             return None;
         }
     };
-    let (number, suffix) = match &lit {
-        syn::Lit::Int(int) => (
-            int.base10_digits().parse::<f64>().ok(),
-            int.suffix().to_owned(),
-        ),
-        syn::Lit::Float(float) => (
-            float.base10_digits().parse::<f64>().ok(),
-            float.suffix().to_owned(),
-        ),
-        _ => (None, String::new()),
+    let (digits, suffix) = match &lit {
+        syn::Lit::Int(int) => (int.base10_digits().to_owned(), int.suffix().to_owned()),
+        syn::Lit::Float(float) => (float.base10_digits().to_owned(), float.suffix().to_owned()),
+        syn::Lit::Str(text) if !text.value().trim().is_empty() => {
+            cx.error(
+                lit.span(),
+                format!(
+                    "`{key}` expects a duration literal, not a string\nhelp: write it without quotes: `{}`",
+                    text.value().trim()
+                ),
+            );
+            return None;
+        }
+        _ => (String::new(), String::new()),
     };
-    let Some(number) = number else {
+    let Some(number) = digits.parse::<f64>().ok() else {
         cx.error(
             lit.span(),
             format!("`{key}` expects a duration\nhelp: {help}"),
@@ -848,13 +909,22 @@ pub fn parse_duration(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Dura
         "" => {
             cx.error(
                 lit.span(),
-                format!("the duration `{number}` has no unit\nhelp: {help}"),
+                format!(
+                    "the duration `{digits}` has no unit\nhelp: add one: `{digits}ms`, `{digits}s`, `{digits}m`, `{digits}h` or `{digits}d`"
+                ),
             );
             return None;
         }
         other => {
-            let hint = did_you_mean(other, ["ms", "s", "m", "h", "d"])
-                .map_or_else(String::new, |hint| format!("{hint} "));
+            let unit = match other {
+                "sec" | "secs" | "second" | "seconds" => Some("s"),
+                "min" | "mins" | "minute" | "minutes" => Some("m"),
+                "hr" | "hrs" | "hour" | "hours" => Some("h"),
+                "day" | "days" => Some("d"),
+                "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => Some("ms"),
+                _ => super::ctxt::suggest(other, ["ms", "s", "m", "h", "d"]),
+            };
+            let hint = unit.map_or_else(String::new, |unit| format!("write `{digits}{unit}`; "));
             cx.error(
                 lit.span(),
                 format!("unknown duration unit `{other}`\nhelp: {hint}the units are `ms`, `s`, `m`, `h` and `d`"),
@@ -1036,10 +1106,17 @@ fn parse_jitter(cx: &Ctxt, value: TokenStream) -> Option<Jitter> {
         [TokenTree::Literal(lit), TokenTree::Punct(percent)] if percent.as_char() == '%' => {
             match lit.to_string().parse::<u32>() {
                 Ok(n) if n <= 100 => Some(Jitter::Percent(n as u8)),
-                _ => {
+                Ok(n) => {
                     cx.error(
                         lit.span(),
-                        "a jitter percentage must be a whole number from 0% to 100%",
+                        format!("`jitter: {n}%` would take off more than the whole delay\nhelp: use a percentage from 0% to 100%; `full` is 100%"),
+                    );
+                    None
+                }
+                Err(_) => {
+                    cx.error(
+                        lit.span(),
+                        "a jitter percentage must be a whole number from 0% to 100%\nhelp: write it like `10%`",
                     );
                     None
                 }

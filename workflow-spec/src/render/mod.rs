@@ -5,6 +5,9 @@
 //! - [`dot`]: a Graphviz `digraph`, for `dot -Tsvg` and friends;
 //! - [`svg`]: a self-contained SVG laid out here, with no external tool.
 //!
+//! [`mermaid_with_states`] and [`svg_with_states`] draw a run's state on the same picture:
+//! each step coloured by its [`StepMark`] (done, failed, running, waiting, skipped, pending).
+//!
 //! Every step is a node labelled `id: Output`; human checkpoints are hexagons showing their
 //! assignee, timeout and what happens on timeout (`on timeout: escalate -> group`).
 //! Edges run from a dependency to its dependent, and the edges into a conditional step
@@ -29,9 +32,11 @@
 mod dot;
 mod layout;
 mod mermaid;
+mod states;
 mod svg;
 mod text;
 
 pub use dot::dot;
 pub use mermaid::mermaid;
+pub use states::{mermaid_with_states, svg_with_states, StepMark};
 pub use svg::svg;

@@ -1,0 +1,309 @@
+//! The command line, declared with clap's derive API: every command, its arguments and
+//! its `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use workflow_core::store::RunStatus;
+use workflow_core::RunId;
+
+/// Draw workflows, inspect runs, decide human tasks and retry dead letters.
+///
+/// `diagram` reads Rust source files and needs no store. Every other command works on the
+/// SQLite store a running engine writes (`--store`, default `workflow.db`); it is never
+/// created here. Decisions and retries are appended to the store's journals: a running
+/// engine picks them up, a stopped one when it resumes.
+#[derive(Debug, Parser)]
+#[command(name = "workflow", version, propagate_version = true)]
+pub struct Cli {
+    /// The SQLite store of runs, as the engine opened it.
+    #[arg(
+        long,
+        global = true,
+        env = "WORKFLOW_STORE",
+        default_value = "workflow.db",
+        value_name = "PATH"
+    )]
+    pub store: PathBuf,
+
+    /// Print machine-readable JSON on stdout (errors stay one line on stderr, as JSON).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Draw a workflow declared with `workflow!` in a Rust source file.
+    ///
+    /// Finds every `workflow! { ... }` in the file (at item level, inside modules and
+    /// inside function bodies), checks it exactly as the macro does, and renders it with
+    /// the macro's renderers. A spec with errors prints each error as FILE:LINE:COLUMN.
+    Diagram(DiagramArgs),
+
+    /// List runs and show one run: status, timeline of attempts, errors and decisions.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+
+    /// List open human tasks and decide them.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+
+    /// List failed runs (dead letters) and retry them.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+}
+
+/// The arguments of `workflow diagram`.
+#[derive(Debug, Args)]
+pub struct DiagramArgs {
+    /// The Rust source file declaring the workflow.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Which workflow to draw, by name; required when the file declares several.
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
+
+    /// The diagram format.
+    #[arg(long, value_enum, default_value_t = Format::Mermaid)]
+    pub format: Format,
+
+    /// Write the diagram to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// A diagram format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A Mermaid `flowchart TD`, for Markdown and rustdoc.
+    Mermaid,
+    /// A Graphviz `digraph`, for `dot -Tsvg`.
+    Dot,
+    /// A self-contained SVG document.
+    Svg,
+}
+
+impl Format {
+    /// The format's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Mermaid => "mermaid",
+            Format::Dot => "dot",
+            Format::Svg => "svg",
+        }
+    }
+}
+
+/// `workflow runs ...`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List(RunsListArgs),
+
+    /// Show one run: status, steps, the timeline of its journal (times relative to the
+    /// start), errors and human decisions.
+    Show(RunsShowArgs),
+}
+
+/// The arguments of `workflow runs list`.
+#[derive(Debug, Args)]
+pub struct RunsListArgs {
+    /// Only runs of this workflow.
+    #[arg(long, value_name = "W")]
+    pub workflow: Option<String>,
+
+    /// Only runs with this status.
+    #[arg(long, value_enum, value_name = "S")]
+    pub status: Option<StatusArg>,
+
+    /// At most this many runs.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// A run status, as `--status` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    /// Not finished: being driven, waiting on a person or a timer, or interrupted.
+    Running,
+    /// Every step settled.
+    Completed,
+    /// Aborted; a dead letter was recorded.
+    Failed,
+    /// Cancelled by an operator.
+    Cancelled,
+    /// Not driven: its spec changed since it started.
+    Parked,
+}
+
+impl From<StatusArg> for RunStatus {
+    fn from(status: StatusArg) -> Self {
+        match status {
+            StatusArg::Running => RunStatus::Running,
+            StatusArg::Completed => RunStatus::Completed,
+            StatusArg::Failed => RunStatus::Failed,
+            StatusArg::Cancelled => RunStatus::Cancelled,
+            StatusArg::Parked => RunStatus::Parked,
+        }
+    }
+}
+
+/// The arguments of `workflow runs show`.
+#[derive(Debug, Args)]
+pub struct RunsShowArgs {
+    /// The run: `run-7` or `7`.
+    #[arg(value_name = "RUN", value_parser = parse_run)]
+    pub run: RunId,
+
+    /// Print the workflow's Mermaid diagram with each step coloured by its state
+    /// (done, failed, running, waiting, skipped, pending) instead of the report.
+    #[arg(long)]
+    pub diagram: bool,
+}
+
+/// `workflow tasks ...`.
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// List the open human tasks of running runs: run, step, assignee, deadline, prompt.
+    List,
+
+    /// Approve a task (its decision type must be `Approval`).
+    Approve(ApprovalArgs),
+
+    /// Reject a task (its decision type must be `Approval`).
+    Reject(ApprovalArgs),
+
+    /// Decide a task with a decision given as JSON (for decision types other than
+    /// `Approval`; a `by` field is set to the approver, as the engine does).
+    Decide(DecideArgs),
+}
+
+/// The arguments of `workflow tasks approve` and `reject`.
+#[derive(Debug, Args)]
+pub struct ApprovalArgs {
+    /// The task: `run-7/human_review` (or `7/human_review`).
+    #[arg(value_name = "TASK", value_parser = parse_task)]
+    pub task: TaskRef,
+
+    /// Who decides; must be admitted for the task's assignee (the assignee itself, or
+    /// `name@assignee`).
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: String,
+
+    /// A comment recorded with the decision.
+    #[arg(long, value_name = "TEXT")]
+    pub comment: Option<String>,
+}
+
+/// The arguments of `workflow tasks decide`.
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The task: `run-7/human_review` (or `7/human_review`).
+    #[arg(value_name = "TASK", value_parser = parse_task)]
+    pub task: TaskRef,
+
+    /// Who decides; must be admitted for the task's assignee (the assignee itself, or
+    /// `name@assignee`).
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: String,
+
+    /// The decision, as JSON of the step's decision type.
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub decision: serde_json::Value,
+}
+
+/// `workflow dead ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// List the dead letters (failed runs), newest first.
+    List,
+
+    /// Retry a failed run from its failed step. Completed outputs are kept; the run
+    /// resumes when an engine with its workflow registered starts (`engine.resume_all()`).
+    Retry(RetryArgs),
+}
+
+/// The arguments of `workflow dead retry`.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The failed run: `run-7` or `7`.
+    #[arg(value_name = "RUN", value_parser = parse_run)]
+    pub run: RunId,
+
+    /// Who retries, as recorded in the journal (default: $USER, else `cli`).
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: Option<String>,
+}
+
+/// A human task of a run: `run-7/human_review`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRef {
+    /// The run.
+    pub run: RunId,
+    /// The human step's id.
+    pub step: String,
+}
+
+impl std::fmt::Display for TaskRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.run, self.step)
+    }
+}
+
+/// Parses `run-7` or `7`.
+pub fn parse_run(text: &str) -> Result<RunId, String> {
+    text.trim()
+        .parse::<RunId>()
+        .map_err(|_| format!("`{text}` is not a run: expected `run-7` or `7`"))
+}
+
+/// Parses `run-7/human_review` or `7/human_review`.
+pub fn parse_task(text: &str) -> Result<TaskRef, String> {
+    let invalid = || format!("`{text}` is not a task: expected `run-7/step` or `7/step`");
+    let (run, step) = text.split_once('/').ok_or_else(invalid)?;
+    let step = step.trim();
+    if step.is_empty() || step.contains('/') {
+        return Err(invalid());
+    }
+    Ok(TaskRef {
+        run: parse_run(run).map_err(|_| invalid())?,
+        step: step.to_owned(),
+    })
+}
+
+/// Parses a JSON value.
+pub fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|error| format!("not valid JSON: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn runs_and_tasks_parse_with_or_without_the_prefix() {
+        assert_eq!(parse_run("run-7"), Ok(RunId(7)));
+        assert_eq!(parse_run("7"), Ok(RunId(7)));
+        assert!(parse_run("run-x").is_err());
+        assert!(parse_run("").is_err());
+        let task = parse_task("run-7/human_review").unwrap();
+        assert_eq!((task.run, task.step.as_str()), (RunId(7), "human_review"));
+        assert_eq!(parse_task("7/review").unwrap().to_string(), "run-7/review");
+        assert!(parse_task("7").is_err());
+        assert!(parse_task("7/").is_err());
+        assert!(parse_task("x/review").is_err());
+        assert!(parse_task("7/a/b").is_err());
+    }
+}

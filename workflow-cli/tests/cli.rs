@@ -1,0 +1,811 @@
+//! The `workflow` binary end to end.
+//!
+//! `diagram` runs on fixture files written here. The store commands run on SQLite stores
+//! populated by the real engine with real time (the SQLite store's writer thread does not
+//! mix with tokio's paused clock): a run waits on a human task, the engine is dropped, the
+//! task is decided from the command line, and a new engine resumes the run to the end; a
+//! run that fails is listed as a dead letter, retried from the command line and resumed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use workflow_core::prelude::*;
+use workflow_core::testing;
+
+// ---------------------------------------------------------------- workflows
+
+async fn draft(item: String) -> Result<String, StepError> {
+    Ok(format!("draft of {item}"))
+}
+
+async fn publish(draft: String) -> Result<String, StepError> {
+    Ok(format!("published {draft}"))
+}
+
+workflow! {
+    /// Publish a draft once a moderator approved it.
+    workflow Moderation(item: String) {
+        step draft -> String { action: draft(item) }
+        human review -> Approval {
+            assignee: "mods",
+            depends_on: [draft],
+            timeout: 1h,
+            on_timeout: abort,
+            prompt: "Publish this draft?",
+        }
+        step publish -> String { action: publish(draft), depends_on: [review] }
+    }
+}
+
+/// Calls of `check`: the first fails for good, the next succeed.
+static CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+async fn fetch(item: String) -> Result<String, StepError> {
+    Ok(format!("fetched {item}"))
+}
+
+async fn check(fetched: String) -> Result<String, StepError> {
+    if CHECKS.fetch_add(1, Ordering::SeqCst) == 0 {
+        Err(StepError::permanent("the item is malformed"))
+    } else {
+        Ok(format!("checked {fetched}"))
+    }
+}
+
+workflow! {
+    /// Fetch an item and check it; the first check fails for good.
+    workflow Screening(item: String) {
+        step fetch -> String { action: fetch(item) }
+        step check -> String { action: check(fetch) }
+    }
+}
+
+/// A decision type of its own: a triage level.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tier {
+    level: u8,
+    by: String,
+}
+
+impl From<Approval> for Tier {
+    fn from(approval: Approval) -> Self {
+        Tier {
+            level: 0,
+            by: approval.by,
+        }
+    }
+}
+
+async fn route(tier: Tier) -> Result<String, StepError> {
+    Ok(format!("level {} by {}", tier.level, tier.by))
+}
+
+workflow! {
+    /// On-call picks a level; the ticket is routed by it.
+    workflow Triage() {
+        human triage -> Tier { assignee: "oncall", timeout: 1h, on_timeout: abort }
+        step route -> String { action: route(triage) }
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// A fresh directory under the system's temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "workflow-cli-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the temp dir");
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        std::fs::write(&path, text).expect("write a fixture");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one run of the binary did.
+#[derive(Debug)]
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn ok(self) -> String {
+        assert_eq!(self.code, 0, "expected success, got {self:#?}");
+        assert!(!self.stderr.contains("panicked"), "{self:#?}");
+        self.stdout
+    }
+
+    /// Asserts a failure with exit code 1 and one of its stderr lines containing `text`.
+    fn fails_with(self, text: &str) -> String {
+        assert_eq!(self.code, 1, "expected exit code 1, got {self:#?}");
+        assert!(self.stderr.contains(text), "expected {text:?} in {self:#?}");
+        assert!(!self.stderr.contains("panicked"), "{self:#?}");
+        assert!(self.stdout.is_empty(), "{self:#?}");
+        self.stderr
+    }
+
+    fn json(self) -> Value {
+        let stdout = self.ok();
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+    }
+}
+
+/// Runs `workflow ARGS`, without `WORKFLOW_STORE` from the environment.
+fn workflow<I, S>(args: I) -> Out
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow"))
+        .args(args)
+        .env_remove("WORKFLOW_STORE")
+        .output()
+        .expect("run the workflow binary");
+    Out {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `workflow --store DB ARGS`.
+fn with_store(db: &Path, args: &[&str]) -> Out {
+    let mut all = vec!["--store".to_owned(), db.display().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    workflow(all)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Starts a `Moderation` run on the store at `db` and waits until its review is open.
+/// Dropping the returned runtime stops the engine.
+fn start_moderation(db: &Path) -> (tokio::runtime::Runtime, Engine, RunHandle<Moderation>) {
+    let rt = runtime();
+    let (engine, run) = rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(db).expect("open the store"))
+            .build();
+        engine.register::<Moderation>(()).expect("register");
+        let run = engine
+            .start::<Moderation>(ModerationInput {
+                item: "post-1".into(),
+            })
+            .await
+            .expect("start");
+        testing::wait_for_task(&engine, run.id(), "review", WAIT)
+            .await
+            .expect("the review opens");
+        (engine, run)
+    });
+    (rt, engine, run)
+}
+
+// ---------------------------------------------------------------- diagram
+
+const FIXTURE: &str = r#"//! Two workflows: one in a module, one in a function body.
+use workflow_core::prelude::*;
+
+mod moderation {
+    use super::*;
+
+    workflow! {
+        /// Publish after review.
+        pub workflow Moderation(item: String) {
+            step draft -> String { action: drafts::make(item) }
+            human review -> Approval {
+                assignee: "mods",
+                depends_on: [draft],
+                timeout: 1h,
+                on_timeout: abort,
+            }
+            step publish -> () {
+                action: drafts::publish(draft),
+                depends_on: [review],
+                condition: review.approved,
+            }
+        }
+    }
+}
+
+fn main() {
+    workflow_core::workflow! {
+        workflow Cleanup() {
+            step sweep -> u32 { action: sweep() }
+        }
+    }
+}
+"#;
+
+const BROKEN: &str = r#"use workflow_core::prelude::*;
+
+workflow! {
+    workflow Broken(item: String) {
+        step a -> String { action: make(item) }
+        step b -> () { action: use_it(a), depends_on: [c] }
+    }
+}
+"#;
+
+#[test]
+fn diagram_draws_each_format_from_a_source_file() {
+    let temp = TempDir::new("diagram");
+    let file = temp.write("fixture.rs", FIXTURE);
+    let file = file.to_str().expect("a UTF-8 path");
+
+    let mermaid = workflow(["diagram", file, "--workflow", "Moderation"]).ok();
+    assert!(mermaid.starts_with("flowchart TD\n"), "{mermaid}");
+    assert!(mermaid.contains("review{{\"review: Approval"), "{mermaid}");
+    assert!(
+        mermaid.contains("|\"if review.approved\"| publish"),
+        "{mermaid}"
+    );
+
+    let dot = workflow([
+        "diagram",
+        file,
+        "--workflow",
+        "Moderation",
+        "--format",
+        "dot",
+    ])
+    .ok();
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("review"), "{dot}");
+
+    let svg = workflow(["diagram", file, "--workflow", "Cleanup", "--format", "svg"]).ok();
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{svg}"
+    );
+    assert!(svg.contains("sweep: u32"), "{svg}");
+    assert!(svg.ends_with("</svg>\n"));
+
+    // -o writes the file and nothing to stdout.
+    let out = temp.file("moderation.mmd");
+    let printed = workflow([
+        "diagram",
+        file,
+        "--workflow",
+        "Moderation",
+        "-o",
+        out.to_str().expect("UTF-8"),
+    ])
+    .ok();
+    assert_eq!(printed, "");
+    assert_eq!(std::fs::read_to_string(&out).expect("written"), mermaid);
+
+    // --json wraps the diagram.
+    let json = workflow(["--json", "diagram", file, "--workflow", "Cleanup"]).json();
+    assert_eq!(json["workflow"], "Cleanup");
+    assert_eq!(json["format"], "mermaid");
+    assert!(json["diagram"]
+        .as_str()
+        .is_some_and(|d| d.starts_with("flowchart TD")));
+
+    // Two workflows: one must be chosen; a typo gets a suggestion.
+    workflow(["diagram", file]).fails_with("declares 2 workflows (`Moderation`, `Cleanup`)");
+    workflow(["diagram", file, "--workflow", "Moderatoin"])
+        .fails_with("did you mean `Moderation`?");
+}
+
+#[test]
+fn diagram_of_this_file_matches_the_macros_constants() {
+    let this = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli.rs");
+    let mermaid = workflow(["diagram", this, "--workflow", "Moderation"]).ok();
+    assert_eq!(mermaid, Moderation::MERMAID);
+    let dot = workflow([
+        "diagram",
+        this,
+        "--workflow",
+        "Screening",
+        "--format",
+        "dot",
+    ])
+    .ok();
+    assert_eq!(dot, Screening::DOT);
+}
+
+#[test]
+fn diagram_errors_are_one_line_each_with_a_location() {
+    let temp = TempDir::new("diagram-errors");
+    let broken = temp.write("broken.rs", BROKEN);
+    let broken = broken.to_str().expect("UTF-8");
+
+    // The unknown dependency `c`, located by line and column (both from 1).
+    let (line, text) = BROKEN
+        .lines()
+        .enumerate()
+        .find(|(_, text)| text.contains("[c]"))
+        .expect("the fixture's mistake");
+    let column = text.find("[c]").expect("found") + 2;
+    let stderr = workflow(["diagram", broken]).fails_with("unknown step `c`");
+    assert!(
+        stderr.contains(&format!("{broken}:{}:{column}: ", line + 1)),
+        "{stderr}"
+    );
+    assert!(stderr.contains("workflow `Broken`"), "{stderr}");
+
+    // As JSON, on stderr.
+    let out = workflow(["--json", "diagram", broken]);
+    assert_eq!(out.code, 1);
+    let error: Value = serde_json::from_str(out.stderr.trim()).expect("a JSON error");
+    assert_eq!(error["errors"][0]["line"], line + 1);
+    assert_eq!(error["errors"][0]["column"], column);
+
+    let none = temp.write("none.rs", "fn main() { println!(\"no workflow here\"); }\n");
+    workflow(["diagram", none.to_str().expect("UTF-8")]).fails_with("no `workflow!` invocation in");
+
+    let missing = temp.file("missing.rs");
+    workflow(["diagram", missing.to_str().expect("UTF-8")]).fails_with("no file");
+
+    let invalid = temp.write("invalid.rs", "fn main( {\n");
+    workflow(["diagram", invalid.to_str().expect("UTF-8")]).fails_with("is not valid Rust");
+
+    // Usage errors are clap's: exit code 2.
+    let usage = workflow(["diagram", broken, "--format", "png"]);
+    assert_eq!(usage.code, 2, "{usage:#?}");
+    let usage = workflow(["diagram"]);
+    assert_eq!(usage.code, 2, "{usage:#?}");
+}
+
+// ---------------------------------------------------------------- store commands
+
+#[test]
+fn a_missing_store_is_an_error_and_is_not_created() {
+    let temp = TempDir::new("missing-store");
+    let db = temp.file("nothing.db");
+    for args in [
+        &["runs", "list"][..],
+        &["tasks", "list"],
+        &["dead", "list"],
+        &["runs", "show", "1"],
+    ] {
+        with_store(&db, args).fails_with(&format!("no store at {}", db.display()));
+    }
+    assert!(!db.exists());
+
+    // The store path also comes from WORKFLOW_STORE.
+    let out = Command::new(env!("CARGO_BIN_EXE_workflow"))
+        .args(["runs", "list"])
+        .env("WORKFLOW_STORE", &db)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no store at"));
+    assert!(!db.exists());
+}
+
+#[test]
+fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
+    let temp = TempDir::new("approve");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt); // the engine stops with its runtime
+
+    let task = format!("{id}/review");
+    let listed = with_store(&db, &["tasks", "list"]).ok();
+    assert!(listed.contains(&task), "{listed}");
+    assert!(listed.contains("mods"), "{listed}");
+    assert!(listed.contains("Publish this draft?"), "{listed}");
+    let tasks = with_store(&db, &["--json", "tasks", "list"]).json();
+    assert_eq!(tasks.as_array().map(Vec::len), Some(1), "{tasks}");
+    assert_eq!(tasks[0]["task"], task.as_str());
+    assert_eq!(tasks[0]["assignee"], "mods");
+    assert_eq!(tasks[0]["overdue"], false);
+
+    // Not a member of `mods`.
+    with_store(&db, &["tasks", "approve", &task, "--as", "eve@other"])
+        .fails_with("eve@other may not decide task");
+    // Approval is the decision type: `decide` checks its shape.
+    with_store(
+        &db,
+        &[
+            "tasks",
+            "decide",
+            &task,
+            "--as",
+            "ana@mods",
+            "--decision",
+            "{\"tier\": 2}",
+        ],
+    )
+    .fails_with("is decided with an Approval");
+    // Admitted; `7/review` works as well as `run-7/review`.
+    let short = format!("{}/review", id.0);
+    let approved = with_store(
+        &db,
+        &[
+            "tasks",
+            "approve",
+            &short,
+            "--as",
+            "ana@mods",
+            "--comment",
+            "fine",
+        ],
+    )
+    .ok();
+    assert!(approved.contains("approved"), "{approved}");
+    assert!(approved.contains("ana@mods"), "{approved}");
+    // Only once.
+    with_store(&db, &["tasks", "reject", &task, "--as", "bob@mods"])
+        .fails_with("already decided by ana@mods");
+    assert_eq!(with_store(&db, &["tasks", "list"]).ok(), "no open tasks\n");
+
+    // A new engine on the same file takes the decision in and finishes the run.
+    let rt = runtime();
+    rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("reopen"))
+            .build();
+        engine.register::<Moderation>(()).expect("register");
+        assert_eq!(engine.resume_all().await.expect("resume"), 1);
+        let run = engine.handle::<Moderation>(id).await.expect("handle");
+        let outputs = tokio::time::timeout(WAIT, run.outputs())
+            .await
+            .expect("in time")
+            .expect("outputs");
+        assert!(outputs.review.approved);
+        assert_eq!(outputs.review.by, "ana@mods");
+        assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
+        assert_eq!(outputs.publish, "published draft of post-1");
+    });
+    drop(rt);
+
+    let shown = with_store(&db, &["runs", "show", &id.to_string()]).ok();
+    assert!(
+        shown.starts_with(&format!("{id}  Moderation  completed\n")),
+        "{shown}"
+    );
+    assert!(shown.contains("review: task opened for mods"), "{shown}");
+    assert!(
+        shown.contains("review: decided by ana@mods: approved (\"fine\")"),
+        "{shown}"
+    );
+    assert!(shown.contains("publish: succeeded"), "{shown}");
+    assert!(
+        shown.contains("decisions:\n  review: approved (\"fine\") by ana@mods"),
+        "{shown}"
+    );
+
+    let json = with_store(&db, &["--json", "runs", "show", &id.0.to_string()]).json();
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["machine_status"], "completed");
+    assert_eq!(json["decisions"][0]["by"], "ana@mods");
+    assert_eq!(json["decisions"][0]["decision"]["approved"], true);
+    assert_eq!(json["timeline"].as_array().map(Vec::len), Some(7), "{json}");
+
+    let drawn = with_store(&db, &["runs", "show", &id.to_string(), "--diagram"]).ok();
+    assert!(drawn.starts_with(Moderation::MERMAID), "{drawn}");
+    assert!(drawn.contains("class draft,review,publish done"), "{drawn}");
+
+    let listed = with_store(&db, &["runs", "list"]).ok();
+    assert!(listed.contains(&format!("{id}  ")), "{listed}");
+    assert!(listed.contains("Moderation  completed"), "{listed}");
+    let runs = with_store(&db, &["--json", "runs", "list", "--status", "completed"]).json();
+    assert_eq!(runs[0]["run"], id.to_string().as_str());
+    assert_eq!(
+        with_store(&db, &["runs", "list", "--status", "failed"]).ok(),
+        "no runs\n"
+    );
+
+    // Deciding a finished run's task, or retrying a run that did not fail.
+    with_store(&db, &["tasks", "approve", &task, "--as", "ana@mods"])
+        .fails_with("already decided by ana@mods");
+    with_store(&db, &["dead", "retry", &id.to_string()]).fails_with("not failed");
+}
+
+#[test]
+fn unknown_runs_tasks_and_steps_are_errors() {
+    let temp = TempDir::new("unknown");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt);
+
+    with_store(&db, &["runs", "show", "run-999"]).fails_with("unknown run run-999");
+    with_store(&db, &["runs", "show", "999", "--diagram"]).fails_with("unknown run run-999");
+    with_store(&db, &["tasks", "approve", "999/review", "--as", "ana@mods"])
+        .fails_with("unknown run run-999");
+    with_store(&db, &["dead", "retry", "999"]).fails_with("unknown run run-999");
+    with_store(
+        &db,
+        &[
+            "tasks",
+            "approve",
+            &format!("{id}/nope"),
+            "--as",
+            "ana@mods",
+        ],
+    )
+    .fails_with("has no step `nope`; its human steps: `review`");
+    with_store(
+        &db,
+        &[
+            "tasks",
+            "approve",
+            &format!("{id}/draft"),
+            "--as",
+            "ana@mods",
+        ],
+    )
+    .fails_with("is an action step, not a human task");
+    with_store(
+        &db,
+        &["tasks", "approve", &format!("{id}/publish"), "--as", "mods"],
+    )
+    .fails_with("is an action step");
+
+    // As JSON, the error is one JSON line on stderr.
+    let out = with_store(&db, &["--json", "runs", "show", "999"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    let error: Value = serde_json::from_str(&out.stderr).expect("JSON");
+    assert_eq!(error["error"], "unknown run run-999");
+
+    // Malformed ids are usage errors.
+    for args in [
+        &["runs", "show", "seven"][..],
+        &["tasks", "approve", "review", "--as", "ana@mods"],
+        &["tasks", "approve", &format!("{id}/review")],
+        &[
+            "tasks",
+            "decide",
+            &format!("{id}/review"),
+            "--as",
+            "a",
+            "--decision",
+            "{",
+        ],
+    ] {
+        let out = with_store(&db, args);
+        assert_eq!(out.code, 2, "{args:?}: {out:#?}");
+    }
+
+    // The task is still open and undecided after all that.
+    let tasks = with_store(&db, &["--json", "tasks", "list"]).json();
+    assert_eq!(tasks.as_array().map(Vec::len), Some(1), "{tasks}");
+}
+
+#[test]
+fn a_running_engine_takes_in_a_decision_made_from_the_command_line() {
+    let temp = TempDir::new("live");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let task = format!("{}/review", run.id());
+
+    // The assignee itself is admitted too.
+    let decided = with_store(&db, &["--json", "tasks", "approve", &task, "--as", "mods"]).json();
+    assert_eq!(decided["by"], "mods");
+    assert_eq!(decided["decision"]["approved"], true);
+
+    let outputs = rt
+        .block_on(async { tokio::time::timeout(WAIT, run.outputs()).await })
+        .expect("the engine takes the decision in")
+        .expect("outputs");
+    assert_eq!(outputs.review.by, "mods");
+    assert_eq!(outputs.publish, "published draft of post-1");
+    drop((run, engine));
+    drop(rt);
+
+    let shown = with_store(
+        &db,
+        &["runs", "show", &task[..task.len() - "/review".len()]],
+    )
+    .ok();
+    assert!(shown.contains("completed"), "{shown}");
+    // One decision only: the engine did not journal a second one.
+    assert_eq!(shown.matches("decided by").count(), 2, "{shown}"); // steps + timeline
+}
+
+/// A dead letter as `dead list --json` prints it.
+#[derive(Debug, Deserialize)]
+struct Letter {
+    run: String,
+    workflow: String,
+    step: String,
+    attempts: u32,
+    kind: String,
+    message: String,
+}
+
+#[test]
+fn a_failed_run_is_listed_shown_retried_and_resumed() {
+    let temp = TempDir::new("dead");
+    let db = temp.file("runs.db");
+    let rt = runtime();
+    let id = rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("open"))
+            .build();
+        engine.register::<Screening>(()).expect("register");
+        let run = engine
+            .start::<Screening>(ScreeningInput {
+                item: "doc-9".into(),
+            })
+            .await
+            .expect("start");
+        let failed = tokio::time::timeout(WAIT, run.outputs())
+            .await
+            .expect("in time");
+        let error = failed.err();
+        assert!(matches!(error, Some(RunError::Failed { .. })), "{error:?}");
+        run.id()
+    });
+    drop(rt);
+
+    let listed = with_store(&db, &["dead", "list"]).ok();
+    assert!(listed.contains(&id.to_string()), "{listed}");
+    assert!(listed.contains("Screening"), "{listed}");
+    assert!(
+        listed.contains("internal: the item is malformed"),
+        "{listed}"
+    );
+    let letters: Vec<Letter> =
+        serde_json::from_value(with_store(&db, &["--json", "dead", "list"]).json())
+            .expect("dead letters");
+    assert_eq!(letters.len(), 1);
+    let letter = &letters[0];
+    assert_eq!(
+        (
+            letter.run.as_str(),
+            letter.workflow.as_str(),
+            letter.step.as_str()
+        ),
+        (id.to_string().as_str(), "Screening", "check")
+    );
+    assert_eq!((letter.attempts, letter.kind.as_str()), (1, "internal"));
+    assert_eq!(letter.message, "the item is malformed");
+
+    let shown = with_store(&db, &["runs", "show", &id.to_string()]).ok();
+    assert!(
+        shown.starts_with(&format!("{id}  Screening  failed\n")),
+        "{shown}"
+    );
+    assert!(shown.contains("note:     failed at `check`"), "{shown}");
+    assert!(
+        shown.contains("check: attempt 1 failed: internal: the item is malformed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("errors:\n") && shown.contains("check attempt 1: internal"),
+        "{shown}"
+    );
+    let drawn = with_store(&db, &["runs", "show", &id.to_string(), "--diagram"]).ok();
+    assert!(drawn.contains("class fetch done"), "{drawn}");
+    assert!(drawn.contains("class check failed"), "{drawn}");
+    let failed = with_store(&db, &["--json", "runs", "list", "--status", "failed"]).json();
+    assert_eq!(failed[0]["run"], id.to_string().as_str());
+
+    let retried = with_store(&db, &["dead", "retry", &id.to_string(), "--as", "ops@team"]).ok();
+    assert!(
+        retried.contains("marked for retry by ops@team"),
+        "{retried}"
+    );
+    assert!(retried.contains("engine.resume_all()"), "{retried}");
+    assert_eq!(with_store(&db, &["dead", "list"]).ok(), "no dead letters\n");
+    with_store(&db, &["dead", "retry", &id.to_string()]).fails_with("is running, not failed");
+    let shown = with_store(&db, &["--json", "runs", "show", &id.to_string()]).json();
+    assert_eq!(shown["status"], "running");
+    assert_eq!(shown["note"], "retried by ops@team");
+
+    // An engine with the workflow registered resumes it from the failed step.
+    let rt = runtime();
+    rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("reopen"))
+            .build();
+        engine.register::<Screening>(()).expect("register");
+        assert_eq!(engine.resume_all().await.expect("resume"), 1);
+        let run = engine.handle::<Screening>(id).await.expect("handle");
+        let outputs = tokio::time::timeout(WAIT, run.outputs())
+            .await
+            .expect("in time")
+            .expect("outputs");
+        assert_eq!(outputs.check, "checked fetched doc-9");
+    });
+    drop(rt);
+
+    let shown = with_store(&db, &["runs", "show", &id.to_string()]).ok();
+    assert!(
+        shown.starts_with(&format!("{id}  Screening  completed\n")),
+        "{shown}"
+    );
+    assert!(shown.contains("retried by ops@team"), "{shown}");
+    assert!(shown.contains("check: attempt 1 started"), "{shown}");
+    assert_eq!(shown.matches("fetch: succeeded").count(), 1, "{shown}");
+}
+
+#[test]
+fn a_decision_of_another_type_is_given_as_json() {
+    let temp = TempDir::new("decide");
+    let db = temp.file("runs.db");
+    let rt = runtime();
+    let id = rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("open"))
+            .build();
+        engine.register::<Triage>(()).expect("register");
+        let run = engine.start::<Triage>(TriageInput {}).await.expect("start");
+        testing::wait_for_task(&engine, run.id(), "triage", WAIT)
+            .await
+            .expect("the triage opens");
+        run.id()
+    });
+    drop(rt);
+
+    let task = format!("{id}/triage");
+    with_store(&db, &["tasks", "approve", &task, "--as", "ana@oncall"])
+        .fails_with("is decided with a `Tier`, not an Approval; use `workflow tasks decide");
+    // `by` is who decides, whatever the JSON says.
+    let decided = with_store(
+        &db,
+        &[
+            "tasks",
+            "decide",
+            &task,
+            "--as",
+            "ana@oncall",
+            "--decision",
+            r#"{"level": 2, "by": "someone else"}"#,
+        ],
+    )
+    .ok();
+    assert!(
+        decided.contains("{\"by\":\"ana@oncall\",\"level\":2} by ana@oncall"),
+        "{decided}"
+    );
+
+    let rt = runtime();
+    rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("reopen"))
+            .build();
+        engine.register::<Triage>(()).expect("register");
+        assert_eq!(engine.resume_all().await.expect("resume"), 1);
+        let run = engine.handle::<Triage>(id).await.expect("handle");
+        let outputs = tokio::time::timeout(WAIT, run.outputs())
+            .await
+            .expect("in time")
+            .expect("outputs");
+        assert_eq!(outputs.route, "level 2 by ana@oncall");
+    });
+}
