@@ -2,6 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::Ident;
 use workflow_spec::parse::ast::{ArgAst, CallAst, OnTimeoutAst, StepKw, WorkflowAst};
@@ -56,6 +57,33 @@ fn camel(id: &str) -> String {
             chars.next().map_or_else(String::new, |first| {
                 first.to_uppercase().chain(chars).collect::<String>()
             })
+        })
+        .collect()
+}
+
+/// The index of the first occurrence of each name, in order.
+fn first_of_each(names: impl Iterator<Item = String>) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .enumerate()
+        .filter(|(_, name)| seen.insert(name.clone()))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// UpperCamelCase variant names for step ids, unique even when two ids camel-case alike
+/// (`a_b` and `a__b`): a later collision gets its position appended.
+fn variant_names(ids: &[&Ident]) -> Vec<Ident> {
+    let mut taken = std::collections::HashSet::new();
+    ids.iter()
+        .enumerate()
+        .map(|(position, id)| {
+            let mut name = camel(&id.unraw().to_string());
+            if name.is_empty() || !taken.insert(name.clone()) {
+                name = format!("{name}Step{position}");
+                taken.insert(name.clone());
+            }
+            Ident::new(&name, id.span())
         })
         .collect()
 }
@@ -142,14 +170,18 @@ impl Gen<'_> {
         }
         let docs = doc_lines(&docs);
 
-        let input_fields = ast.inputs.iter().map(|input| {
+        // After an error, duplicates are skipped so they add no follow-on errors.
+        let steps: Vec<usize> = first_of_each(ast.steps.iter().map(|step| step.id.to_string()));
+        let inputs: Vec<usize> = first_of_each(ast.inputs.iter().map(|i| i.name.to_string()));
+        let input_fields = inputs.iter().map(|&index| {
+            let input = &ast.inputs[index];
             let field = &input.name;
             let ty = &input.ty;
             let doc = format!("The `{field}` input.");
             quote!(#[doc = #doc] pub #field: #ty,)
         });
-        let output_fields = ast.steps.iter().enumerate().map(|(index, step)| {
-            let field = &step.id;
+        let output_fields = steps.iter().map(|&index| {
+            let field = &ast.steps[index].id;
             let ty = self.passed_ty(index);
             let doc = if self.optional(index) {
                 format!("The output of `{field}`; `None` when it failed under `continue` or was skipped.")
@@ -158,21 +190,16 @@ impl Gen<'_> {
             };
             quote!(#[doc = #doc] pub #field: #ty,)
         });
-        let variants: Vec<Ident> = ast
-            .steps
-            .iter()
-            .map(|step| Ident::new(&camel(&step.id.to_string()), step.id.span()))
-            .collect();
-        let variant_docs = ast.steps.iter().map(|step| {
-            let doc = format!("Step `{}`.", step.id);
+        let variants = variant_names(&steps.iter().map(|&i| &ast.steps[i].id).collect::<Vec<_>>());
+        let variant_docs = steps.iter().map(|&index| {
+            let doc = format!("Step `{}`.", ast.steps[index].id);
             quote!(#[doc = #doc])
         });
-        let ids = ast.steps.iter().map(|step| step.id.to_string());
-        let indices = 0..ast.steps.len();
-        let human_methods = ast
-            .steps
+        let ids = steps.iter().map(|&index| ast.steps[index].id.unraw().to_string());
+        let indices = steps.iter().copied();
+        let human_methods = steps
             .iter()
-            .enumerate()
+            .map(|&index| (index, &ast.steps[index]))
             .filter(|(_, s)| s.kw == StepKw::Human)
             .map(|(index, step)| {
                 let method = &step.id;
@@ -194,7 +221,7 @@ impl Gen<'_> {
         let tasks_doc = format!(
             "The human checkpoints of a run of [`{name}`]; reached through its run handle."
         );
-        let count = ast.steps.len();
+        let count = steps.len();
         quote! {
             #docs
             #(#attrs)*
@@ -284,13 +311,14 @@ impl Gen<'_> {
                 let out = self.output_ty(index);
                 let (bindings, args) = self.call_args(call, index);
                 let path = &call.path;
-                let out_span = step.output.as_ref().map_or(step.id.span(), Spanned::span);
-                let convert = quote_spanned!(out_span=> #p::step_result::<#out, _>);
+                // Spanned on the action, so a wrong output or error type points at the call.
+                let convert = quote_spanned!(path.span()=> #p::step_result::<#out, _>);
+                let call = quote_spanned!(path.span()=> #path(#args).await);
                 Some(quote! {
                     #index => {
                         #bindings
                         ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            let __output = #convert(#path(#args).await)?;
+                            let __output = #convert(#call)?;
                             #p::encode(&__output)
                         }))
                     }
@@ -305,11 +333,12 @@ impl Gen<'_> {
                 let call = step.fields.compensate.as_ref()?;
                 let (bindings, args) = self.call_args(call, index);
                 let path = &call.path;
+                let call = quote_spanned!(path.span()=> #path(#args).await);
                 Some(quote! {
                     #index => {
                         #bindings
                         ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            #p::unit_result(#path(#args).await)
+                            #p::unit_result(#call)
                         }))
                     }
                 })
@@ -325,11 +354,12 @@ impl Gen<'_> {
                 let (bindings, args) = self.call_args(call, index);
                 let path = &call.path;
                 let convert = quote_spanned!(call.path.span()=> #p::reconcile_result::<#out, _>);
+                let call = quote_spanned!(path.span()=> #path(#args).await);
                 Some(quote! {
                     #index => {
                         #bindings
                         ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            #convert(#path(#args).await)
+                            #convert(#call)
                         }))
                     }
                 })

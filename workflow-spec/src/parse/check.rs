@@ -7,8 +7,10 @@ use proc_macro2::Span;
 use syn::visit::Visit;
 use syn::Ident;
 
-use super::ast::{ArgAst, CallAst, OnTimeoutAst, StepAst, StepKw, WorkflowAst};
-use super::ctxt::{did_you_mean, Ctxt};
+use super::ast::{
+    ArgAst, CallAst, OnTimeoutAst, StepAst, StepKw, WorkflowAst, HUMAN_KEYS, STEP_KEYS,
+};
+use super::ctxt::{did_you_mean, suggest, Ctxt};
 use super::{retry_policy, step_dep_idents, Name, Names, RESERVED};
 use crate::model::Effect;
 use crate::retry::PolicyField;
@@ -25,6 +27,7 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     timeouts(cx, ast);
     retry_policies(cx, ast);
     human_checkpoints(cx, ast);
+    human_names_not_shadowed(cx, ast);
     external_effects(cx, ast);
     upstream_only_calls(cx, ast, names);
     conditions(cx, ast, names);
@@ -43,7 +46,8 @@ pub fn workflow_has_steps(cx: &Ctxt, ast: &WorkflowAst) {
     }
 }
 
-/// `env` and `ctx` are reserved argument names: no step or input may take them.
+/// `env` and `ctx` are reserved argument names: no step or input may take them. Step ids
+/// and input names are plain identifiers, not raw ones (`r#type`).
 pub fn reserved_names(cx: &Ctxt, ast: &WorkflowAst) {
     let idents = ast
         .inputs
@@ -60,6 +64,16 @@ pub fn reserved_names(cx: &Ctxt, ast: &WorkflowAst) {
                     if name == "env" { "workflow's environment" } else { "step context" }
                 ),
             );
+        } else if let Some(plain) = name.strip_prefix("r#") {
+            // A raw identifier would name journal entries, diagram nodes and generated
+            // items `r#type`; keep names plain.
+            cx.error(
+                ident.span(),
+                format!(
+                    "`{name}` is a raw identifier and cannot be {what}\nhelp: rename it to a plain identifier, e.g. `{plain}_{}`",
+                    if what == "an input" { "input" } else { "step" }
+                ),
+            );
         }
     }
 }
@@ -70,7 +84,12 @@ pub fn duplicate_names(cx: &Ctxt, ast: &WorkflowAst) {
     for input in &ast.inputs {
         let name = input.name.to_string();
         if seen.insert(name.clone(), input.name.span()).is_some() {
-            cx.error(input.name.span(), format!("duplicate input `{name}`"));
+            cx.error(
+                input.name.span(),
+                format!(
+                    "duplicate input `{name}`\nhelp: input names must be unique; rename this one"
+                ),
+            );
         }
     }
     let inputs: Vec<String> = ast.inputs.iter().map(|i| i.name.to_string()).collect();
@@ -93,11 +112,25 @@ pub fn duplicate_names(cx: &Ctxt, ast: &WorkflowAst) {
     }
 }
 
+/// Whether `step` wrote `key`: as is, or misspelled as an unknown key whose suggestion is
+/// `key` (that typo is already reported, so "missing `key`" would only repeat it).
+fn wrote_key(step: &StepAst, key: &str) -> bool {
+    let allowed = match step.kw {
+        StepKw::Step => STEP_KEYS,
+        StepKw::Human => HUMAN_KEYS,
+    };
+    step.keys.iter().any(|written| {
+        let written = written.to_string();
+        written == key
+            || (!allowed.contains(&written.as_str())
+                && suggest(&written, allowed.iter().copied()) == Some(key))
+    })
+}
+
 /// Every `step` has an `action`.
 pub fn action_present(cx: &Ctxt, ast: &WorkflowAst) {
     for step in &ast.steps {
-        let wrote_action = step.keys.iter().any(|key| key == "action");
-        if step.kw == StepKw::Step && !wrote_action {
+        if step.kw == StepKw::Step && !wrote_key(step, "action") {
             cx.error(
                 step.id.span(),
                 format!(
@@ -128,7 +161,7 @@ pub fn call_arguments(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                 let ArgAst::Name(ident) = arg else { continue };
                 let name = ident.to_string();
                 match names.lookup(&name) {
-                    None => unknown_name(cx, ident, &format!("argument of `{}`", call.key), names),
+                    None => unknown_name(cx, ast, step, ident, Place::Argument(&call.key)),
                     Some(Name::Env) if ast.env.is_none() => cx.error(
                         ident.span(),
                         format!(
@@ -147,20 +180,44 @@ pub fn call_arguments(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     }
 }
 
-fn unknown_name(cx: &Ctxt, ident: &Ident, place: &str, names: &Names) {
+/// Where a name is read, for [`unknown_name`]'s suggestions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place<'a> {
+    /// An argument of `action`, `compensate` or `reconcile` (the key).
+    Argument(&'a Ident),
+    /// A condition.
+    Condition,
+}
+
+/// Reports an unknown name, suggesting the nearest of the names that may stand there:
+/// the steps (the step itself only for `compensate` and `reconcile`), the inputs, and for
+/// arguments `ctx` and (when declared) `env`.
+fn unknown_name(cx: &Ctxt, ast: &WorkflowAst, step: &StepAst, ident: &Ident, place: Place<'_>) {
     let name = ident.to_string();
-    let help = did_you_mean(&name, names.candidates()).unwrap_or_else(|| {
-        let mut known: Vec<&str> = names.candidates().collect();
-        known.truncate(12);
-        format!(
-            "the names in scope are {}",
-            known
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+    let (own, reserved): (bool, &[&str]) = match place {
+        Place::Argument(key) if ast.env.is_some() => (key != "action", &["env", "ctx"]),
+        Place::Argument(key) => (key != "action", &["ctx"]),
+        Place::Condition => (false, &[]),
+    };
+    let candidates: Vec<String> = ast
+        .steps
+        .iter()
+        .filter(|other| own || other.id != step.id)
+        .map(|other| other.id.to_string())
+        .chain(ast.inputs.iter().map(|input| input.name.to_string()))
+        .chain(reserved.iter().map(|r| (*r).to_owned()))
+        .collect();
+    let help = did_you_mean(&name, candidates.iter().map(String::as_str)).unwrap_or_else(|| {
+        if candidates.is_empty() {
+            "nothing is in scope here: declare an input or an upstream step".to_owned()
+        } else {
+            format!("the names in scope are {}", quoted(&candidates))
+        }
     });
+    let place = match place {
+        Place::Argument(key) => format!("argument of `{key}`"),
+        Place::Condition => format!("the condition of `{}`", step.id),
+    };
     cx.error(
         ident.span(),
         format!("unknown step or input `{name}` in {place}\nhelp: {help}"),
@@ -255,7 +312,10 @@ pub fn timeouts(cx: &Ctxt, ast: &WorkflowAst) {
     for step in &ast.steps {
         if let Some((_, duration)) = &step.fields.timeout {
             if duration.value.is_zero() {
-                cx.error(duration.span, "a timeout must be longer than zero");
+                cx.error(
+                    duration.span,
+                    format!("the timeout of `{}` must be longer than zero\nhelp: give it a positive duration such as `30s`", step.id),
+                );
             }
         }
     }
@@ -275,7 +335,7 @@ pub fn retry_policies(cx: &Ctxt, ast: &WorkflowAst) {
         for error in errors {
             let span = match error.field {
                 PolicyField::MaxAttempts => retry.max_attempts.map(|(_, s)| s),
-                PolicyField::Initial => retry.initial.map(|d| d.span),
+                PolicyField::Initial => retry.initial.or(retry.max).map(|d| d.span),
                 PolicyField::Max => retry.max.map(|d| d.span),
                 PolicyField::Multiplier => retry.multiplier.map(|(_, s)| s),
                 PolicyField::Jitter => retry.jitter.map(|(_, s)| s),
@@ -299,7 +359,7 @@ pub fn human_checkpoints(cx: &Ctxt, ast: &WorkflowAst) {
     for step in ast.steps.iter().filter(|s| s.kw == StepKw::Human) {
         let fields = &step.fields;
         let id = &step.id;
-        if fields.assignee.is_none() && !step.keys.iter().any(|k| k == "assignee") {
+        if fields.assignee.is_none() && !wrote_key(step, "assignee") {
             cx.error(
                 id.span(),
                 format!(
@@ -307,13 +367,13 @@ pub fn human_checkpoints(cx: &Ctxt, ast: &WorkflowAst) {
                 ),
             );
         }
-        if fields.timeout.is_none() && !step.keys.iter().any(|k| k == "timeout") {
+        if fields.timeout.is_none() && !wrote_key(step, "timeout") {
             cx.error(
                 id.span(),
                 format!("human step `{id}` has no `timeout`: a checkpoint must not wait forever\nhelp: add `timeout: 48h,` and an `on_timeout`"),
             );
         }
-        if fields.on_timeout.is_none() && !step.keys.iter().any(|k| k == "on_timeout") {
+        if fields.on_timeout.is_none() && !wrote_key(step, "on_timeout") {
             cx.error(
                 id.span(),
                 format!("human step `{id}` has no `on_timeout`: say what happens when nobody decides\nhelp: add `on_timeout: escalate(\"leads\"),` (or `abort`, `approve`, `reject`)"),
@@ -328,6 +388,34 @@ pub fn human_checkpoints(cx: &Ctxt, ast: &WorkflowAst) {
                     format!("`{id}` escalates to its own assignee `{}`\nhelp: escalate to another group, e.g. its leads", group.value()),
                 );
             }
+        }
+    }
+}
+
+/// The methods of a run handle; a human step of the same name would be hidden behind them.
+pub const RUN_HANDLE_METHODS: &[&str] = &[
+    "id",
+    "run_ref",
+    "outputs",
+    "inspect",
+    "proposals",
+    "cancel",
+    "was_created",
+    "deref",
+];
+
+/// A human step's handle is reached as `run.<id>()`, so its id must not be a method the
+/// run handle already has.
+pub fn human_names_not_shadowed(cx: &Ctxt, ast: &WorkflowAst) {
+    for step in ast.steps.iter().filter(|s| s.kw == StepKw::Human) {
+        let id = step.id.to_string();
+        if RUN_HANDLE_METHODS.contains(&id.as_str()) {
+            cx.error(
+                step.id.span(),
+                format!(
+                    "a human step cannot be named `{id}`: `run.{id}()` is already a method of the run handle\nhelp: rename it, e.g. `{id}_review`"
+                ),
+            );
         }
     }
 }
@@ -408,7 +496,7 @@ pub fn conditions(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
             match names.lookup(&name) {
                 Some(Name::Step(other)) if other == index => cx.error(
                     ident.span(),
-                    format!("the condition of `{name}` cannot read its own output: it decides whether the step runs"),
+                    format!("the condition of `{name}` cannot read its own output: it decides whether the step runs\nhelp: read inputs and upstream outputs; to act on this output, give a downstream step the condition"),
                 ),
                 Some(Name::Step(other)) => {
                     let upstream = upstream.get_or_insert_with(|| names.upstream(index));
@@ -425,22 +513,24 @@ pub fn conditions(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                 Some(Name::Input(_)) => {}
                 Some(Name::Env | Name::Ctx) => cx.error(
                     ident.span(),
-                    format!("a condition cannot read `{name}`: it is a pure function of inputs and upstream outputs"),
+                    format!("the condition of `{}` cannot read `{name}`: a condition is a pure function of inputs and upstream outputs\nhelp: compute the value in a step (a step's action may take `{name}`) and read that step's output", step.id),
                 ),
-                None => unknown_name(cx, &ident, &format!("the condition of `{}`", step.id), names),
+                None => unknown_name(cx, ast, step, &ident, Place::Condition),
             }
         }
     }
 }
 
-/// The free names a condition reads, first mention first (closure parameters excluded).
+/// The free names a condition reads, first mention first. Names bound inside the
+/// condition (closure parameters, `match` arms, `let`, `if let`, `for`) are not reads, nor
+/// is the function of a call (`is_weekend(order)` reads `order` only).
 pub fn condition_reads(expr: &syn::Expr) -> Vec<Ident> {
     let mut reads = NameReads::default();
     reads.visit_expr(expr);
     reads.names
 }
 
-/// Collects the free single-segment names an expression reads (not closure parameters,
+/// Collects the free single-segment names an expression reads (not names it binds,
 /// not `true`/`false`, not capitalised constants or paths like `Status::Ok`).
 #[derive(Default)]
 struct NameReads {
@@ -448,14 +538,100 @@ struct NameReads {
     names: Vec<Ident>,
 }
 
+impl NameReads {
+    fn bind(&mut self, pat: &syn::Pat) {
+        collect_pat_idents(pat, &mut self.bound);
+    }
+
+    /// Visits `cond` of an `if` or `while`: `let` patterns bind for the body.
+    fn visit_let_condition(&mut self, cond: &syn::Expr) {
+        match cond {
+            syn::Expr::Let(expr_let) => {
+                self.visit_expr(&expr_let.expr);
+                self.bind(&expr_let.pat);
+            }
+            syn::Expr::Binary(binary) if matches!(binary.op, syn::BinOp::And(_)) => {
+                self.visit_let_condition(&binary.left);
+                self.visit_let_condition(&binary.right);
+            }
+            other => self.visit_expr(other),
+        }
+    }
+}
+
 impl<'ast> Visit<'ast> for NameReads {
     fn visit_expr_closure(&mut self, closure: &'ast syn::ExprClosure) {
         let before = self.bound.len();
         for input in &closure.inputs {
-            collect_pat_idents(input, &mut self.bound);
+            self.bind(input);
         }
-        syn::visit::visit_expr(self, &closure.body);
+        self.visit_expr(&closure.body);
         self.bound.truncate(before);
+    }
+
+    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
+        let before = self.bound.len();
+        self.bind(&arm.pat);
+        if let Some((_, guard)) = &arm.guard {
+            self.visit_expr(guard);
+        }
+        self.visit_expr(&arm.body);
+        self.bound.truncate(before);
+    }
+
+    fn visit_block(&mut self, block: &'ast syn::Block) {
+        let before = self.bound.len();
+        for stmt in &block.stmts {
+            self.visit_stmt(stmt);
+        }
+        self.bound.truncate(before);
+    }
+
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        // The initializer sees the names before the `let`; the rest of the block sees
+        // the pattern's bindings (until `visit_block` truncates).
+        if let Some(init) = &local.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
+        self.bind(&local.pat);
+    }
+
+    fn visit_expr_if(&mut self, expr: &'ast syn::ExprIf) {
+        let before = self.bound.len();
+        self.visit_let_condition(&expr.cond);
+        self.visit_block(&expr.then_branch);
+        self.bound.truncate(before);
+        if let Some((_, otherwise)) = &expr.else_branch {
+            self.visit_expr(otherwise);
+        }
+    }
+
+    fn visit_expr_while(&mut self, expr: &'ast syn::ExprWhile) {
+        let before = self.bound.len();
+        self.visit_let_condition(&expr.cond);
+        self.visit_block(&expr.body);
+        self.bound.truncate(before);
+    }
+
+    fn visit_expr_for_loop(&mut self, expr: &'ast syn::ExprForLoop) {
+        self.visit_expr(&expr.expr);
+        let before = self.bound.len();
+        self.bind(&expr.pat);
+        self.visit_block(&expr.body);
+        self.bound.truncate(before);
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        // `f(x)` calls a function by name; only a computed callee is read.
+        if !matches!(&*call.func, syn::Expr::Path(path) if path.qself.is_none()) {
+            self.visit_expr(&call.func);
+        }
+        for arg in &call.args {
+            self.visit_expr(arg);
+        }
     }
 
     fn visit_expr_path(&mut self, path: &'ast syn::ExprPath) {
@@ -479,8 +655,27 @@ impl<'ast> Visit<'ast> for NameReads {
         }
     }
 
-    fn visit_macro(&mut self, _: &'ast syn::Macro) {
-        // Macro bodies are opaque tokens: rustc checks the names inside them.
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // `matches!(value, pattern)` reads its first argument only: the rest is a pattern.
+        // Other macros are read when their arguments are expressions; otherwise their
+        // tokens are left to rustc.
+        use syn::parse::Parser;
+        use syn::punctuated::Punctuated;
+        let parse_args = Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
+        if mac.path.is_ident("matches") {
+            let first = |input: syn::parse::ParseStream<'_>| {
+                let expr: syn::Expr = input.parse()?;
+                let _: proc_macro2::TokenStream = input.parse()?;
+                Ok(expr)
+            };
+            if let Ok(expr) = first.parse2(mac.tokens.clone()) {
+                self.visit_expr(&expr);
+            }
+        } else if let Ok(args) = parse_args.parse2(mac.tokens.clone()) {
+            for arg in &args {
+                self.visit_expr(arg);
+            }
+        }
     }
 }
 

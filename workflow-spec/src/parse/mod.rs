@@ -351,7 +351,10 @@ fn lower_call(call: &CallAst, names: &Names) -> Call {
                     Some(Name::Env) => Arg::Env,
                     Some(Name::Ctx) | None => Arg::Ctx,
                 },
-                ArgAst::Literal(expr) => Arg::Literal(tokens_to_string(expr)),
+                ArgAst::Literal(expr) => Arg::Literal(match &**expr {
+                    syn::Expr::Unary(negated) => format!("-{}", tokens_to_string(&negated.expr)),
+                    other => tokens_to_string(other),
+                }),
             })
             .collect(),
     }
