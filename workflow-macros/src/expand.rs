@@ -195,7 +195,9 @@ impl Gen<'_> {
             let doc = format!("Step `{}`.", ast.steps[index].id);
             quote!(#[doc = #doc])
         });
-        let ids = steps.iter().map(|&index| ast.steps[index].id.unraw().to_string());
+        let ids = steps
+            .iter()
+            .map(|&index| ast.steps[index].id.unraw().to_string());
         let indices = steps.iter().copied();
         let human_methods = steps
             .iter()
