@@ -2,6 +2,8 @@
 //! tokio: time arrives inside events and as the `now` argument, so a journal replayed into
 //! a fresh machine gives the same state, and tests drive it directly.
 
+use std::collections::BTreeSet;
+
 use workflow_spec::{Arg, OnFailure, OnTimeout, Spec, StepKind};
 
 use crate::error::ErrorKind;
@@ -181,8 +183,16 @@ pub struct Machine<'s> {
     outputs: Vec<Option<Value>>,
     first_started: Vec<Option<Timestamp>>,
     attempts: Vec<u32>,
-    orphaned: Vec<bool>,
     compensated: Vec<bool>,
+    // Indexes kept in step with `states` by `set`, so each command costs O(changes), not
+    // O(steps): a chain of a thousand steps stays linear.
+    dependents: Vec<Vec<usize>>,
+    unsettled_deps: Vec<usize>,
+    ready: BTreeSet<usize>,
+    timers: BTreeSet<(Timestamp, usize)>,
+    orphans: BTreeSet<usize>,
+    running: usize,
+    unsettled: usize,
     completion_order: Vec<usize>,
     status: Status,
     stop: Option<Stop>,
@@ -197,14 +207,29 @@ impl<'s> Machine<'s> {
     /// A machine for `spec`, before its `RunStarted` event.
     pub fn new(spec: &'s Spec) -> Self {
         let n = spec.steps.len();
+        let mut dependents = vec![Vec::new(); n];
+        let mut unsettled_deps = vec![0; n];
+        for (step, node) in spec.steps.iter().enumerate() {
+            for &dep in node.deps.iter().filter(|dep| **dep < n) {
+                dependents[dep].push(step);
+                unsettled_deps[step] += 1;
+            }
+        }
+        let ready = (0..n).filter(|step| unsettled_deps[*step] == 0).collect();
         Machine {
             spec,
             states: vec![StepState::Pending; n],
             outputs: vec![None; n],
             first_started: vec![None; n],
             attempts: vec![0; n],
-            orphaned: vec![false; n],
             compensated: vec![false; n],
+            dependents,
+            unsettled_deps,
+            ready,
+            timers: BTreeSet::new(),
+            orphans: BTreeSet::new(),
+            running: 0,
+            unsettled: n,
             completion_order: Vec::new(),
             status: Status::Running,
             stop: None,
@@ -229,9 +254,9 @@ impl<'s> Machine<'s> {
         for event in events {
             machine.apply(event);
         }
-        for (step, state) in machine.states.iter().enumerate() {
-            machine.orphaned[step] = matches!(state, StepState::Running { .. });
-        }
+        machine.orphans = (0..machine.states.len())
+            .filter(|step| matches!(machine.states[*step], StepState::Running { .. }))
+            .collect();
         machine
     }
 
@@ -301,11 +326,10 @@ impl<'s> Machine<'s> {
                 self.deadline = *deadline;
             }
             Event::AttemptStarted { step, attempt, at } => {
-                if let Some(state) = self.states.get_mut(*step) {
-                    *state = StepState::Running { attempt: *attempt };
+                if *step < self.states.len() {
+                    self.set(*step, StepState::Running { attempt: *attempt });
                     self.attempts[*step] = *attempt;
                     self.first_started[*step].get_or_insert(*at);
-                    self.orphaned[*step] = false;
                 }
             }
             Event::AttemptFailed {
@@ -318,13 +342,12 @@ impl<'s> Machine<'s> {
             } => self.attempt_failed(*step, *attempt, *kind, message, *retry_after, *at),
             Event::StepSucceeded { step, output, .. } => self.succeed(*step, output.clone()),
             Event::TaskDecided { step, decision, .. } => self.succeed(*step, decision.clone()),
-            Event::StepSkipped { step, reason, .. } => {
-                if let Some(state) = self.states.get_mut(*step) {
-                    *state = StepState::Skipped {
-                        reason: reason.clone(),
-                    };
-                }
-            }
+            Event::StepSkipped { step, reason, .. } => self.set(
+                *step,
+                StepState::Skipped {
+                    reason: reason.clone(),
+                },
+            ),
             Event::EffectProposed { .. } => {}
             Event::TaskOpened {
                 step,
@@ -367,15 +390,68 @@ impl<'s> Machine<'s> {
         self.settle();
     }
 
+    /// The one place step states change: keeps the indexes in step.
     fn set(&mut self, step: usize, state: StepState) {
-        if let Some(slot) = self.states.get_mut(step) {
-            *slot = state;
+        let Some(old) = self.states.get(step) else {
+            return;
+        };
+        let was_settled = old.is_settled();
+        match *old {
+            StepState::Pending => {
+                self.ready.remove(&step);
+            }
+            StepState::Running { .. } => {
+                self.running -= 1;
+                self.orphans.remove(&step);
+            }
+            StepState::RetryWait { until, .. } => {
+                self.timers.remove(&(until, step));
+            }
+            StepState::Waiting { deadline, .. } => {
+                self.timers.remove(&(deadline, step));
+            }
+            _ => {}
+        }
+        match &state {
+            StepState::Pending if self.unsettled_deps[step] == 0 => {
+                self.ready.insert(step);
+            }
+            StepState::Running { .. } => self.running += 1,
+            StepState::RetryWait { until, .. } => {
+                self.timers.insert((*until, step));
+            }
+            StepState::Waiting { deadline, .. } => {
+                self.timers.insert((*deadline, step));
+            }
+            _ => {}
+        }
+        let settled = state.is_settled();
+        self.states[step] = state;
+        if settled == was_settled {
+            return;
+        }
+        if settled {
+            self.unsettled -= 1;
+        } else {
+            self.unsettled += 1;
+        }
+        for index in 0..self.dependents[step].len() {
+            let next = self.dependents[step][index];
+            if settled {
+                self.unsettled_deps[next] -= 1;
+                if self.unsettled_deps[next] == 0 && self.states[next] == StepState::Pending {
+                    self.ready.insert(next);
+                }
+            } else {
+                self.unsettled_deps[next] += 1;
+                self.ready.remove(&next);
+            }
         }
     }
 
     fn succeed(&mut self, step: usize, output: Value) {
         if step < self.states.len() {
-            self.states[step] = StepState::Succeeded;
+            self.set(step, StepState::Succeeded);
             self.outputs[step] = Some(output);
             self.completion_order.push(step);
         }
@@ -409,7 +485,7 @@ impl<'s> Machine<'s> {
             }
         });
         match until {
-            Some(until) => self.states[step] = StepState::RetryWait { attempt, until },
+            Some(until) => self.set(step, StepState::RetryWait { attempt, until }),
             None => self.fail(step, attempt, kind, message.to_owned()),
         }
     }
@@ -418,11 +494,14 @@ impl<'s> Machine<'s> {
         let Some(spec) = self.spec.steps.get(step) else {
             return;
         };
-        self.states[step] = StepState::Failed {
-            attempts,
-            kind,
-            message: message.clone(),
-        };
+        self.set(
+            step,
+            StepState::Failed {
+                attempts,
+                kind,
+                message: message.clone(),
+            },
+        );
         if spec.on_failure == OnFailure::Abort {
             self.stop_with(Stop::StepFailed {
                 step,
@@ -453,7 +532,7 @@ impl<'s> Machine<'s> {
         };
         for step in 0..self.states.len() {
             if Some(step) == failed || self.compensated[step] {
-                self.states[step] = StepState::Pending;
+                self.set(step, StepState::Pending);
                 self.outputs[step] = None;
                 self.attempts[step] = 0;
                 self.first_started[step] = None;
@@ -470,7 +549,7 @@ impl<'s> Machine<'s> {
     /// Moves the run to a terminal status when nothing is left to do.
     fn settle(&mut self) {
         match self.status {
-            Status::Running if self.states.iter().all(StepState::is_settled) => {
+            Status::Running if self.unsettled == 0 => {
                 self.status = Status::Completed;
             }
             Status::Compensating if !self.in_flight_any() && self.next_compensation().is_none() => {
@@ -484,9 +563,7 @@ impl<'s> Machine<'s> {
     }
 
     fn in_flight_any(&self) -> bool {
-        self.states
-            .iter()
-            .any(|state| matches!(state, StepState::Running { .. }))
+        self.running > 0
     }
 
     /// The next compensation to run: completed steps with a `compensate`, in reverse
@@ -529,19 +606,24 @@ impl<'s> Machine<'s> {
             commands.push(Command::DeadlineDue);
             return commands;
         }
-        let mut in_flight = self
-            .states
+        // Only orphans, ready steps and due timers can yield commands; they are taken in
+        // declaration order, as a scan of every step would.
+        let due = self.timers.iter().take_while(|(at, _)| *at <= now);
+        let mut candidates: Vec<usize> = self
+            .orphans
             .iter()
-            .enumerate()
-            .filter(|(step, state)| {
-                matches!(state, StepState::Running { .. }) && !self.orphaned[*step]
-            })
-            .count();
-        for (step, state) in self.states.iter().enumerate() {
+            .copied()
+            .chain(self.ready.iter().copied())
+            .chain(due.map(|(_, step)| *step))
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut in_flight = self.running - self.orphans.len();
+        for step in candidates {
             let spec = &self.spec.steps[step];
-            match state {
+            match &self.states[step] {
                 StepState::Running { attempt }
-                    if self.orphaned[step] && in_flight < self.max_in_flight =>
+                    if self.orphans.contains(&step) && in_flight < self.max_in_flight =>
                 {
                     in_flight += 1;
                     commands.push(Command::Start {
@@ -550,7 +632,7 @@ impl<'s> Machine<'s> {
                         resumed: true,
                     });
                 }
-                StepState::Pending if self.ready(step) => {
+                StepState::Pending => {
                     if let Some(upstream) = self.absent_required_arg(step) {
                         commands.push(Command::Skip { step, upstream });
                     } else if spec.is_human() {
@@ -593,19 +675,8 @@ impl<'s> Machine<'s> {
         if self.status != Status::Running {
             return None;
         }
-        let timers = self.states.iter().filter_map(|state| match state {
-            StepState::RetryWait { until, .. } => Some(*until),
-            StepState::Waiting { deadline, .. } => Some(*deadline),
-            _ => None,
-        });
-        timers.chain(self.deadline).min()
-    }
-
-    fn ready(&self, step: usize) -> bool {
-        self.spec.steps[step]
-            .deps
-            .iter()
-            .all(|dep| self.states.get(*dep).is_some_and(StepState::is_settled))
+        let timer = self.timers.first().map(|(at, _)| *at);
+        timer.into_iter().chain(self.deadline).min()
     }
 
     /// A data argument whose step is absent although its type says it is always present
