@@ -1155,12 +1155,7 @@ impl<W: Workflow> Driver<W> {
     /// Whether to poll the store for decisions written by other processes: only while a
     /// human task is open, and only on stores other processes can write.
     fn watch_foreign(&self) -> bool {
-        self.engine.inner.store.shared()
-            && self
-                .machine
-                .states()
-                .iter()
-                .any(|state| matches!(state, StepState::Waiting { .. }))
+        self.machine.has_open_tasks() && self.engine.inner.store.shared()
     }
 
     fn spec(&self) -> &'static Spec {
@@ -1267,9 +1262,9 @@ impl<W: Workflow> Driver<W> {
                 }
             }
             let wake = self.machine.next_wake();
-            let sleep = tokio::time::sleep(
-                wake.map_or(Duration::from_secs(3600), |at| until(self.now(), at)),
-            );
+            // Built every turn but registered with the timer only when polled, i.e. only
+            // when there is something to wake for.
+            let sleep = tokio::time::sleep(wake.map_or(Duration::ZERO, |at| until(self.now(), at)));
             tokio::select! {
                 Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
                     match joined {
@@ -1278,8 +1273,10 @@ impl<W: Workflow> Driver<W> {
                     }
                 }
                 Some(msg) = self.mailbox.recv() => self.message(msg).await?,
-                () = sleep => {}
+                () = sleep, if wake.is_some() => {}
                 () = tokio::time::sleep(FOREIGN_POLL), if self.watch_foreign() => self.catch_up().await?,
+                // Nothing can wake the run: the engine is shutting down.
+                else => return Err(StoreError::Io("the engine stopped driving this run".into())),
             }
         }
     }

@@ -192,6 +192,7 @@ pub struct Machine<'s> {
     timers: BTreeSet<(Timestamp, usize)>,
     orphans: BTreeSet<usize>,
     running: usize,
+    waiting: usize,
     unsettled: usize,
     completion_order: Vec<usize>,
     status: Status,
@@ -229,6 +230,7 @@ impl<'s> Machine<'s> {
             timers: BTreeSet::new(),
             orphans: BTreeSet::new(),
             running: 0,
+            waiting: 0,
             unsettled: n,
             completion_order: Vec::new(),
             status: Status::Running,
@@ -409,6 +411,7 @@ impl<'s> Machine<'s> {
             }
             StepState::Waiting { deadline, .. } => {
                 self.timers.remove(&(deadline, step));
+                self.waiting -= 1;
             }
             _ => {}
         }
@@ -422,6 +425,7 @@ impl<'s> Machine<'s> {
             }
             StepState::Waiting { deadline, .. } => {
                 self.timers.insert((*deadline, step));
+                self.waiting += 1;
             }
             _ => {}
         }
@@ -576,6 +580,11 @@ impl<'s> Machine<'s> {
                     StepKind::Action(action) if action.compensate.is_some()
                 )
         })
+    }
+
+    /// Whether a human task is open.
+    pub fn has_open_tasks(&self) -> bool {
+        self.waiting > 0
     }
 
     /// Whether a step's output is absent for good (failed or skipped).
