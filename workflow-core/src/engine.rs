@@ -95,7 +95,7 @@ impl Inner {
 }
 
 struct Live {
-    mailbox: mpsc::UnboundedSender<Msg>,
+    mailbox: mpsc::UnboundedSender<Box<Msg>>,
     done: watch::Receiver<Option<Arc<Finished>>>,
     abort: Option<tokio::task::AbortHandle>,
 }
@@ -591,7 +591,7 @@ impl Engine {
             .get(&run)
             .map(|live| live.mailbox.clone());
         if let Some(mailbox) = mailbox {
-            let _ = mailbox.send(Msg::Cancel { by: by.to_owned() });
+            let _ = mailbox.send(Box::new(Msg::Cancel { by: by.to_owned() }));
             return Ok(());
         }
         let record = self.record(run).await?;
@@ -805,12 +805,12 @@ impl RunRef {
             .map(|live| live.mailbox.clone());
         if let Some(mailbox) = mailbox {
             let (reply, answer) = oneshot::channel();
-            let sent = mailbox.send(Msg::Decide {
+            let sent = mailbox.send(Box::new(Msg::Decide {
                 step,
                 by: by.to_owned(),
                 decision,
                 reply,
-            });
+            }));
             if sent.is_ok() {
                 if let Ok(result) = answer.await {
                     return result;
@@ -1092,7 +1092,7 @@ struct Driver<W: Workflow> {
     seq: u64,
     trace_id: String,
     work: JoinSet<Done>,
-    mailbox: mpsc::UnboundedReceiver<Msg>,
+    mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
     deciders: HashMap<usize, String>,
     compensating: Option<usize>,
 }
@@ -1103,7 +1103,7 @@ impl<W: Workflow> Driver<W> {
         run: RunId,
         env: Arc<W::Env>,
         events: Vec<Event>,
-        mailbox: mpsc::UnboundedReceiver<Msg>,
+        mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
         trace_id: String,
     ) -> Result<Self, RunError> {
         let machine =
@@ -1253,9 +1253,9 @@ impl<W: Workflow> Driver<W> {
                 let mut progressed = false;
                 for command in commands {
                     if let Command::Finish(status) = command {
-                        return self.finish(status).await;
+                        return Box::pin(self.finish(status)).await;
                     }
-                    progressed |= self.act(command).await?;
+                    progressed |= Box::pin(self.act(command)).await?;
                 }
                 if !progressed {
                     break;
@@ -1268,13 +1268,13 @@ impl<W: Workflow> Driver<W> {
             tokio::select! {
                 Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
                     match joined {
-                        Ok(done) => self.settle(done).await?,
+                        Ok(done) => Box::pin(self.settle(done)).await?,
                         Err(error) => tracing::error!(error = %error, "a step task was lost"),
                     }
                 }
-                Some(msg) = self.mailbox.recv() => self.message(msg).await?,
+                Some(msg) = self.mailbox.recv() => Box::pin(self.message(msg)).await?,
                 () = sleep, if wake.is_some() => {}
-                () = tokio::time::sleep(FOREIGN_POLL), if self.watch_foreign() => self.catch_up().await?,
+                () = tokio::time::sleep(FOREIGN_POLL), if self.watch_foreign() => Box::pin(self.catch_up()).await?,
                 // Nothing can wake the run: the engine is shutting down.
                 else => return Err(StoreError::Io("the engine stopped driving this run".into())),
             }
@@ -1675,8 +1675,8 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {
-        match msg {
+    async fn message(&mut self, msg: Box<Msg>) -> Result<(), StoreError> {
+        match *msg {
             Msg::Decide {
                 step,
                 by,

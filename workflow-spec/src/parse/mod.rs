@@ -101,6 +101,8 @@ pub struct Names {
     pub deps: Vec<Vec<usize>>,
     /// Per step: whether its output may be absent.
     pub optional: Vec<bool>,
+    /// Every step and input by name (first declaration wins), for O(1) lookups.
+    index: std::collections::HashMap<String, Name>,
 }
 
 /// The reserved argument names.
@@ -110,11 +112,19 @@ impl Names {
     fn resolve(ast: &WorkflowAst) -> Names {
         let steps: Vec<String> = ast.steps.iter().map(|s| s.id.to_string()).collect();
         let inputs: Vec<String> = ast.inputs.iter().map(|i| i.name.to_string()).collect();
+        let mut index = std::collections::HashMap::new();
+        for (i, step) in steps.iter().enumerate() {
+            index.entry(step.clone()).or_insert(Name::Step(i));
+        }
+        for (i, input) in inputs.iter().enumerate() {
+            index.entry(input.clone()).or_insert(Name::Input(i));
+        }
         let mut names = Names {
             steps,
             inputs,
             deps: Vec::new(),
             optional: Vec::new(),
+            index,
         };
         names.deps = ast
             .steps
@@ -141,12 +151,7 @@ impl Names {
         match name {
             "env" => Some(Name::Env),
             "ctx" => Some(Name::Ctx),
-            _ => self
-                .steps
-                .iter()
-                .position(|s| s == name)
-                .map(Name::Step)
-                .or_else(|| self.inputs.iter().position(|i| i == name).map(Name::Input)),
+            _ => self.index.get(name).copied(),
         }
     }
 
