@@ -318,3 +318,36 @@ async fn open_tasks_are_listed_until_decided() {
     run.outputs().await.unwrap();
     assert!(engine.open_tasks().await.unwrap().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_parked_run_is_unloaded_and_woken_by_its_decision_or_its_timer() {
+    let (engine, run, published) = started().await;
+    assert_eq!(
+        engine.hibernating(),
+        1,
+        "nothing in flight: the run is unloaded"
+    );
+    run.review().approve("ana@mods", None).await.unwrap();
+    assert_eq!(run.outputs().await.unwrap().publish, Some(()));
+    assert_eq!(engine.hibernating(), 0);
+    assert_eq!(published.count(), 1);
+
+    // A second run sleeps until its deadline wakes it for the escalation.
+    let other = engine
+        .start::<Review>(ReviewInput {
+            item: "post-2".into(),
+        })
+        .await
+        .unwrap();
+    testing::wait_for_task(&engine, other.id(), "review", WAIT)
+        .await
+        .unwrap();
+    assert_eq!(engine.hibernating(), 1);
+    tokio::time::sleep(Duration::from_secs(48 * 3600 + 1)).await;
+    let task = other.review().info().await.unwrap();
+    assert_eq!(
+        task.assignee, "leads",
+        "the timer woke the run, which escalated"
+    );
+    assert_eq!(engine.hibernating(), 1, "and it went back to sleep");
+}

@@ -72,6 +72,14 @@ struct Inner {
     tasks: Mutex<BTreeMap<(RunId, usize), TaskInfo>>,
     events: broadcast::Sender<(RunId, Event)>,
     fault_hook: Option<FaultHook>,
+    hibernate: bool,
+    /// Runs with nothing in flight, unloaded from memory until a timer, a decision, a
+    /// waiter or another process's write wakes them. Their journal is the whole state.
+    hibernating: Mutex<std::collections::HashSet<RunId>>,
+    wakeups: Mutex<std::collections::BTreeSet<(Timestamp, RunId)>>,
+    wake_notify: Arc<tokio::sync::Notify>,
+    wake_lock: tokio::sync::Mutex<()>,
+    waker: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Inner {
@@ -83,6 +91,14 @@ impl Inner {
 
     fn lock_live(&self) -> MutexGuard<'_, HashMap<RunId, Live>> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_hibernating(&self) -> MutexGuard<'_, std::collections::HashSet<RunId>> {
+        self.hibernating.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_wakeups(&self) -> MutexGuard<'_, std::collections::BTreeSet<(Timestamp, RunId)>> {
+        self.wakeups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_tasks(&self) -> MutexGuard<'_, BTreeMap<(RunId, usize), TaskInfo>> {
@@ -134,6 +150,7 @@ pub struct EngineBuilder {
     owner: String,
     seed: Option<u64>,
     fault_hook: Option<FaultHook>,
+    hibernate: bool,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -198,6 +215,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether runs with nothing in flight (waiting on a person or a timer) are unloaded
+    /// from memory until something wakes them (default: yes). Their journal is their state,
+    /// so a hundred thousand parked runs cost little more than their index entries.
+    pub fn hibernate(mut self, hibernate: bool) -> Self {
+        self.hibernate = hibernate;
+        self
+    }
+
     #[doc(hidden)]
     /// Crash-test hook, see [`FaultHook`].
     pub fn fault_hook(mut self, hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
@@ -222,6 +247,12 @@ impl EngineBuilder {
                 tasks: Mutex::new(BTreeMap::new()),
                 events: broadcast::channel(1024).0,
                 fault_hook: self.fault_hook,
+                hibernate: self.hibernate,
+                hibernating: Mutex::new(std::collections::HashSet::new()),
+                wakeups: Mutex::new(std::collections::BTreeSet::new()),
+                wake_notify: Arc::new(tokio::sync::Notify::new()),
+                wake_lock: tokio::sync::Mutex::new(()),
+                waker: Mutex::new(None),
             }),
         }
     }
@@ -293,6 +324,7 @@ impl Engine {
             owner: "local".into(),
             seed: None,
             fault_hook: None,
+            hibernate: true,
         }
     }
 
@@ -316,7 +348,24 @@ impl Engine {
                 abort.abort();
             }
         }
+        if let Some(waker) = self
+            .inner
+            .waker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            waker.abort();
+        }
+        self.inner.lock_hibernating().clear();
+        self.inner.lock_wakeups().clear();
         self.inner.lock_tasks().clear();
+    }
+
+    /// How many runs are unloaded from memory, parked until a timer, a decision or a
+    /// waiter wakes them (see [`EngineBuilder::hibernate`]).
+    pub fn hibernating(&self) -> usize {
+        self.inner.lock_hibernating().len()
     }
 
     /// Every journal event of every run this engine drives, as it is journaled: for
@@ -481,7 +530,9 @@ impl Engine {
             .await?;
         let mut resumed = 0;
         for run in runs {
-            if self.inner.lock_live().contains_key(&run) {
+            if self.inner.lock_live().contains_key(&run)
+                || self.inner.lock_hibernating().contains(&run)
+            {
                 continue;
             }
             if self.resume(run).await? {
@@ -585,13 +636,8 @@ impl Engine {
     /// Cancels a run: scheduling stops, in-flight steps settle, compensations run.
     /// A parked run is marked cancelled directly.
     pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
-        let mailbox = self
-            .inner
-            .lock_live()
-            .get(&run)
-            .map(|live| live.mailbox.clone());
-        if let Some(mailbox) = mailbox {
-            let _ = mailbox.send(Box::new(Msg::Cancel { by: by.to_owned() }));
+        let message = || Box::new(Msg::Cancel { by: by.to_owned() });
+        if self.send(run, message).await? {
             return Ok(());
         }
         let record = self.record(run).await?;
@@ -714,12 +760,161 @@ impl Engine {
         Ok(new)
     }
 
+    /// Sends a message to a run's driver, waking the run if it hibernates. The send
+    /// happens under the lock a driver takes to hibernate, so no message is ever left in
+    /// the mailbox of a run that went to sleep. `false` when the run is not driven here.
+    async fn send(&self, run: RunId, message: impl Fn() -> Box<Msg>) -> Result<bool, RunError> {
+        loop {
+            let sent = self
+                .inner
+                .lock_live()
+                .get(&run)
+                .map(|live| live.mailbox.send(message()).is_ok());
+            match sent {
+                Some(sent) => return Ok(sent),
+                None if self.wake(run).await? => continue,
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Reloads a hibernating run from its journal and drives it again. `false` when the
+    /// run neither hibernates nor is driven here.
+    async fn wake(&self, run: RunId) -> Result<bool, RunError> {
+        let _one_at_a_time = self.inner.wake_lock.lock().await;
+        if self.inner.lock_live().contains_key(&run) {
+            return Ok(true);
+        }
+        if !self.inner.lock_hibernating().remove(&run) {
+            return Ok(false);
+        }
+        let loaded = async {
+            let stored = self
+                .inner
+                .store
+                .load(run)
+                .await?
+                .ok_or(RunError::UnknownRun(run))?;
+            let registered = self
+                .registration(&stored.record.workflow)
+                .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+            Ok::<_, RunError>((registered, stored.events))
+        }
+        .await;
+        match loaded {
+            Ok((registered, events)) => {
+                registered.launch(self.clone(), run, events);
+                Ok(true)
+            }
+            Err(error) => {
+                self.inner.lock_hibernating().insert(run);
+                Err(error)
+            }
+        }
+    }
+
+    /// Called by a driver with nothing in flight: unloads the run unless a message or a
+    /// waiter is pending. Decided under the live-runs lock, which senders also hold.
+    fn try_hibernate(
+        &self,
+        run: RunId,
+        wake: Option<Timestamp>,
+        mailbox: &mpsc::UnboundedReceiver<Box<Msg>>,
+        done: &watch::Sender<Option<Arc<Finished>>>,
+    ) -> bool {
+        {
+            let mut live = self.inner.lock_live();
+            // The live entry holds one receiver; any other is a waiter.
+            if !mailbox.is_empty() || done.receiver_count() > 1 {
+                return false;
+            }
+            live.remove(&run);
+            self.inner.lock_hibernating().insert(run);
+        }
+        if let Some(at) = wake {
+            self.inner.lock_wakeups().insert((at, run));
+        }
+        self.ensure_waker();
+        self.inner.wake_notify.notify_one();
+        true
+    }
+
+    /// Starts the task that wakes hibernating runs when their timers are due and, on a
+    /// shared store, when another process wrote to their journals.
+    fn ensure_waker(&self) {
+        let mut waker = self.inner.waker.lock().unwrap_or_else(|p| p.into_inner());
+        if waker.is_some() {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let notify = self.inner.wake_notify.clone();
+        let handle = tokio::spawn(async move {
+            let mut last_poll: Option<Timestamp> = None;
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let engine = Engine { inner };
+                let now = engine.now();
+                let due: Vec<RunId> = {
+                    let mut wakeups = engine.inner.lock_wakeups();
+                    let mut due = Vec::new();
+                    while let Some(&(at, run)) = wakeups.first() {
+                        if at > now {
+                            break;
+                        }
+                        wakeups.pop_first();
+                        due.push(run);
+                    }
+                    due
+                };
+                for run in due {
+                    if let Err(error) = engine.wake(run).await {
+                        tracing::error!(run = %run, error = %error, "cannot wake a hibernating run");
+                    }
+                }
+                let shared = engine.inner.store.shared();
+                if shared && !engine.inner.lock_hibernating().is_empty() {
+                    // Another process (the CLI) may have decided a task: look at the runs
+                    // whose journals changed since the last look, with a second of slack.
+                    let since = last_poll.map_or(0, |at| at.saturating_sub(1_000));
+                    last_poll = Some(now);
+                    if let Ok(changed) = engine.inner.store.changed_since(since).await {
+                        for run in changed {
+                            if engine.inner.lock_hibernating().contains(&run) {
+                                let _ = engine.wake(run).await;
+                            }
+                        }
+                    }
+                }
+                let next = engine.inner.lock_wakeups().first().map(|(at, _)| *at);
+                let mut pause =
+                    next.map_or(Duration::from_secs(3600), |at| until(engine.now(), at));
+                if shared {
+                    pause = pause.min(FOREIGN_POLL);
+                }
+                drop(engine);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = notify.notified() => {}
+                }
+            }
+        });
+        *waker = Some(handle.abort_handle());
+    }
+
     async fn wait(&self, run: RunId) -> Result<Arc<Finished>, RunError> {
-        let done = self
+        let mut done = self
             .inner
             .lock_live()
             .get(&run)
             .map(|live| live.done.clone());
+        // A hibernating run is woken; holding its receiver keeps it awake.
+        while done.is_none() && self.wake(run).await? {
+            done = self
+                .inner
+                .lock_live()
+                .get(&run)
+                .map(|live| live.done.clone());
+        }
         if let Some(mut done) = done {
             loop {
                 if let Some(finished) = done.borrow_and_update().clone() {
@@ -797,24 +992,29 @@ impl RunRef {
         decision: Value,
     ) -> Result<(), DecisionError> {
         let run = self.id;
-        let mailbox = self
-            .engine
-            .inner
-            .lock_live()
-            .get(&run)
-            .map(|live| live.mailbox.clone());
-        if let Some(mailbox) = mailbox {
-            let (reply, answer) = oneshot::channel();
-            let sent = mailbox.send(Box::new(Msg::Decide {
+        let answer = Mutex::new(None);
+        let message = || {
+            let (reply, receiver) = oneshot::channel();
+            *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(receiver);
+            Box::new(Msg::Decide {
                 step,
                 by: by.to_owned(),
-                decision,
+                decision: decision.clone(),
                 reply,
-            }));
-            if sent.is_ok() {
-                if let Ok(result) = answer.await {
-                    return result;
-                }
+            })
+        };
+        let sent = self
+            .engine
+            .send(run, message)
+            .await
+            .map_err(|error| match error {
+                RunError::Store(error) => DecisionError::Store(error),
+                _ => DecisionError::UnknownRun(run),
+            })?;
+        let receiver = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let (true, Some(receiver)) = (sent, receiver) {
+            if let Ok(result) = receiver.await {
+                return result;
             }
         }
         // Not driven here (finished, or not resumed): explain from the journal.
@@ -1041,19 +1241,19 @@ impl<W: Workflow> Registered for Registration<W> {
         let live = engine.clone();
         let handle = tokio::spawn(
             async move {
-                let driver = Driver::<W>::new(engine.clone(), run, env, events, mailbox, trace_id);
-                let finished = match driver {
+                let driver =
+                    Driver::<W>::new(engine.clone(), run, env, events, mailbox, trace_id, done_tx);
+                let end = match driver {
                     Ok(driver) => driver.drive().await,
                     Err(error) => {
                         tracing::error!(error = %error, "cannot resume the run");
-                        None
+                        DriveEnd::Stopped
                     }
                 };
-                if let Some(finished) = finished {
-                    let _ = done_tx.send(Some(Arc::new(finished)));
+                if !matches!(end, DriveEnd::Hibernated) {
+                    engine.inner.lock_live().remove(&run);
+                    engine.inner.lock_tasks().retain(|(r, _), _| *r != run);
                 }
-                engine.inner.lock_live().remove(&run);
-                engine.inner.lock_tasks().retain(|(r, _), _| *r != run);
             }
             .instrument(span),
         );
@@ -1095,6 +1295,17 @@ struct Driver<W: Workflow> {
     mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
     deciders: HashMap<usize, String>,
     compensating: Option<usize>,
+    done: watch::Sender<Option<Arc<Finished>>>,
+}
+
+/// How a driver stopped.
+enum DriveEnd {
+    /// The run finished; waiters were told.
+    Finished,
+    /// Nothing in flight: the run was unloaded until something wakes it.
+    Hibernated,
+    /// The journal could not be written, or the engine stopped.
+    Stopped,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -1105,6 +1316,7 @@ impl<W: Workflow> Driver<W> {
         events: Vec<Event>,
         mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
         trace_id: String,
+        done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Result<Self, RunError> {
         let machine =
             Machine::replay(W::spec(), &events).with_max_in_flight(engine.inner.max_in_flight);
@@ -1134,6 +1346,7 @@ impl<W: Workflow> Driver<W> {
             mailbox,
             deciders,
             compensating: None,
+            done,
         };
         for (step, state) in driver.machine.states().iter().enumerate() {
             if let StepState::Waiting {
@@ -1235,17 +1448,22 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    async fn drive(mut self) -> Option<Finished> {
+    async fn drive(mut self) -> DriveEnd {
         match self.drive_inner().await {
-            Ok(finished) => Some(finished),
+            Ok(Some(finished)) => {
+                let _ = self.done.send(Some(Arc::new(finished)));
+                DriveEnd::Finished
+            }
+            Ok(None) => DriveEnd::Hibernated,
             Err(error) => {
                 tracing::error!(error = %error, "the run stopped: its journal could not be written; it resumes on the next start");
-                None
+                DriveEnd::Stopped
             }
         }
     }
 
-    async fn drive_inner(&mut self) -> Result<Finished, StoreError> {
+    /// Drives the run until it finishes (`Some`) or hibernates (`None`).
+    async fn drive_inner(&mut self) -> Result<Option<Finished>, StoreError> {
         loop {
             // Act until the machine has nothing new to do.
             loop {
@@ -1253,7 +1471,7 @@ impl<W: Workflow> Driver<W> {
                 let mut progressed = false;
                 for command in commands {
                     if let Command::Finish(status) = command {
-                        return Box::pin(self.finish(status)).await;
+                        return Box::pin(self.finish(status)).await.map(Some);
                     }
                     progressed |= Box::pin(self.act(command)).await?;
                 }
@@ -1262,6 +1480,16 @@ impl<W: Workflow> Driver<W> {
                 }
             }
             let wake = self.machine.next_wake();
+            if self.engine.inner.hibernate
+                && self.work.is_empty()
+                && self.machine.status() == Status::Running
+                && self
+                    .engine
+                    .try_hibernate(self.run, wake, &self.mailbox, &self.done)
+            {
+                tracing::debug!("nothing in flight: hibernating until woken");
+                return Ok(None);
+            }
             // Built every turn but registered with the timer only when polled, i.e. only
             // when there is something to wake for.
             let sleep = tokio::time::sleep(wake.map_or(Duration::ZERO, |at| until(self.now(), at)));

@@ -282,6 +282,13 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// The unfinished runs whose journals changed at or after `since` (by their
+    /// `updated_at`): how hibernating runs learn of decisions other processes wrote.
+    /// Stores that only this process writes need not implement it.
+    fn changed_since(&self, _since: Timestamp) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
     /// The spec JSON recorded for a fingerprint.
     fn spec<'a>(
         &'a self,

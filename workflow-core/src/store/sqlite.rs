@@ -27,7 +27,7 @@ use super::{
     Created, DeadLetter, NewRun, RunFilter, RunRecord, RunStatus, Store, StoreError, StoredRun,
 };
 use crate::error::{ErrorKind, RunId};
-use crate::journal::Event;
+use crate::journal::{Event, Timestamp};
 use crate::workflow::BoxFuture;
 
 /// Identifies our files in the SQLite header (`PRAGMA application_id`): "WFLW".
@@ -1066,6 +1066,20 @@ impl Store for SqliteStore {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    fn changed_since(&self, since: Timestamp) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.read(move |db| {
+            let mut statement = db
+                .conn
+                .prepare_cached("SELECT id FROM runs WHERE status = 'running' AND updated_at >= ?1")
+                .map_err(db_error(db))?;
+            let ids = statement
+                .query_map(params![since as i64], |row| row.get::<_, i64>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(db_error(db))?;
+            Ok(ids.into_iter().map(|id| RunId(id as u64)).collect())
+        })
     }
 
     fn put_spec<'a>(
