@@ -37,6 +37,9 @@ const LABEL_TOP: i64 = 2;
 const DUMMY_WIDTH: i64 = 12;
 /// How many up-and-down sweeps try to reduce edge crossings.
 const SWEEPS: usize = 4;
+/// Above this many boxes (dummy boxes of long edges included), crossings are not reduced.
+const CROSSING_LIMIT: usize = 400;
+
 /// How many passes of neighbour swaps may run after each sweep.
 const TRANSPOSE_PASSES: usize = 8;
 
@@ -165,9 +168,17 @@ pub(crate) fn layout(sizes: &[NodeSize], edges: &[(usize, usize)]) -> Layout {
         let ties: Vec<usize> = row.iter().map(|&slot| slots[slot].tie).collect();
         sort_row(row, &parents, &mut position, &ties);
     }
-    transpose(&mut rows, &parents, &children, &mut position);
-    let mut best = (crossings(&rows, &children, &position), rows.clone());
-    for _ in 0..SWEEPS {
+    // Crossing reduction is quadratic in the edges between two rows; beyond a few hundred
+    // boxes a diagram is not read for its crossings, so keep the expansion linear there.
+    let sweeps = if slots.len() > CROSSING_LIMIT { 0 } else { SWEEPS };
+    if sweeps > 0 {
+        transpose(&mut rows, &parents, &children, &mut position);
+    }
+    let mut best = (
+        if sweeps > 0 { crossings(&rows, &children, &position) } else { 0 },
+        rows.clone(),
+    );
+    for _ in 0..sweeps {
         if best.0 == 0 {
             break;
         }
