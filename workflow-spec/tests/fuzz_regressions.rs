@@ -4,11 +4,10 @@
 //! Each input is parsed on a thread of its own with an explicit stack, so the outcome does
 //! not depend on the test harness's default thread stack (2 MiB, or `RUST_MIN_STACK`).
 //!
-//! The deep-nesting inputs overflow the stack inside syn's recursive type and expression
-//! parsers (syn bounds no depth), which aborts the whole process: no `catch_unwind` can
-//! turn that into a test failure. They are `#[ignore]`d until `parse` rejects over-deep
-//! nesting before syn sees it; remove the `ignore` with that fix. Run them with
-//! `cargo test -p workflow-spec --test fuzz_regressions -- --include-ignored`.
+//! The deep-nesting inputs used to overflow the stack inside syn's recursive type and
+//! expression parsers (syn bounds no depth), aborting the whole process. `parse` now
+//! rejects nesting deeper than 128 levels before syn sees the tokens, and runs syn on a
+//! stack of its own.
 
 use std::thread;
 
@@ -65,7 +64,6 @@ fn assert_rejected(name: &str, outcome: &Outcome) {
 /// called from `parse_step` (`input.parse::<Type>()` after `->`), until the stack overflows.
 /// About 90 `&` are enough in a debug build on a 2 MiB thread, about 350 in the macro.
 #[test]
-#[ignore = "stack overflow in syn on deep nesting aborts the test process until `parse` bounds nesting (fuzz/README.md)"]
 fn deep_reference_output_type_is_an_error_not_a_stack_overflow() {
     let source = format!("workflow F() {{ step a -> {}u8 {{ }} }}", "&".repeat(1077));
     let outcome = parse_on_stack(source, STACK);
@@ -76,7 +74,6 @@ fn deep_reference_output_type_is_an_error_not_a_stack_overflow() {
 /// step outputs), field values (conditions, calls), attributes, and bare nested groups
 /// (syn's `TokenBuffer` recurses per group). Each input fits in the fuzzer's 4096 bytes.
 #[test]
-#[ignore = "stack overflow in syn on deep nesting aborts the test process until `parse` bounds nesting (fuzz/README.md)"]
 fn deep_nesting_anywhere_is_an_error_not_a_stack_overflow() {
     let n = 1000;
     let step = |fields: &str| format!("workflow F(x: bool) {{ step a -> () {{ {fields} }} }}");

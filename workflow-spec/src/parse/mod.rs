@@ -7,6 +7,7 @@
 pub mod ast;
 pub mod check;
 pub mod ctxt;
+mod nesting;
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -45,6 +46,23 @@ impl Parsed {
 
 /// Parses and checks the tokens of a `workflow!` invocation.
 pub fn parse(tokens: TokenStream) -> Parsed {
+    if let Some(error) = nesting::too_deep(&tokens) {
+        return Parsed {
+            ast: None,
+            names: None,
+            spec: None,
+            errors: vec![error],
+        };
+    }
+    // syn parses recursively and bounds no depth; with nesting bounded above, this stack
+    // is enough on any thread, including a test harness's 2 MiB ones.
+    stacker::grow(PARSE_STACK, || parse_bounded(tokens))
+}
+
+/// The stack the parser runs on.
+const PARSE_STACK: usize = 64 << 20;
+
+fn parse_bounded(tokens: TokenStream) -> Parsed {
     let cx = Ctxt::new();
     let ast = ast::parse_workflow(&cx, tokens);
     let names = ast.as_ref().map(Names::resolve);

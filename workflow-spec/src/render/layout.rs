@@ -170,12 +170,20 @@ pub(crate) fn layout(sizes: &[NodeSize], edges: &[(usize, usize)]) -> Layout {
     }
     // Crossing reduction is quadratic in the edges between two rows; beyond a few hundred
     // boxes a diagram is not read for its crossings, so keep the expansion linear there.
-    let sweeps = if slots.len() > CROSSING_LIMIT { 0 } else { SWEEPS };
+    let sweeps = if slots.len() > CROSSING_LIMIT {
+        0
+    } else {
+        SWEEPS
+    };
     if sweeps > 0 {
         transpose(&mut rows, &parents, &children, &mut position);
     }
     let mut best = (
-        if sweeps > 0 { crossings(&rows, &children, &position) } else { 0 },
+        if sweeps > 0 {
+            crossings(&rows, &children, &position)
+        } else {
+            0
+        },
         rows.clone(),
     );
     for _ in 0..sweeps {
