@@ -23,7 +23,7 @@ use crate::human::TaskInfo;
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Command, Machine, Status, StepState, Stop};
 use crate::store::{
-    Created, DeadLetter, MemoryStore, NewRun, RunRecord, RunStatus, Store, StoreError,
+    Created, DeadLetter, MemoryStore, NewRun, RunRecord, RunStatus, Store, StoreError, StoredRun,
 };
 use crate::workflow::{BoxFuture, CallError, Invocation, Workflow};
 
@@ -408,6 +408,21 @@ impl Engine {
         Ok(())
     }
 
+    /// A run with its journal, or `UnknownRun`.
+    async fn stored(&self, run: RunId) -> Result<StoredRun, RunError> {
+        self.inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))
+    }
+
+    /// The registration of a workflow, or `NotRegistered`.
+    fn registered(&self, workflow: &str) -> Result<Arc<dyn Registered>, RunError> {
+        self.registration(workflow)
+            .ok_or_else(|| RunError::NotRegistered(workflow.to_owned()))
+    }
+
     fn registration(&self, workflow: &str) -> Option<Arc<dyn Registered>> {
         self.inner.lock_workflows().get(workflow).cloned()
     }
@@ -436,50 +451,25 @@ impl Engine {
     ) -> Result<RunHandle<W>, RunError> {
         let registration = self.typed::<W>()?;
         registration.store_spec(self).await?;
-        let now = self.now();
-        let seed = self
-            .inner
-            .rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .next_u64();
-        let input_value = serde_json::to_value(&input).map_err(|error| RunError::Decode {
+        let input = serde_json::to_value(&input).map_err(|error| RunError::Decode {
             run: RunId(0),
             step: "<input>".into(),
             message: error.to_string(),
         })?;
-        let started = Event::RunStarted {
-            workflow: W::NAME.to_owned(),
-            fingerprint: W::FINGERPRINT.to_owned(),
-            input: input_value,
-            seed,
-            trace_id: format!("{seed:016x}"),
-            dry_run: options.dry_run,
-            deadline: options.deadline.map(|d| now + d.as_millis() as u64),
-            at: now,
-        };
+        let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
+        let key = options.idempotency_key.as_deref();
         let created = self
-            .inner
-            .store
-            .create_run(NewRun {
-                workflow: W::NAME,
-                fingerprint: W::FINGERPRINT,
-                idempotency_key: options.idempotency_key.as_deref(),
-                started: &started,
-                at: now,
-            })
+            .create(
+                &*registration,
+                W::NAME,
+                input,
+                key,
+                options.dry_run,
+                deadline,
+            )
             .await?;
-        match created {
-            Created::New(id) => {
-                if self.inner.events.receiver_count() > 0 {
-                    let _ = self.inner.events.send((id, started.clone()));
-                }
-                registration.launch(self.clone(), id, vec![started]);
-                tracing::info!(workflow = W::NAME, run = %id, "run started");
-            }
-            Created::Existing(id) => {
-                tracing::info!(workflow = W::NAME, run = %id, key = ?options.idempotency_key, "start deduplicated by idempotency key");
-            }
+        if let Created::Existing(id) = created {
+            tracing::info!(workflow = W::NAME, run = %id, key = ?key, "start deduplicated by idempotency key");
         }
         Ok(RunHandle::new(
             RunRef {
@@ -543,15 +533,8 @@ impl Engine {
     }
 
     async fn resume(&self, run: RunId) -> Result<bool, RunError> {
-        let stored = self
-            .inner
-            .store
-            .load(run)
-            .await?
-            .ok_or(RunError::UnknownRun(run))?;
-        let registered = self
-            .registration(&stored.record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let stored = self.stored(run).await?;
+        let registered = self.registered(&stored.record.workflow)?;
         if stored.record.fingerprint != registered.fingerprint() {
             let note = format!(
                 "parked: started under spec {} but `{}` is now {}; cancel it or restart it",
@@ -573,15 +556,8 @@ impl Engine {
 
     /// A run's state, rebuilt from its journal.
     pub async fn inspect(&self, run: RunId) -> Result<RunView, RunError> {
-        let stored = self
-            .inner
-            .store
-            .load(run)
-            .await?
-            .ok_or(RunError::UnknownRun(run))?;
-        let registered = self
-            .registration(&stored.record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let stored = self.stored(run).await?;
+        let registered = self.registered(&stored.record.workflow)?;
         let machine = Machine::replay(registered.spec(), &stored.events);
         let steps = registered
             .spec()
@@ -660,18 +636,11 @@ impl Engine {
     /// Retries a failed run from its failed step: completed outputs are reused, steps whose
     /// compensation ran are run again.
     pub async fn retry_dead_letter(&self, run: RunId, by: &str) -> Result<(), RunError> {
-        let stored = self
-            .inner
-            .store
-            .load(run)
-            .await?
-            .ok_or(RunError::UnknownRun(run))?;
+        let stored = self.stored(run).await?;
         if stored.record.status != RunStatus::Failed {
             return Err(RunError::NotFailed(run));
         }
-        let registered = self
-            .registration(&stored.record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let registered = self.registered(&stored.record.workflow)?;
         if stored.record.fingerprint != registered.fingerprint() {
             return Err(RunError::SpecChanged {
                 run,
@@ -703,18 +672,11 @@ impl Engine {
     /// Restarts a parked run under the current spec: a new run with the same inputs; the
     /// parked run is marked cancelled with a note naming the new one.
     pub async fn restart_parked(&self, run: RunId, by: &str) -> Result<RunId, RunError> {
-        let stored = self
-            .inner
-            .store
-            .load(run)
-            .await?
-            .ok_or(RunError::UnknownRun(run))?;
+        let stored = self.stored(run).await?;
         if stored.record.status != RunStatus::Parked {
             return Err(RunError::NotParked(run));
         }
-        let registered = self
-            .registration(&stored.record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let registered = self.registered(&stored.record.workflow)?;
         let Some(Event::RunStarted { input, dry_run, .. }) = stored.events.first() else {
             return Err(RunError::Decode {
                 run,
@@ -722,6 +684,31 @@ impl Engine {
                 message: "the journal does not start with the run's inputs".into(),
             });
         };
+        let (input, dry_run) = (input.clone(), *dry_run);
+        let workflow = stored.record.workflow.clone();
+        let created = self
+            .create(&*registered, &workflow, input, None, dry_run, None)
+            .await?;
+        let new = created.id();
+        let note = format!("restarted by {by} as {new}");
+        self.inner
+            .store
+            .set_status(run, RunStatus::Cancelled, Some(&note), None)
+            .await?;
+        Ok(new)
+    }
+
+    /// Creates a run with its `RunStarted` event (a fresh jitter seed, the trace id derived
+    /// from it) and launches it, or returns the run its idempotency key names.
+    async fn create(
+        &self,
+        registered: &dyn Registered,
+        workflow: &str,
+        input: Value,
+        idempotency_key: Option<&str>,
+        dry_run: bool,
+        deadline: Option<Timestamp>,
+    ) -> Result<Created, RunError> {
         let now = self.now();
         let seed = self
             .inner
@@ -730,34 +717,34 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .next_u64();
         let started = Event::RunStarted {
-            workflow: stored.record.workflow.clone(),
+            workflow: workflow.to_owned(),
             fingerprint: registered.fingerprint().to_owned(),
-            input: input.clone(),
+            input,
             seed,
             trace_id: format!("{seed:016x}"),
-            dry_run: *dry_run,
-            deadline: None,
+            dry_run,
+            deadline,
             at: now,
         };
         let created = self
             .inner
             .store
             .create_run(NewRun {
-                workflow: &stored.record.workflow,
+                workflow,
                 fingerprint: registered.fingerprint(),
-                idempotency_key: None,
+                idempotency_key,
                 started: &started,
                 at: now,
             })
             .await?;
-        let new = created.id();
-        let note = format!("restarted by {by} as {new}");
-        self.inner
-            .store
-            .set_status(run, RunStatus::Cancelled, Some(&note), None)
-            .await?;
-        registered.launch(self.clone(), new, vec![started]);
-        Ok(new)
+        if let Created::New(id) = created {
+            tracing::info!(workflow, run = %id, "run started");
+            if self.inner.events.receiver_count() > 0 {
+                let _ = self.inner.events.send((id, started.clone()));
+            }
+            registered.launch(self.clone(), id, vec![started]);
+        }
+        Ok(created)
     }
 
     /// Sends a message to a run's driver, waking the run if it hibernates. The send
@@ -789,15 +776,8 @@ impl Engine {
             return Ok(false);
         }
         let loaded = async {
-            let stored = self
-                .inner
-                .store
-                .load(run)
-                .await?
-                .ok_or(RunError::UnknownRun(run))?;
-            let registered = self
-                .registration(&stored.record.workflow)
-                .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+            let stored = self.stored(run).await?;
+            let registered = self.registered(&stored.record.workflow)?;
             Ok::<_, RunError>((registered, stored.events))
         }
         .await;
@@ -929,15 +909,8 @@ impl Engine {
                 }
             }
         }
-        let stored = self
-            .inner
-            .store
-            .load(run)
-            .await?
-            .ok_or(RunError::UnknownRun(run))?;
-        let registered = self
-            .registration(&stored.record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let stored = self.stored(run).await?;
+        let registered = self.registered(&stored.record.workflow)?;
         let machine = Machine::replay(registered.spec(), &stored.events);
         if !machine.status().is_terminal() {
             return Err(match stored.record.status {
