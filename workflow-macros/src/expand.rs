@@ -5,7 +5,7 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::Ident;
-use workflow_spec::parse::ast::{ArgAst, CallAst, OnTimeoutAst, StepKw, WorkflowAst};
+use workflow_spec::parse::ast::{ArgAst, CallAst, OnTimeoutAst, StepAst, StepKw, WorkflowAst};
 use workflow_spec::parse::check::condition_reads;
 use workflow_spec::parse::{Name, Names, Parsed};
 use workflow_spec::{render, Spec};
@@ -303,69 +303,30 @@ impl Gen<'_> {
         let mermaid = render::mermaid(spec);
         let dot = render::dot(spec);
 
-        let actions = self
-            .ast
-            .steps
-            .iter()
-            .enumerate()
-            .filter_map(|(index, step)| {
-                let call = step.fields.action.as_ref()?;
+        let actions = self.arms(
+            |step| step.fields.action.as_ref(),
+            |index, path, invoke| {
                 let out = self.output_ty(index);
-                let (bindings, args) = self.call_args(call, index);
-                let path = &call.path;
                 // Spanned on the action, so a wrong output or error type points at the call.
                 let convert = quote_spanned!(path.span()=> #p::step_result::<#out, _>);
-                let call = quote_spanned!(path.span()=> #path(#args).await);
-                Some(quote! {
-                    #index => {
-                        #bindings
-                        ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            let __output = #convert(#call)?;
-                            #p::encode(&__output)
-                        }))
-                    }
-                })
-            });
-        let compensations = self
-            .ast
-            .steps
-            .iter()
-            .enumerate()
-            .filter_map(|(index, step)| {
-                let call = step.fields.compensate.as_ref()?;
-                let (bindings, args) = self.call_args(call, index);
-                let path = &call.path;
-                let call = quote_spanned!(path.span()=> #path(#args).await);
-                Some(quote! {
-                    #index => {
-                        #bindings
-                        ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            #p::unit_result(#call)
-                        }))
-                    }
-                })
-            });
-        let reconciles = self
-            .ast
-            .steps
-            .iter()
-            .enumerate()
-            .filter_map(|(index, step)| {
-                let call = step.fields.reconcile.as_ref()?;
+                quote! {
+                    let __output = #convert(#invoke)?;
+                    #p::encode(&__output)
+                }
+            },
+        );
+        let compensations = self.arms(
+            |step| step.fields.compensate.as_ref(),
+            |_, _, invoke| quote!(#p::unit_result(#invoke)),
+        );
+        let reconciles = self.arms(
+            |step| step.fields.reconcile.as_ref(),
+            |index, path, invoke| {
                 let out = self.output_ty(index);
-                let (bindings, args) = self.call_args(call, index);
-                let path = &call.path;
-                let convert = quote_spanned!(call.path.span()=> #p::reconcile_result::<#out, _>);
-                let call = quote_spanned!(path.span()=> #path(#args).await);
-                Some(quote! {
-                    #index => {
-                        #bindings
-                        ::core::result::Result::Ok(::std::boxed::Box::pin(async move {
-                            #convert(#call)
-                        }))
-                    }
-                })
-            });
+                let convert = quote_spanned!(path.span()=> #p::reconcile_result::<#out, _>);
+                quote!(#convert(#invoke))
+            },
+        );
         let conditions = self.ast.steps.iter().enumerate().filter_map(|(index, step)| {
             let (_, expr) = step.fields.condition.as_ref()?;
             let bindings = condition_reads(expr).into_iter().filter_map(|ident| {
@@ -568,6 +529,34 @@ impl Gen<'_> {
                 }
             }
         }
+    }
+
+    /// The match arms dispatching one kind of call (`action`, `compensate`, `reconcile`):
+    /// bind the arguments, then box an async block around `body(index, path, invocation)`,
+    /// where the invocation `path(args).await` carries the span of the path in the spec.
+    fn arms(
+        &self,
+        call_of: impl Fn(&StepAst) -> Option<&CallAst>,
+        body: impl Fn(usize, &syn::Path, TokenStream) -> TokenStream,
+    ) -> Vec<TokenStream> {
+        self.ast
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(index, step)| {
+                let call = call_of(step)?;
+                let (bindings, args) = self.call_args(call, index);
+                let path = &call.path;
+                let invoke = quote_spanned!(path.span()=> #path(#args).await);
+                let body = body(index, path, invoke);
+                Some(quote! {
+                    #index => {
+                        #bindings
+                        ::core::result::Result::Ok(::std::boxed::Box::pin(async move { #body }))
+                    }
+                })
+            })
+            .collect()
     }
 
     /// Bindings for a call's arguments and the argument list itself. Each argument is a
