@@ -651,6 +651,7 @@ fn write_loop(db: Db, requests: mpsc::Receiver<Box<dyn Job>>, max_batch: usize, 
 
 fn write_batch(db: &Db, batch: &mut [Box<dyn Job>], stats: &Stats) {
     let started = Instant::now();
+    let batch_len = batch.len();
     if let Err(e) = db.conn.execute_batch("BEGIN IMMEDIATE") {
         let error = db.error(e, started);
         tracing::warn!(path = %db.path, %error, "cannot start a write transaction");
@@ -658,19 +659,30 @@ fn write_batch(db: &Db, batch: &mut [Box<dyn Job>], stats: &Stats) {
         return;
     }
     let mut entries = 0;
-    for request in batch.iter_mut() {
-        let step =
-            db.conn
-                .execute_batch("SAVEPOINT request")
-                .and_then(|()| match request.apply(db) {
-                    Some(written) => {
-                        entries += written;
-                        db.conn.execute_batch("RELEASE request")
-                    }
-                    None => db
-                        .conn
-                        .execute_batch("ROLLBACK TO request; RELEASE request"),
-                });
+    let run = |sql: &str| {
+        db.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map(drop)
+    };
+    if let [request] = batch {
+        // Alone in its transaction, a failing request needs no savepoint: roll it all back.
+        match request.apply(db) {
+            Some(written) => entries += written,
+            None => {
+                let _ = db.conn.execute_batch("ROLLBACK");
+                return;
+            }
+        }
+    }
+    for request in batch.iter_mut().filter(|_| batch_len > 1) {
+        let step = run("SAVEPOINT request").and_then(|()| match request.apply(db) {
+            Some(written) => {
+                entries += written;
+                run("RELEASE request")
+            }
+            None => run("ROLLBACK TO request").and_then(|()| run("RELEASE request")),
+        });
         if let Err(e) = step {
             // The transaction is in an unknown state: give it up whole.
             let error = db.error(e, started);
