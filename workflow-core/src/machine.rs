@@ -189,6 +189,8 @@ pub struct Machine<'s> {
     dependents: Vec<Vec<usize>>,
     unsettled_deps: Vec<usize>,
     ready: BTreeSet<usize>,
+    /// The ready steps that need no slot: human checkpoints and steps to skip.
+    ready_free: BTreeSet<usize>,
     timers: BTreeSet<(Timestamp, usize)>,
     orphans: BTreeSet<usize>,
     running: usize,
@@ -216,7 +218,12 @@ impl<'s> Machine<'s> {
                 unsettled_deps[step] += 1;
             }
         }
-        let ready = (0..n).filter(|step| unsettled_deps[*step] == 0).collect();
+        let ready: BTreeSet<usize> = (0..n).filter(|step| unsettled_deps[*step] == 0).collect();
+        let ready_free = ready
+            .iter()
+            .copied()
+            .filter(|step| spec.steps[*step].is_human())
+            .collect();
         Machine {
             spec,
             states: vec![StepState::Pending; n],
@@ -227,6 +234,7 @@ impl<'s> Machine<'s> {
             dependents,
             unsettled_deps,
             ready,
+            ready_free,
             timers: BTreeSet::new(),
             orphans: BTreeSet::new(),
             running: 0,
@@ -399,9 +407,7 @@ impl<'s> Machine<'s> {
         };
         let was_settled = old.is_settled();
         match *old {
-            StepState::Pending => {
-                self.ready.remove(&step);
-            }
+            StepState::Pending => self.unmark_ready(step),
             StepState::Running { .. } => {
                 self.running -= 1;
                 self.orphans.remove(&step);
@@ -416,9 +422,7 @@ impl<'s> Machine<'s> {
             _ => {}
         }
         match &state {
-            StepState::Pending if self.unsettled_deps[step] == 0 => {
-                self.ready.insert(step);
-            }
+            StepState::Pending if self.unsettled_deps[step] == 0 => self.mark_ready(step),
             StepState::Running { .. } => self.running += 1,
             StepState::RetryWait { until, .. } => {
                 self.timers.insert((*until, step));
@@ -444,13 +448,25 @@ impl<'s> Machine<'s> {
             if settled {
                 self.unsettled_deps[next] -= 1;
                 if self.unsettled_deps[next] == 0 && self.states[next] == StepState::Pending {
-                    self.ready.insert(next);
+                    self.mark_ready(next);
                 }
             } else {
                 self.unsettled_deps[next] += 1;
-                self.ready.remove(&next);
+                self.unmark_ready(next);
             }
         }
+    }
+
+    fn mark_ready(&mut self, step: usize) {
+        self.ready.insert(step);
+        if self.spec.steps[step].is_human() || self.absent_required_arg(step).is_some() {
+            self.ready_free.insert(step);
+        }
+    }
+
+    fn unmark_ready(&mut self, step: usize) {
+        self.ready.remove(&step);
+        self.ready_free.remove(&step);
     }
 
     fn succeed(&mut self, step: usize, output: Value) {
@@ -617,17 +633,27 @@ impl<'s> Machine<'s> {
         }
         // Only orphans, ready steps and due timers can yield commands; they are taken in
         // declaration order, as a scan of every step would.
+        // Of the ready steps that need a slot, only as many as there are free slots can
+        // start, and they start in declaration order: looking further is wasted work.
+        let mut in_flight = self.running - self.orphans.len();
+        let slots = self.max_in_flight.saturating_sub(in_flight);
         let due = self.timers.iter().take_while(|(at, _)| *at <= now);
+        let needing_slots = self
+            .ready
+            .iter()
+            .copied()
+            .filter(|step| !self.ready_free.contains(step))
+            .take(slots);
         let mut candidates: Vec<usize> = self
             .orphans
             .iter()
             .copied()
-            .chain(self.ready.iter().copied())
+            .chain(self.ready_free.iter().copied())
+            .chain(needing_slots)
             .chain(due.map(|(_, step)| *step))
             .collect();
         candidates.sort_unstable();
         candidates.dedup();
-        let mut in_flight = self.running - self.orphans.len();
         for step in candidates {
             let spec = &self.spec.steps[step];
             match &self.states[step] {
