@@ -54,39 +54,9 @@ mod flows {
 
 use flows::*;
 
-fn current_thread() -> Runtime {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
-fn multi_thread() -> Runtime {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
-/// Runs `future` as a task of `rt` (on a worker thread of a multi-thread runtime).
-fn on_worker<T: Send + 'static>(
-    rt: &Runtime,
-    future: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    rt.block_on(async {
-        match tokio::spawn(future).await {
-            Ok(value) => value,
-            Err(error) => panic!("the benchmark task was lost: {error}"),
-        }
-    })
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{current_thread, multi_thread, on_worker};
 
 /// A graph with its dependents precomputed, and the value its last step must return.
 struct Shape {

@@ -42,41 +42,9 @@ mod flows {
 
 use flows::*;
 
-fn current_thread() -> Runtime {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
-fn multi_thread() -> Runtime {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
-/// Times `iters` runs of `W` on a fresh engine.
-/// Runs `future` as a task of `rt`: on a worker thread of a multi-thread runtime (where
-/// its own spawns go to that worker's local queue), as code serving requests does.
-fn on_worker<T: Send + 'static>(
-    rt: &Runtime,
-    future: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    rt.block_on(async {
-        match tokio::spawn(future).await {
-            Ok(value) => value,
-            Err(error) => panic!("the benchmark task was lost: {error}"),
-        }
-    })
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{current_thread, multi_thread, on_worker};
 
 /// Times `iters` runs of `W` on a fresh engine.
 fn engine_runs<W: Workflow<Env = ()>>(
