@@ -3,7 +3,7 @@
 //! A decision is checked against the run's journal exactly as the engine checks one: the
 //! task must be open (its step `Waiting` after replay), not past its deadline, not decided
 //! before, and the approver must be admitted by
-//! [`default_authorizer`](workflow_core::engine::default_authorizer). It is then appended
+//! [`workflow_core::engine::default_authorizer`]. It is then appended
 //! as `TaskDecided` at the journal's next sequence number; if another writer (a running
 //! engine) took that number first, the journal is reloaded and checked again. A running
 //! engine takes the decision in within a second (it polls shared stores while a task is
