@@ -280,6 +280,40 @@ pub fn tokens_to_string(tokens: &impl ToTokens) -> String {
         }
         out.push(*c);
     }
+    tighten_closure_bars(&out)
+}
+
+/// `(| a | a.ok)` -> `(|a| a.ok)`: closure parameters as people write them. A `|` opens
+/// parameters after `(`, `,`, `=`, `move` or at the start; `||` is left alone.
+fn tighten_closure_bars(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut in_params = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '|' && in_params {
+            while out.ends_with(' ') {
+                out.pop();
+            }
+            out.push('|');
+            in_params = false;
+        } else if c == '|' {
+            let before = out.trim_end();
+            let opens =
+                before.is_empty() || before.ends_with(['(', ',', '=']) || before.ends_with("move");
+            out.push('|');
+            if opens && chars.get(i + 1) != Some(&'|') {
+                in_params = true;
+                while chars.get(i + 1) == Some(&' ') {
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
     out
 }
 
@@ -380,5 +414,25 @@ fn lower_call(call: &CallAst, names: &Names) -> Call {
                 }),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::tighten_closure_bars;
+
+    #[test]
+    fn closure_parameters_read_as_written() {
+        assert_eq!(
+            tighten_closure_bars("a.is_some_and(| a | a.ok)"),
+            "a.is_some_and(|a| a.ok)"
+        );
+        assert_eq!(
+            tighten_closure_bars("x.map(| (a, b) | a)"),
+            "x.map(|(a, b)| a)"
+        );
+        assert_eq!(tighten_closure_bars("a || b"), "a || b");
+        assert_eq!(tighten_closure_bars("f(|| 1)"), "f(|| 1)");
+        assert_eq!(tighten_closure_bars("a | b"), "a | b");
     }
 }
