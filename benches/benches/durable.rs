@@ -113,42 +113,6 @@ const STEPS: usize = 10;
 /// Rows per transaction in the raw batched baseline (B4).
 const RAW_BATCH: usize = 256;
 
-/// The store's schema (`workflow-core/src/store/sqlite.rs`, migrations 1 and 2).
-const SCHEMA: &str = "
-    CREATE TABLE runs (
-        id INTEGER PRIMARY KEY,
-        workflow TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        status TEXT NOT NULL,
-        idempotency_key TEXT,
-        note TEXT,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        owner TEXT
-    );
-    CREATE UNIQUE INDEX runs_idempotency ON runs (workflow, idempotency_key);
-    CREATE INDEX runs_status ON runs (status, workflow);
-    CREATE TABLE journal (
-        run_id INTEGER NOT NULL REFERENCES runs (id),
-        seq INTEGER NOT NULL,
-        event TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE dead_letters (
-        run_id INTEGER PRIMARY KEY,
-        workflow TEXT NOT NULL,
-        step TEXT NOT NULL,
-        attempts INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        message TEXT NOT NULL,
-        trace_id TEXT NOT NULL,
-        at INTEGER NOT NULL
-    );
-    CREATE TABLE specs (
-        fingerprint TEXT PRIMARY KEY,
-        spec TEXT NOT NULL
-    ) WITHOUT ROWID;";
-
 fn ok<T, E: Display>(result: Result<T, E>, what: &str) -> T {
     match result {
         Ok(value) => value,
@@ -309,7 +273,9 @@ fn raw_open(path: &Path, sync: Synchronous) -> Connection {
 
 fn raw_store(path: &Path, sync: Synchronous) -> Connection {
     let conn = raw_open(path, sync);
-    ok(conn.execute_batch(SCHEMA), "create the schema");
+    for migration in SqliteStore::MIGRATIONS {
+        ok(conn.execute_batch(migration), "create the store's schema");
+    }
     conn
 }
 

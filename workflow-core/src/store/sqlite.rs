@@ -186,6 +186,11 @@ impl SqliteStore {
     /// The schema version this library reads and writes.
     pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
+    /// The schema migrations in order (entry `i` moves version `i` to `i + 1`): for tools
+    /// and benchmarks that need the store's exact tables.
+    #[doc(hidden)]
+    pub const MIGRATIONS: &'static [&'static str] = MIGRATIONS;
+
     /// Opens (or creates) the store at `path` with the default [`SqliteOptions`].
     ///
     /// Fails with [`StoreError::Corrupt`] when the file is not a store of ours,
