@@ -56,7 +56,7 @@ use flows::*;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{current_thread, multi_thread, on_worker};
+use common::{current_thread, engine_runs, multi_thread, on_worker};
 
 /// A graph with its dependents precomputed, and the value its last step must return.
 struct Shape {
@@ -102,32 +102,6 @@ impl Shape {
 
 // ---------------------------------------------------------------------------------------
 // The engine.
-
-/// Times `iters` runs of `W` on a fresh in-memory engine.
-fn engine_runs<W: Workflow<Env = ()>>(
-    rt: &Runtime,
-    iters: u64,
-    input: fn() -> W::Input,
-) -> Duration {
-    on_worker(rt, async move {
-        let engine = Engine::builder().build();
-        if let Err(error) = engine.register::<W>(()) {
-            panic!("cannot register {}: {error}", W::NAME);
-        }
-        let started = Instant::now();
-        for _ in 0..iters {
-            let outputs = match engine.start::<W>(input()).await {
-                Ok(run) => run.outputs().await,
-                Err(error) => Err(error),
-            };
-            match outputs {
-                Ok(outputs) => drop(black_box(outputs)),
-                Err(error) => panic!("run of {} failed: {error}", W::NAME),
-            }
-        }
-        started.elapsed()
-    })
-}
 
 /// Checks once that a workflow's last output is what the peers compute.
 fn engine_check<W: Workflow<Env = ()>>(

@@ -30,7 +30,7 @@ use criterion::{
 };
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
-use workflow_core::{Engine, StepError, Workflow};
+use workflow_core::{StepError, Workflow};
 
 /// The workflows, declared with `workflow!` by the build script.
 mod flows {
@@ -44,33 +44,7 @@ use flows::*;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{current_thread, multi_thread, on_worker};
-
-/// Times `iters` runs of `W` on a fresh engine.
-fn engine_runs<W: Workflow<Env = ()>>(
-    rt: &Runtime,
-    iters: u64,
-    input: fn() -> W::Input,
-) -> Duration {
-    on_worker(rt, async move {
-        let engine = Engine::builder().build();
-        if let Err(error) = engine.register::<W>(()) {
-            panic!("cannot register {}: {error}", W::NAME);
-        }
-        let started = Instant::now();
-        for _ in 0..iters {
-            let outputs = match engine.start::<W>(input()).await {
-                Ok(run) => run.outputs().await,
-                Err(error) => Err(error),
-            };
-            match outputs {
-                Ok(outputs) => drop(black_box(outputs)),
-                Err(error) => panic!("run of {} failed: {error}", W::NAME),
-            }
-        }
-        started.elapsed()
-    })
-}
+use common::{current_thread, engine_runs, multi_thread, on_worker};
 
 /// Times `iters` calls of a baseline.
 fn baseline_runs<F>(rt: &Runtime, iters: u64, run: impl Fn() -> F + Send + 'static) -> Duration

@@ -192,6 +192,23 @@ fn runtime() -> tokio::runtime::Runtime {
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A new engine on the store at `db` resumes the one unfinished run `id` of `W` and drives
+/// it to the end; its outputs.
+fn resume_to_end<W: Workflow<Env = ()>>(db: &Path, id: RunId) -> W::Outputs {
+    runtime().block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(db).expect("reopen"))
+            .build();
+        engine.register::<W>(()).expect("register");
+        assert_eq!(engine.resume_all().await.expect("resume"), 1);
+        let run = engine.handle::<W>(id).await.expect("handle");
+        tokio::time::timeout(WAIT, run.outputs())
+            .await
+            .expect("in time")
+            .expect("outputs")
+    })
+}
+
 /// Starts a `Moderation` run on the store at `db` and waits until its review is open.
 /// Dropping the returned runtime stops the engine.
 fn start_moderation(db: &Path) -> (tokio::runtime::Runtime, Engine, RunHandle<Moderation>) {
@@ -470,24 +487,11 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
     assert_eq!(with_store(&db, &["tasks", "list"]).ok(), "no open tasks\n");
 
     // A new engine on the same file takes the decision in and finishes the run.
-    let rt = runtime();
-    rt.block_on(async {
-        let engine = Engine::builder()
-            .store(SqliteStore::open(&db).expect("reopen"))
-            .build();
-        engine.register::<Moderation>(()).expect("register");
-        assert_eq!(engine.resume_all().await.expect("resume"), 1);
-        let run = engine.handle::<Moderation>(id).await.expect("handle");
-        let outputs = tokio::time::timeout(WAIT, run.outputs())
-            .await
-            .expect("in time")
-            .expect("outputs");
-        assert!(outputs.review.approved);
-        assert_eq!(outputs.review.by, "ana@mods");
-        assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
-        assert_eq!(outputs.publish, "published draft of post-1");
-    });
-    drop(rt);
+    let outputs = resume_to_end::<Moderation>(&db, id);
+    assert!(outputs.review.approved);
+    assert_eq!(outputs.review.by, "ana@mods");
+    assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
+    assert_eq!(outputs.publish, "published draft of post-1");
 
     let shown = with_store(&db, &["runs", "show", &id.to_string()]).ok();
     assert!(
@@ -728,21 +732,8 @@ fn a_failed_run_is_listed_shown_retried_and_resumed() {
     assert_eq!(shown["note"], "retried by ops@team");
 
     // An engine with the workflow registered resumes it from the failed step.
-    let rt = runtime();
-    rt.block_on(async {
-        let engine = Engine::builder()
-            .store(SqliteStore::open(&db).expect("reopen"))
-            .build();
-        engine.register::<Screening>(()).expect("register");
-        assert_eq!(engine.resume_all().await.expect("resume"), 1);
-        let run = engine.handle::<Screening>(id).await.expect("handle");
-        let outputs = tokio::time::timeout(WAIT, run.outputs())
-            .await
-            .expect("in time")
-            .expect("outputs");
-        assert_eq!(outputs.check, "checked fetched doc-9");
-    });
-    drop(rt);
+    let outputs = resume_to_end::<Screening>(&db, id);
+    assert_eq!(outputs.check, "checked fetched doc-9");
 
     let shown = with_store(&db, &["runs", "show", &id.to_string()]).ok();
     assert!(
@@ -794,18 +785,6 @@ fn a_decision_of_another_type_is_given_as_json() {
         "{decided}"
     );
 
-    let rt = runtime();
-    rt.block_on(async {
-        let engine = Engine::builder()
-            .store(SqliteStore::open(&db).expect("reopen"))
-            .build();
-        engine.register::<Triage>(()).expect("register");
-        assert_eq!(engine.resume_all().await.expect("resume"), 1);
-        let run = engine.handle::<Triage>(id).await.expect("handle");
-        let outputs = tokio::time::timeout(WAIT, run.outputs())
-            .await
-            .expect("in time")
-            .expect("outputs");
-        assert_eq!(outputs.route, "level 2 by ana@oncall");
-    });
+    let outputs = resume_to_end::<Triage>(&db, id);
+    assert_eq!(outputs.route, "level 2 by ana@oncall");
 }

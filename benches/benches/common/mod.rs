@@ -1,6 +1,10 @@
 //! What the criterion benchmarks share: runtimes and running a future on a worker.
 
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
 use tokio::runtime::Runtime;
+use workflow_core::{Engine, Workflow};
 
 /// A current-thread runtime with time enabled.
 pub(crate) fn current_thread() -> Runtime {
@@ -36,5 +40,31 @@ pub(crate) fn on_worker<T: Send + 'static>(
             Ok(value) => value,
             Err(error) => panic!("the benchmark task was lost: {error}"),
         }
+    })
+}
+
+/// Times `iters` runs of `W` on a fresh in-memory engine.
+pub(crate) fn engine_runs<W: Workflow<Env = ()>>(
+    rt: &Runtime,
+    iters: u64,
+    input: fn() -> W::Input,
+) -> Duration {
+    on_worker(rt, async move {
+        let engine = Engine::builder().build();
+        if let Err(error) = engine.register::<W>(()) {
+            panic!("cannot register {}: {error}", W::NAME);
+        }
+        let started = Instant::now();
+        for _ in 0..iters {
+            let outputs = match engine.start::<W>(input()).await {
+                Ok(run) => run.outputs().await,
+                Err(error) => Err(error),
+            };
+            match outputs {
+                Ok(outputs) => drop(black_box(outputs)),
+                Err(error) => panic!("run of {} failed: {error}", W::NAME),
+            }
+        }
+        started.elapsed()
     })
 }
