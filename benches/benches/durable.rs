@@ -43,7 +43,7 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 use workflow_core::journal::Event;
-use workflow_core::store::{SqliteOptions, SqliteStore, Store, Synchronous};
+use workflow_core::store::{Claim, Claimant, SqliteOptions, SqliteStore, Store, Synchronous};
 use workflow_core::{Engine, Workflow};
 
 /// The workflows: a 10-step chain, and the same chain with a gate at its fifth step.
@@ -1178,7 +1178,7 @@ fn b6_recover(rt: &Runtime, image: &Path, path: &Path, quick_check: bool, runs: 
     }
 }
 
-/// `resume_all`'s store work alone, with no run driven: `claim_unfinished`, then one
+/// `resume_all`'s store work alone, with no run driven: one bulk `claim`, then one
 /// `Store::load` per run, one after the other (as `resume_all` does). Returns both
 /// durations in seconds.
 fn b6_parts(rt: &Runtime, image: &Path, path: &Path) -> (f64, f64) {
@@ -1186,14 +1186,26 @@ fn b6_parts(rt: &Runtime, image: &Path, path: &Path) -> (f64, f64) {
     let store = open_store(path, Synchronous::Full);
     let result = rt.block_on(async {
         let started = Instant::now();
-        let runs = ok(
-            store.claim_unfinished("bench", &[Gated10::NAME]).await,
+        let leases = ok(
+            store
+                .claim(Claim {
+                    claimant: Claimant {
+                        owner: "bench",
+                        lease_ms: 0,
+                        now: 0,
+                    },
+                    workflows: &[Gated10::NAME],
+                    run: None,
+                    reclaim_own: false,
+                    limit: None,
+                })
+                .await,
             "claim the runs",
         );
         let claim = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        for run in runs {
-            let loaded = ok(store.load(run).await, "load a run");
+        for lease in leases {
+            let loaded = ok(store.load(lease.run).await, "load a run");
             assert!(loaded.is_some_and(|r| r.events.len() == STEPS));
         }
         (claim, started.elapsed().as_secs_f64())
@@ -1273,7 +1285,7 @@ fn b6(rt: &Runtime, dir: &Path, rounds: usize, runs: usize) {
     let loads_median = median(loads.clone());
     println!();
     println!(
-        "`resume_all`'s store work alone (no run driven, quick_check off): `claim_unfinished` {:.0} ms [{}], \
+        "`resume_all`'s store work alone (no run driven, quick_check off): bulk `claim` {:.0} ms [{}], \
          then {runs} `Store::load` one after the other {loads_median:.0} ms [{}] ({:.0} µs per run)",
         median(claim.clone()),
         spread(&claim),

@@ -25,8 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use workflow_core::store::SqliteStore;
 use workflow_core::store::{SqliteOptions, Synchronous};
-use workflow_core::{workflow, Engine, SqliteStore, StepError};
+use workflow_core::{workflow, Engine, StepError};
 
 /// Step `s0`.
 async fn join0() -> Result<u32, StepError> {
@@ -265,7 +266,7 @@ fn main() {
         let warmup = args.warmup;
         async move {
             let engine = Engine::builder()
-                .shared_store(Arc::clone(&store) as Arc<dyn workflow_core::Store>)
+                .shared_store(Arc::clone(&store) as Arc<dyn workflow_core::store::Store>)
                 .build();
             if let Err(error) = engine.register::<DurableChain10>(()) {
                 panic!("cannot register the workflow: {error}");

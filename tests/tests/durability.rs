@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::json;
+use workflow_core::clock::TokioClock;
 use workflow_core::journal::Event;
-use workflow_core::machine::{Command, Machine};
+use workflow_core::machine::{Command, Machine, NoHooks};
 use workflow_core::prelude::*;
 use workflow_core::store::{MemoryStore, RunStatus, Store};
 use workflow_core::testing::{self, Recorder, Script};
-use workflow_core::TokioClock;
 
 #[derive(Default)]
 pub struct Env {
@@ -85,7 +85,7 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
     live.apply(&events[0]);
     let mut now = 0u64;
     for (i, &choice) in choices.iter().enumerate() {
-        let commands = live.commands(now);
+        let commands = live.next(now, &NoHooks);
         if commands.iter().any(|c| matches!(c, Command::Finish(_))) {
             break;
         }
@@ -97,7 +97,7 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
             let running = live
                 .states()
                 .iter()
-                .position(|s| matches!(s, workflow_core::StepState::Running { .. }));
+                .position(|s| matches!(s, workflow_core::machine::StepState::Running { .. }));
             let event = match running {
                 Some(step) if choice % 3 == 0 => Event::AttemptFailed {
                     step,
@@ -126,39 +126,24 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
             continue;
         };
         let event = match command {
-            Command::Start { step, attempt, .. } => Event::AttemptStarted {
+            Command::Attempt { step, attempt, .. } => Event::AttemptStarted {
                 step,
                 attempt,
                 at: now,
             },
-            Command::Skip { step, .. } => Event::StepSkipped {
-                step,
-                reason: "absent".into(),
-                at: now,
-            },
-            Command::OpenTask { step } => Event::TaskOpened {
-                step,
-                assignee: "ops".into(),
-                prompt: None,
-                deadline: now + 3_600_000,
-                at: now,
-            },
-            Command::TaskDue {
-                step,
-                escalated: false,
-            } if choice % 2 == 0 => Event::TaskEscalated {
-                step,
-                to: "leads".into(),
-                deadline: now + 3_600_000,
-                at: now,
-            },
-            Command::TaskDue { step, .. } => Event::TaskExpired { step, at: now },
-            Command::DeadlineDue => Event::DeadlinePassed { at: now },
-            Command::Compensate { step } => Event::Compensated {
-                step,
-                error: (choice % 5 == 0).then(|| "undo failed".into()),
-                at: now,
-            },
+            // What the machine decided: a skip, a task opened, escalated or expired, the
+            // run's deadline.
+            Command::Journal(event) => event,
+            Command::Compensate { step } => {
+                let started = Event::CompensationStarted { step, at: now };
+                live.apply(&started);
+                events.push(started);
+                Event::Compensated {
+                    step,
+                    error: (choice % 5 == 0).then(|| "undo failed".into()),
+                    at: now,
+                }
+            }
             Command::Finish(_) => break,
         };
         live.apply(&event);
@@ -168,10 +153,11 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
             if let Some(step) = live
                 .states()
                 .iter()
-                .position(|s| matches!(s, workflow_core::StepState::Waiting { .. }))
+                .position(|s| matches!(s, workflow_core::machine::StepState::Waiting { .. }))
             {
                 let decided = Event::TaskDecided {
                     step,
+                    inbox: None,
                     by: "ana@ops".into(),
                     decision: json!({ "approved": choice % 8 == 1, "by": "ana@ops", "comment": null }),
                     at: now,

@@ -149,7 +149,9 @@ async fn incident() -> Outcome {
         .succeed(AlertId("a-2".into()));
     let engine = Engine::builder()
         .seed(884)
-        .clock(workflow_core::TokioClock::starting_at(1_784_351_400_000))
+        .clock(workflow_core::clock::TokioClock::starting_at(
+            1_784_351_400_000,
+        ))
         .build();
     engine
         .register::<TicketTriage>(Adapters {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
+use workflow_core::spec::RetryPolicy;
 use workflow_core::testing::{self, Script};
-use workflow_core::RetryPolicy;
 
 pub struct Env {
     script: Script<u32>,
@@ -103,7 +103,7 @@ workflow! {
 fn engine() -> Engine {
     Engine::builder()
         .seed(11)
-        .clock(workflow_core::TokioClock::starting_at(0))
+        .clock(workflow_core::clock::TokioClock::starting_at(0))
         .build()
 }
 

@@ -109,6 +109,27 @@ pub enum RunsCommand {
     /// Show one run: status, steps, the timeline of its journal (times relative to the
     /// start), errors and human decisions.
     Show(RunsShowArgs),
+
+    /// Cancel a run. A parked run is cancelled at once; a running one is asked to stop
+    /// through its inbox, and the engine that drives it compensates.
+    Cancel(OperatorArgs),
+
+    /// Restart a parked run under the newest registered spec of its workflow: a new run
+    /// with the same inputs; the parked run is marked cancelled. An engine with the
+    /// workflow registered takes the new run up.
+    Restart(OperatorArgs),
+}
+
+/// The arguments of operator commands on one run.
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// The run: `run-7` or `7`.
+    #[arg(value_name = "RUN", value_parser = parse_run)]
+    pub run: RunId,
+
+    /// Who acts, as recorded in the journal (default: $USER, else `cli`).
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: Option<String>,
 }
 
 /// The arguments of `workflow runs list`.
@@ -191,10 +212,17 @@ pub struct ApprovalArgs {
     #[arg(value_name = "TASK", value_parser = parse_task)]
     pub task: TaskRef,
 
-    /// Who decides; must be admitted for the task's assignee (the assignee itself, or
-    /// `name@assignee`).
+    /// Who decides. The engine that drives the run admits the approver with its
+    /// authorizer when it takes the decision in (by default the assignee itself, or
+    /// `name@assignee`), and journals a refusal otherwise.
     #[arg(long = "as", value_name = "WHO")]
     pub who: String,
+
+    /// Wait up to this many seconds for the engine that drives the run to take the
+    /// decision in, and report whether it was admitted (exit code 1 when refused or not
+    /// taken in in time).
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
 
     /// A comment recorded with the decision.
     #[arg(long, value_name = "TEXT")]
@@ -208,10 +236,17 @@ pub struct DecideArgs {
     #[arg(value_name = "TASK", value_parser = parse_task)]
     pub task: TaskRef,
 
-    /// Who decides; must be admitted for the task's assignee (the assignee itself, or
-    /// `name@assignee`).
+    /// Who decides. The engine that drives the run admits the approver with its
+    /// authorizer when it takes the decision in (by default the assignee itself, or
+    /// `name@assignee`), and journals a refusal otherwise.
     #[arg(long = "as", value_name = "WHO")]
     pub who: String,
+
+    /// Wait up to this many seconds for the engine that drives the run to take the
+    /// decision in, and report whether it was admitted (exit code 1 when refused or not
+    /// taken in in time).
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
 
     /// The decision, as JSON of the step's decision type.
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
@@ -224,8 +259,9 @@ pub enum DeadCommand {
     /// List the dead letters (failed runs), newest first.
     List,
 
-    /// Retry a failed run from its failed step. Completed outputs are kept; the run
-    /// resumes when an engine with its workflow registered starts (`engine.resume_all()`).
+    /// Retry a failed run from its failed step. Completed outputs are kept; an engine with
+    /// its workflow registered takes the run up (at once if one is running on a shared
+    /// store, else when it starts: `engine.resume_all()`).
     Retry(RetryArgs),
 }
 
@@ -239,6 +275,11 @@ pub struct RetryArgs {
     /// Who retries, as recorded in the journal (default: $USER, else `cli`).
     #[arg(long = "as", value_name = "WHO")]
     pub who: Option<String>,
+
+    /// Retry even if the run's spec is not among the versions engines registered most
+    /// recently (an engine that still registers it must take the run up, or it is parked).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A human task of a run: `run-7/human_review`.

@@ -1,22 +1,19 @@
 //! `workflow dead`: the runs that failed for good, and retrying them.
 //!
-//! A retry does what the engine's `retry_dead_letter` does, minus launching the run: the
-//! run must be failed; `Retried` is appended to its journal, its dead letter removed and
-//! its status set back to running with a note. An engine with the workflow registered
-//! resumes it on start (`engine.resume_all()`), from its failed step.
+//! A retry is the engine's own: [`workflow_core::admin::retry_dead_letter`] journals
+//! `Retried`, removes the dead letter and marks the run running in one transaction. An
+//! engine with the workflow registered takes the run up from its failed step.
 
 use serde_json::{json, Value};
-use workflow_core::journal::Event;
-use workflow_core::store::{RunStatus, SqliteStore, Store, StoreError};
+use workflow_core::admin;
+use workflow_core::store::{RunStatus, SqliteStore, Store};
+use workflow_core::RunError;
 
 use crate::cli::RetryArgs;
 use crate::error::{CliError, Result};
 use crate::runs::load;
 use crate::store::Specs;
 use crate::text::{now_ms, relative, rfc3339, short, table, timestamp};
-
-/// How many times a retry is re-checked after losing a race to another writer.
-const CONFLICT_RETRIES: usize = 20;
 
 /// Runs `workflow dead list`.
 pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
@@ -72,86 +69,75 @@ pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
 }
 
 /// Who an operator is when `--as` is not given.
-fn default_operator() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|user| !user.trim().is_empty())
+pub fn operator(who: Option<&str>) -> String {
+    who.map(str::trim)
+        .filter(|who| !who.is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
         .unwrap_or_else(|| "cli".to_owned())
 }
 
-/// Runs `workflow dead retry`.
+/// Runs `workflow dead retry`: [`admin::retry_dead_letter`], one transaction, checked
+/// against the versions of the workflow engines registered most recently.
 pub async fn retry(store: &SqliteStore, args: &RetryArgs, json: bool) -> Result<String> {
     let run = args.run;
-    let who = args
-        .who
-        .as_deref()
-        .map(str::trim)
-        .filter(|who| !who.is_empty())
-        .map_or_else(default_operator, str::to_owned);
-    for _ in 0..CONFLICT_RETRIES {
-        let stored = load(store, run).await?;
-        if stored.record.status != RunStatus::Failed {
-            return Err(CliError::new(format!(
-                "{run} is {}, not failed: only failed runs are retried",
-                stored.record.status.as_str()
-            )));
-        }
-        let event = Event::Retried {
-            by: who.clone(),
-            at: now_ms(),
-        };
-        let seq = stored.events.len() as u64;
-        match store.append(run, seq, &event).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error.into()),
-        }
-        store.remove_dead_letter(run).await?;
-        let note = format!("retried by {who}");
-        store
-            .set_status(run, RunStatus::Running, Some(&note), None)
-            .await?;
-
-        let failed_step = stored.record.note.clone();
-        let spec_known = Specs::default()
-            .get(store, &stored.record.fingerprint)
-            .await?
-            .is_some();
-        return Ok(if json {
-            format!(
-                "{:#}\n",
-                json!({
-                    "run": run.to_string(),
-                    "workflow": stored.record.workflow,
-                    "by": who,
-                    "status": RunStatus::Running.as_str(),
-                    "previous_note": failed_step,
-                    "seq": seq,
-                })
-            )
-        } else {
-            let mut out = format!(
-                "{run} ({}) marked for retry by {who}.\n",
-                stored.record.workflow
-            );
-            if let Some(note) = failed_step {
-                out.push_str(&format!("It had {note}.\n"));
-            }
-            out.push_str(&format!(
-                "It resumes from its failed step when an engine with `{}` registered starts \
-                 (`engine.resume_all()`).\n",
-                stored.record.workflow
-            ));
-            if !spec_known {
-                out.push_str(
-                    "note: the store has no spec for this run; an engine whose spec changed \
-                     since parks it instead.\n",
-                );
-            }
-            out
-        });
+    let who = operator(args.who.as_deref());
+    let stored = load(store, run).await?;
+    let record = &stored.record;
+    let spec = Specs::default()
+        .get(store, &record.fingerprint)
+        .await?
+        .cloned()
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "cannot retry {run}: the store has no spec recorded for fingerprint {}; \
+                 retry it through the engine",
+                record.fingerprint
+            ))
+        })?;
+    let mut current = admin::current_fingerprints(store, &record.workflow).await?;
+    if args.force {
+        current.push(record.fingerprint.clone());
     }
-    Err(CliError::new(format!(
-        "{run} keeps changing under us; try again"
-    )))
+    let current: Vec<&str> = current.iter().map(String::as_str).collect();
+    admin::retry_dead_letter(store, run, &who, now_ms(), &spec, &current)
+        .await
+        .map_err(|error| match error {
+            RunError::NotFailed(_) => CliError::new(format!(
+                "{run} is {}, not failed: only failed runs are retried",
+                record.status.as_str()
+            )),
+            RunError::SpecChanged { current, .. } => CliError::new(format!(
+                "{run} was started under spec {} but engines now register `{}` as {current}: \
+                 an engine would park it. Restart it under the new spec (`workflow runs \
+                 restart`), or pass --force if an engine still registers the old version",
+                record.fingerprint, record.workflow
+            )),
+            other => CliError::new(other.to_string()),
+        })?;
+    let previous = record.note.clone();
+    Ok(if json {
+        format!(
+            "{:#}\n",
+            json!({
+                "run": run.to_string(),
+                "workflow": record.workflow,
+                "by": who,
+                "status": RunStatus::Running.as_str(),
+                "previous_note": previous,
+                "seq": stored.events.len(),
+            })
+        )
+    } else {
+        let mut out = format!("{run} ({}) marked for retry by {who}.\n", record.workflow);
+        if let Some(note) = previous {
+            out.push_str(&format!("It had {note}.\n"));
+        }
+        out.push_str(&format!(
+            "An engine with `{}` registered takes it up from its failed step (at once if one \
+             runs on this store, else when one starts: `engine.resume_all()`).\n",
+            record.workflow
+        ));
+        out
+    })
 }

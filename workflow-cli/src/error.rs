@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use workflow_core::StoreError;
+use workflow_core::store::StoreError;
 
 /// What went wrong, for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,10 +2,12 @@
 //!
 //! - `workflow diagram FILE.rs`: draws a workflow declared with `workflow!` in a source
 //!   file (Mermaid, DOT or SVG), after checking it as the macro does.
-//! - `workflow runs list | show RUN`: runs in the engine's store, and one run explained
-//!   from its journal (steps, timeline, errors, decisions; `--diagram` colours its state).
-//! - `workflow tasks list | approve | reject | decide`: open human tasks, decided with the
-//!   engine's own rules and appended to the run's journal.
+//! - `workflow runs list | show RUN | cancel RUN | restart RUN`: runs in the engine's
+//!   store, one run explained from its journal (steps, timeline, errors, decisions;
+//!   `--diagram` colours its state), and the operator's cancel and restart.
+//! - `workflow tasks list | approve | reject | decide`: open human tasks; a decision is
+//!   checked by the run's machine and left in the run's inbox for the engine that drives
+//!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
 //!
 //! Store commands open the SQLite file the engine writes (`--store`, `WORKFLOW_STORE`,
@@ -60,24 +62,28 @@ fn run(cli: Cli) -> Result<String> {
                 match &command {
                     RunsCommand::List(args) => runs::list(&store, args, json).await,
                     RunsCommand::Show(args) => runs::show(&store, args, json).await,
+                    RunsCommand::Cancel(args) => runs::cancel(&store, args, json).await,
+                    RunsCommand::Restart(args) => runs::restart(&store, args, json).await,
                 }
             })
         }
         Command::Tasks(command) => {
             let (store, runtime) = open(&cli.store)?;
             let approved = matches!(command, TasksCommand::Approve(_));
-            let (task, who, verdict) = match command {
+            let (task, who, verdict, wait) = match command {
                 TasksCommand::List => return runtime.block_on(tasks::list(&store, json)),
                 TasksCommand::Approve(args) | TasksCommand::Reject(args) => {
                     let verdict = Verdict::Approval {
                         approved,
                         comment: args.comment,
                     };
-                    (args.task, args.who, verdict)
+                    (args.task, args.who, verdict, args.wait)
                 }
-                TasksCommand::Decide(args) => (args.task, args.who, Verdict::Json(args.decision)),
+                TasksCommand::Decide(args) => {
+                    (args.task, args.who, Verdict::Json(args.decision), args.wait)
+                }
             };
-            runtime.block_on(tasks::decide(&store, &task, &who, &verdict, json))
+            runtime.block_on(tasks::decide(&store, &task, &who, &verdict, wait, json))
         }
         Command::Dead(command) => {
             let (store, runtime) = open(&cli.store)?;

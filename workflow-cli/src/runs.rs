@@ -1,16 +1,19 @@
-//! `workflow runs list` and `workflow runs show`: runs as the store lists them, and one
-//! run explained from its journal (replayed through the same state machine the engine
-//! uses, when the store has the run's spec).
+//! `workflow runs list | show | cancel | restart`: runs as the store lists them, one run
+//! explained from its journal (replayed through the same state machine the engine uses,
+//! when the store has the run's spec), and the operator's cancel and restart, which are
+//! the engine's own operations ([`workflow_core::admin`]).
 
 use serde_json::{json, Value};
+use workflow_core::admin;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
-use workflow_core::store::{RunFilter, RunRecord, SqliteStore, Store, StoredRun};
-use workflow_core::{RunId, Spec};
+use workflow_core::spec::Spec;
+use workflow_core::store::{RunFilter, RunRecord, RunStatus, SqliteStore, Store, StoredRun};
+use workflow_core::RunId;
 use workflow_spec::render::{mermaid_with_states, StepMark};
 use workflow_spec::StepKind;
 
-use crate::cli::{RunsListArgs, RunsShowArgs};
+use crate::cli::{OperatorArgs, RunsListArgs, RunsShowArgs};
 use crate::error::{CliError, Result};
 use crate::store::{step_name, Specs};
 use crate::text::{duration, now_ms, offset, relative, rfc3339, short, table, timestamp};
@@ -20,6 +23,7 @@ pub async fn list(store: &SqliteStore, args: &RunsListArgs, json: bool) -> Resul
     let filter = RunFilter {
         workflow: args.workflow.clone(),
         status: args.status.map(Into::into),
+        before: None,
         limit: Some(args.limit.saturating_add(1)),
     };
     let mut runs = store.runs(filter).await?;
@@ -137,6 +141,106 @@ pub fn mark(state: &StepState) -> StepMark {
         StepState::Failed { .. } => StepMark::Failed,
         StepState::Skipped { .. } => StepMark::Skipped,
     }
+}
+
+/// Runs `workflow runs cancel`: a parked run is cancelled at once
+/// ([`admin::cancel_parked`]); a running one gets a cancellation in its inbox
+/// ([`admin::submit_cancel`]) for the engine that drives it.
+pub async fn cancel(store: &SqliteStore, args: &OperatorArgs, json: bool) -> Result<String> {
+    let run = args.run;
+    let who = crate::dead::operator(args.who.as_deref());
+    let record = load(store, run).await?.record;
+    let now = now_ms();
+    let (status, text) = match record.status {
+        RunStatus::Parked => {
+            admin::cancel_parked(store, run, &who, now)
+                .await
+                .map_err(|e| CliError::new(e.to_string()))?;
+            (
+                "cancelled",
+                format!("{run} ({}) cancelled by {who}.\n", record.workflow),
+            )
+        }
+        RunStatus::Running => {
+            let inbox = admin::submit_cancel(store, run, &who, now)
+                .await
+                .map_err(|e| CliError::new(e.to_string()))?
+                .id();
+            (
+                "submitted",
+                format!(
+                    "cancellation of {run} by {who} submitted (inbox message {inbox}); the engine \
+                     that drives it stops scheduling and compensates.\n"
+                ),
+            )
+        }
+        status => {
+            return Err(CliError::new(format!(
+                "{run} is already finished ({})",
+                status.as_str()
+            )))
+        }
+    };
+    Ok(if json {
+        format!(
+            "{:#}\n",
+            json!({ "run": run.to_string(), "by": who, "status": status })
+        )
+    } else {
+        text
+    })
+}
+
+/// Runs `workflow runs restart`: [`admin::restart_parked`] under the newest registered
+/// spec of the run's workflow.
+pub async fn restart(store: &SqliteStore, args: &OperatorArgs, json: bool) -> Result<String> {
+    let run = args.run;
+    let who = crate::dead::operator(args.who.as_deref());
+    let record = load(store, run).await?.record;
+    if record.status != RunStatus::Parked {
+        return Err(CliError::new(format!(
+            "{run} is {}, not parked: only parked runs are restarted",
+            record.status.as_str()
+        )));
+    }
+    let newest = store
+        .specs(&record.workflow)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "no engine registered `{}` in this store: nothing to restart onto",
+                record.workflow
+            ))
+        })?;
+    if newest.fingerprint == record.fingerprint {
+        return Err(CliError::new(format!(
+            "{run} already runs on the newest registered spec of `{}` ({}): cancel it instead",
+            record.workflow, newest.fingerprint
+        )));
+    }
+    let now = now_ms();
+    let new = admin::restart_parked(store, run, &who, now, &newest.fingerprint, now)
+        .await
+        .map_err(|e| CliError::new(e.to_string()))?;
+    Ok(if json {
+        format!(
+            "{:#}\n",
+            json!({
+                "run": run.to_string(),
+                "restarted_as": new.to_string(),
+                "fingerprint": newest.fingerprint,
+                "by": who,
+            })
+        )
+    } else {
+        format!(
+            "{run} restarted by {who} as {new} under spec {}; an engine with `{}` registered \
+             takes it up.\n",
+            newest.fingerprint, record.workflow
+        )
+    })
 }
 
 /// One run, explained.
@@ -468,6 +572,23 @@ impl<'a> Report<'a> {
             Event::TaskExpired { step, .. } => {
                 format!("{}: task expired with no decision", self.name(*step))
             }
+            Event::MessageRefused {
+                step,
+                by,
+                code,
+                reason,
+                ..
+            } => match step {
+                Some(step) => format!(
+                    "{}: message from {by} refused ({code}): {}",
+                    self.name(*step),
+                    short(reason, 120)
+                ),
+                None => format!("message from {by} refused ({code}): {}", short(reason, 120)),
+            },
+            Event::CompensationStarted { step, .. } => {
+                format!("{}: compensation started", self.name(*step))
+            }
             Event::Compensated { step, error, .. } => match error {
                 None => format!("{}: compensated", self.name(*step)),
                 Some(error) => format!(
@@ -517,6 +638,20 @@ impl<'a> Report<'a> {
                     message: "no decision before the deadline".to_owned(),
                     at: *at,
                 }),
+                Event::MessageRefused {
+                    step,
+                    by,
+                    code,
+                    reason,
+                    at,
+                    ..
+                } => Some(RunErrorLine {
+                    step: step.map(|step| self.name(step)).unwrap_or_default(),
+                    attempt: None,
+                    kind: format!("refused ({code})"),
+                    message: format!("from {by}: {reason}"),
+                    at: *at,
+                }),
                 Event::Compensated {
                     step,
                     error: Some(error),
@@ -551,6 +686,7 @@ impl<'a> Report<'a> {
                     by,
                     decision,
                     at,
+                    ..
                 } => Some(Decision {
                     step: self.name(*step),
                     by,
@@ -660,6 +796,8 @@ mod report_tests {
                 status: RunStatus::Failed,
                 idempotency_key: None,
                 note: Some("failed at `x`".to_owned()),
+                parent: None,
+                owner: None,
                 created_at: 1_000,
                 updated_at: 2_000,
             },

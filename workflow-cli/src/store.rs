@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use workflow_core::spec::Spec;
 use workflow_core::store::{SqliteStore, Store};
-use workflow_core::Spec;
 
 use crate::error::{CliError, Result};
 

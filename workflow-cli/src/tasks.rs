@@ -1,154 +1,33 @@
 //! `workflow tasks`: the open human tasks of running runs, and deciding them.
 //!
-//! A decision is checked against the run's journal exactly as the engine checks one: the
-//! task must be open (its step `Waiting` after replay), not past its deadline, not decided
-//! before, and the approver must be admitted by
-//! [`workflow_core::engine::default_authorizer`]. It is then appended
-//! as `TaskDecided` at the journal's next sequence number; if another writer (a running
-//! engine) took that number first, the journal is reloaded and checked again. A running
-//! engine takes the decision in within a second (it polls shared stores while a task is
-//! open); a stopped one sees it when it resumes.
+//! A decision is checked by the run's machine exactly as the engine checks one (the task
+//! must be open, not past its deadline, not decided before), then left in the run's inbox.
+//! The engine that drives the run takes it in, admits the approver with its own authorizer
+//! and journals the decision, or a refusal that `workflow runs show` lists. A running
+//! engine takes it in within a second; a stopped one when it resumes. `--wait` waits for
+//! that outcome.
+
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use workflow_core::engine::default_authorizer;
-use workflow_core::journal::{Event, Timestamp};
-use workflow_core::machine::{Machine, StepState};
-use workflow_core::store::{RunFilter, RunRecord, RunStatus, SqliteStore, Store, StoreError};
-use workflow_core::{ErrorKind, Spec};
-use workflow_spec::StepKind;
+use workflow_core::admin;
+use workflow_core::journal::Event;
+use workflow_core::spec::Spec;
+use workflow_core::store::{SqliteStore, Store};
+use workflow_core::{DecisionError, RunId};
 
 use crate::cli::TaskRef;
 use crate::error::{CliError, Result};
 use crate::runs::{decision_text, is_approval, load};
-use crate::store::{step_name, Specs};
+use crate::store::Specs;
 use crate::text::{duration, now_ms, relative, rfc3339, short, table, timestamp};
 
-/// How many runs a scan handles before it reports progress.
-const PROGRESS_ABOVE: usize = 300;
-/// How often a long scan reports progress, in runs.
-const PROGRESS_EVERY: usize = 250;
-/// How many times a decision is re-checked after losing a race to another writer.
-const CONFLICT_RETRIES: usize = 20;
-
-/// An open human task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenTask {
-    /// The run's row.
-    pub run: RunRecord,
-    /// The step's id (`#N` when the store has no spec for the run).
-    pub step: String,
-    /// Who may decide now.
-    pub assignee: String,
-    /// When the task times out.
-    pub deadline: Timestamp,
-    /// Whether it was escalated.
-    pub escalated: bool,
-    /// What to show the approver.
-    pub prompt: Option<String>,
-}
-
-/// The open tasks of one run: from the replayed machine when the spec is known, else
-/// from the journal alone (opened or escalated, and neither decided nor expired since).
-pub fn open_tasks(run: &RunRecord, spec: Option<&Spec>, events: &[Event]) -> Vec<OpenTask> {
-    let prompt_of = |step: usize| {
-        let journaled = events.iter().rev().find_map(|event| match event {
-            Event::TaskOpened {
-                step: s, prompt, ..
-            } if *s == step => Some(prompt.clone()),
-            _ => None,
-        });
-        journaled.flatten().or_else(|| {
-            spec.and_then(|spec| match &spec.steps.get(step)?.kind {
-                StepKind::Human(human) => human.prompt.clone(),
-                StepKind::Action(_) => None,
-            })
-        })
-    };
-    let task = |step: usize, assignee: &str, deadline: Timestamp, escalated: bool| OpenTask {
-        run: run.clone(),
-        step: step_name(spec, step),
-        assignee: assignee.to_owned(),
-        deadline,
-        escalated,
-        prompt: prompt_of(step),
-    };
-    if let Some(spec) = spec {
-        let machine = Machine::replay(spec, events);
-        return machine
-            .states()
-            .iter()
-            .enumerate()
-            .filter_map(|(step, state)| match state {
-                StepState::Waiting {
-                    assignee,
-                    deadline,
-                    escalated,
-                } => Some(task(step, assignee, *deadline, *escalated)),
-                _ => None,
-            })
-            .collect();
-    }
-    // Without the spec: the journal's last word on each step.
-    let mut open: Vec<(usize, String, Timestamp, bool)> = Vec::new();
-    for event in events {
-        match event {
-            Event::TaskOpened {
-                step,
-                assignee,
-                deadline,
-                ..
-            } => {
-                open.retain(|(s, ..)| s != step);
-                open.push((*step, assignee.clone(), *deadline, false));
-            }
-            Event::TaskEscalated {
-                step, to, deadline, ..
-            } => {
-                open.retain(|(s, ..)| s != step);
-                open.push((*step, to.clone(), *deadline, true));
-            }
-            Event::TaskDecided { step, .. } | Event::TaskExpired { step, .. } => {
-                open.retain(|(s, ..)| s != step);
-            }
-            _ => {}
-        }
-    }
-    open.sort_by_key(|(step, ..)| *step);
-    open.iter()
-        .map(|(step, assignee, deadline, escalated)| task(*step, assignee, *deadline, *escalated))
-        .collect()
-}
+/// How often `--wait` looks at the journal.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// Runs `workflow tasks list`.
 pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
-    let mut runs = store
-        .runs(RunFilter {
-            status: Some(RunStatus::Running),
-            ..RunFilter::default()
-        })
-        .await?;
-    // Oldest run first: the longest waiting task on top.
-    runs.reverse();
-    let total = runs.len();
-    let progress = total > PROGRESS_ABOVE;
-    if progress {
-        eprintln!("scanning {total} running runs for open tasks...");
-    }
-    let mut specs = Specs::default();
-    let mut tasks = Vec::new();
-    for (done, run) in runs.iter().enumerate() {
-        if progress && done > 0 && done % PROGRESS_EVERY == 0 {
-            eprintln!("  {done}/{total} runs scanned, {} open tasks", tasks.len());
-        }
-        let Some(stored) = store.load(run.id).await? else {
-            continue; // removed meanwhile
-        };
-        let spec = specs.get(store, &run.fingerprint).await?;
-        tasks.extend(open_tasks(&stored.record, spec, &stored.events));
-    }
-    if progress {
-        eprintln!("  {total}/{total} runs scanned, {} open tasks", tasks.len());
-    }
+    let tasks = admin::open_tasks(store).await?;
 
     let now = now_ms();
     if json {
@@ -156,9 +35,9 @@ pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
             .iter()
             .map(|task| {
                 json!({
-                    "task": format!("{}/{}", task.run.id, task.step),
-                    "run": task.run.id.to_string(),
-                    "workflow": task.run.workflow,
+                    "task": format!("{}/{}", task.run, task.step),
+                    "run": task.run.to_string(),
+                    "workflow": task.workflow,
                     "step": task.step,
                     "assignee": task.assignee,
                     "deadline_at": task.deadline,
@@ -196,8 +75,8 @@ pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
                 task.assignee.clone()
             };
             vec![
-                format!("{}/{}", task.run.id, task.step),
-                task.run.workflow.clone(),
+                format!("{}/{}", task.run, task.step),
+                task.workflow.clone(),
                 assignee,
                 due,
                 task.prompt
@@ -232,89 +111,96 @@ pub async fn decide(
     task: &TaskRef,
     who: &str,
     verdict: &Verdict,
+    wait: Option<u64>,
     json: bool,
 ) -> Result<String> {
     let who = who.trim();
     if who.is_empty() {
         return Err(CliError::new("--as needs a name: who decides"));
     }
+    let stored = load(store, task.run).await?;
     let mut specs = Specs::default();
-    for _ in 0..CONFLICT_RETRIES {
-        let stored = load(store, task.run).await?;
-        let spec = specs
-            .get(store, &stored.record.fingerprint)
-            .await?
-            .ok_or_else(|| {
-                CliError::new(format!(
-                    "cannot check task {task}: the store has no spec recorded for {} \
-                     (fingerprint {}); decide it through the engine",
-                    task.run, stored.record.fingerprint
-                ))
-            })?;
-        let now = now_ms();
-        let checked = check(&stored.record, spec, &stored.events, task, who, now)?;
-        let decision = decision(spec, checked.step, task, who, verdict)?;
-        let event = Event::TaskDecided {
-            step: checked.step,
-            by: who.to_owned(),
-            decision: decision.clone(),
-            at: now,
-        };
-        let seq = stored.events.len() as u64;
-        match store.append(task.run, seq, &event).await {
-            Ok(()) => {
-                return Ok(if json {
-                    format!(
-                        "{:#}\n",
-                        json!({
-                            "task": task.to_string(),
-                            "run": task.run.to_string(),
-                            "step": task.step,
-                            "by": who,
-                            "decision": decision,
-                            "at": now,
-                            "seq": seq,
-                        })
-                    )
-                } else {
-                    format!(
-                        "{}: {} by {who} (assigned to {}).\n\
-                         A running engine takes the decision in within a second; a stopped one \
-                         when it resumes.\n",
-                        task,
-                        decision_text(&decision),
-                        checked.assignee
-                    )
-                });
-            }
-            // A running engine wrote first: look again.
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error.into()),
+    let spec = specs
+        .get(store, &stored.record.fingerprint)
+        .await?
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "cannot check task {task}: the store has no spec recorded for {} \
+                 (fingerprint {}); decide it through the engine",
+                task.run, stored.record.fingerprint
+            ))
+        })?;
+    let step = human_step(spec, task, &stored.record.workflow)?;
+    let decision = decision(spec, step, task, who, verdict)?;
+    let now = now_ms();
+    let submitted = admin::submit_decision(
+        store,
+        task.run,
+        spec,
+        &task.step,
+        who,
+        decision.clone(),
+        now,
+    )
+    .await
+    .map_err(|error| refusal(task, &error))?;
+    let inbox = submitted.id();
+    let outcome = match wait {
+        Some(seconds) => Some(wait_for_outcome(store, task.run, inbox, seconds).await?),
+        None => None,
+    };
+    let status = match &outcome {
+        None => "submitted",
+        Some(Event::TaskDecided { .. }) => "decided",
+        Some(_) => "refused",
+    };
+    let refused = match &outcome {
+        Some(Event::MessageRefused { code, reason, .. }) => Some((code.clone(), reason.clone())),
+        _ => None,
+    };
+    let out = if json {
+        format!(
+            "{:#}\n",
+            json!({
+                "task": task.to_string(),
+                "run": task.run.to_string(),
+                "step": task.step,
+                "by": who,
+                "decision": decision,
+                "inbox": inbox,
+                "at": now,
+                "status": status,
+                "refused": refused.as_ref().map(|(code, reason)| json!({ "code": code, "reason": reason })),
+            })
+        )
+    } else {
+        let mut out = format!(
+            "{task}: {} by {who} submitted (inbox message {inbox}).\n",
+            decision_text(&decision)
+        );
+        match &outcome {
+            None => out.push_str(&format!(
+                "The engine that drives {} admits it with its authorizer and journals the \
+                 outcome (`workflow runs show {}`); a running engine takes it in within a \
+                 second, a stopped one when it resumes.\n",
+                task.run, task.run
+            )),
+            Some(Event::TaskDecided { .. }) => out.push_str("Admitted: the task is decided.\n"),
+            Some(_) => {}
         }
+        out
+    };
+    match refused {
+        Some((code, reason)) => Err(CliError::new(format!(
+            "the engine refused the decision for {task} ({code}): {reason}"
+        ))),
+        None => Ok(out),
     }
-    Err(CliError::new(format!(
-        "{} keeps changing under us; try again",
-        task.run
-    )))
 }
 
-/// A task that may be decided now.
-#[derive(Debug)]
-struct Checked {
-    step: usize,
-    assignee: String,
-}
-
-/// The engine's rules for a decision, applied to a journal.
-fn check(
-    record: &RunRecord,
-    spec: &Spec,
-    events: &[Event],
-    task: &TaskRef,
-    who: &str,
-    now: Timestamp,
-) -> Result<Checked> {
-    let run = record.id;
+/// The index of the human step a task names, or why it is not one.
+fn human_step(spec: &Spec, task: &TaskRef, workflow: &str) -> Result<usize> {
+    let run = task.run;
     let Some(step) = spec.step_index(&task.step) else {
         let humans: Vec<String> = spec
             .steps
@@ -323,8 +209,7 @@ fn check(
             .map(|s| format!("`{}`", s.id))
             .collect();
         return Err(CliError::new(format!(
-            "{run} ({}) has no step `{}`; its human steps: {}",
-            record.workflow,
+            "{run} ({workflow}) has no step `{}`; its human steps: {}",
             task.step,
             if humans.is_empty() {
                 "none".to_owned()
@@ -339,76 +224,31 @@ fn check(
             task.step
         )));
     }
-    let machine = Machine::replay(spec, events);
-    let state = &machine.states()[step];
-    let decided_by = events.iter().rev().find_map(|event| match event {
-        Event::TaskDecided { step: s, by, .. } if *s == step => Some(by.as_str()),
-        _ => None,
-    });
-    match (state, decided_by) {
-        (StepState::Succeeded, Some(by)) => {
-            return Err(CliError::new(format!(
-                "task {task} was already decided by {by}; the first decision stands"
-            )))
-        }
-        (
-            StepState::Failed {
-                kind: ErrorKind::Timeout,
-                ..
-            },
-            _,
-        ) => {
-            return Err(CliError::new(format!(
-                "task {task} expired before a decision arrived"
-            )))
-        }
-        _ => {}
-    }
-    match record.status {
-        RunStatus::Running => {}
-        RunStatus::Parked => {
-            return Err(CliError::new(format!(
-                "{run} is parked (its spec changed since it started); restart or cancel it first"
-            )))
-        }
-        status => {
-            return Err(CliError::new(format!(
-                "{run} is finished ({}); task `{}` cannot be decided",
-                status.as_str(),
-                task.step
-            )))
-        }
-    }
-    let StepState::Waiting {
-        assignee, deadline, ..
-    } = state
-    else {
-        return Err(CliError::new(format!(
-            "{run} has no open task `{}` (the step is {})",
-            task.step,
-            state.name()
-        )));
-    };
-    if now >= *deadline {
-        return Err(CliError::new(format!(
-            "task {task} is past its deadline ({}, {} ago); the engine applies its on_timeout",
-            timestamp(*deadline),
-            duration(now - deadline)
-        )));
-    }
-    if !default_authorizer(assignee, who) {
-        return Err(CliError::new(format!(
-            "{who} may not decide task {task} assigned to {assignee} \
-             (the assignee itself, or name@{assignee}, may)"
-        )));
-    }
-    Ok(Checked {
-        step,
-        assignee: assignee.clone(),
-    })
+    Ok(step)
 }
 
-/// The decision to journal, shaped as the engine shapes it: `by` is the approver.
+/// The machine's refusal, said for the command line.
+fn refusal(task: &TaskRef, error: &DecisionError) -> CliError {
+    match error {
+        DecisionError::AlreadyDecided { by, .. } => CliError::new(format!(
+            "task {task} was already decided by {by}; the first decision stands"
+        )),
+        DecisionError::Expired { .. } => CliError::new(format!(
+            "task {task} is past its deadline; the engine applies its on_timeout"
+        )),
+        DecisionError::Finished(run) => CliError::new(format!(
+            "{run} is not running (finished or parked); task `{}` cannot be decided",
+            task.step
+        )),
+        DecisionError::UnknownTask { run, step } => CliError::new(format!(
+            "{run} has no open task `{step}` (not opened yet, or skipped)"
+        )),
+        other => CliError::new(other.to_string()),
+    }
+}
+
+/// The decision to submit: an `Approval` for `approve` / `reject`, the given JSON for
+/// `decide` (the engine checks it against the step's type when it takes it in).
 fn decision(
     spec: &Spec,
     step: usize,
@@ -416,11 +256,10 @@ fn decision(
     who: &str,
     verdict: &Verdict,
 ) -> Result<Value> {
-    let approval = is_approval(spec, step);
-    let output = &spec.steps[step].output;
     match verdict {
         Verdict::Approval { approved, comment } => {
-            if !approval {
+            if !is_approval(spec, step) {
+                let output = &spec.steps[step].output;
                 return Err(CliError::new(format!(
                     "task {task} is decided with a `{output}`, not an Approval; \
                      use `workflow tasks decide {task} --as {who} --decision JSON`"
@@ -428,36 +267,39 @@ fn decision(
             }
             Ok(json!({ "approved": approved, "by": who, "comment": comment }))
         }
-        Verdict::Json(value) => {
-            let mut value = value.clone();
-            if approval {
-                let shaped = value.get("approved").is_some_and(Value::is_boolean)
-                    && value
-                        .get("comment")
-                        .is_none_or(|c| c.is_null() || c.is_string());
-                if !shaped {
-                    return Err(CliError::new(format!(
-                        "task {task} is decided with an Approval: \
-                         {{\"approved\": true|false, \"comment\": \"...\"}} \
-                         (or use `tasks approve` / `tasks reject`)"
-                    )));
-                }
-                value["by"] = Value::from(who);
-                if value.get("comment").is_none() {
-                    value["comment"] = Value::Null;
-                }
-            } else if let Some(by) = value.get_mut("by") {
-                *by = Value::from(who);
-            }
-            Ok(value)
+        Verdict::Json(value) => Ok(value.clone()),
+    }
+}
+
+/// Waits until the run's journal records what became of inbox message `inbox`.
+async fn wait_for_outcome(
+    store: &dyn Store,
+    run: RunId,
+    inbox: u64,
+    seconds: u64,
+) -> Result<Event> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let stored = store
+            .load(run)
+            .await?
+            .ok_or_else(|| CliError::new(format!("unknown run {run}")))?;
+        if let Some(event) = stored.events.into_iter().find(|e| e.inbox() == Some(inbox)) {
+            return Ok(event);
         }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::new(format!(
+                "no engine took the decision in within {seconds} s; it stays in the inbox of {run} \
+                 until the engine that drives it does"
+            )));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use workflow_core::RunId;
     use workflow_spec::parse::parse_str;
 
     fn spec() -> Spec {
@@ -476,170 +318,56 @@ mod tests {
         .expect("a valid spec")
     }
 
-    fn record(status: RunStatus) -> RunRecord {
-        RunRecord {
-            id: RunId(7),
-            workflow: "T".to_owned(),
-            fingerprint: "f".to_owned(),
-            status,
-            idempotency_key: None,
-            note: None,
-            created_at: 0,
-            updated_at: 0,
-        }
-    }
-
-    /// A journal up to the review opening, due at `deadline`.
-    fn opened(deadline: Timestamp) -> Vec<Event> {
-        vec![
-            Event::RunStarted {
-                workflow: "T".to_owned(),
-                fingerprint: "f".to_owned(),
-                input: json!({}),
-                seed: 1,
-                trace_id: "t".to_owned(),
-                dry_run: false,
-                deadline: None,
-                at: 0,
-            },
-            Event::AttemptStarted {
-                step: 0,
-                attempt: 1,
-                at: 1,
-            },
-            Event::StepSucceeded {
-                step: 0,
-                output: Value::Null,
-                at: 2,
-            },
-            Event::TaskOpened {
-                step: 1,
-                assignee: "mods".to_owned(),
-                prompt: Some("ok?".to_owned()),
-                deadline,
-                at: 3,
-            },
-        ]
-    }
-
-    fn task() -> TaskRef {
+    fn task(step: &str) -> TaskRef {
         TaskRef {
             run: RunId(7),
-            step: "review".to_owned(),
+            step: step.to_owned(),
         }
     }
 
-    fn refused(status: RunStatus, events: &[Event], who: &str, now: Timestamp) -> String {
-        check(&record(status), &spec(), events, &task(), who, now)
-            .expect_err("refused")
-            .message
+    #[test]
+    fn a_task_must_name_a_human_step() {
+        let spec = spec();
+        assert_eq!(human_step(&spec, &task("review"), "T").expect("human"), 1);
+        let error = human_step(&spec, &task("nope"), "T").expect_err("unknown");
+        assert!(
+            error.message.contains("its human steps: `review`"),
+            "{error:?}"
+        );
+        let error = human_step(&spec, &task("a"), "T").expect_err("an action");
+        assert!(error.message.contains("is an action step"), "{error:?}");
     }
 
     #[test]
-    fn an_open_task_is_decided_by_a_member_before_its_deadline() {
-        let events = opened(1000);
-        let checked = check(
-            &record(RunStatus::Running),
-            &spec(),
-            &events,
-            &task(),
-            "ana@mods",
-            999,
-        )
-        .expect("admitted");
-        assert_eq!((checked.step, checked.assignee.as_str()), (1, "mods"));
-        let running = RunStatus::Running;
-        assert!(refused(running, &events, "ana@mods", 1000).contains("past its deadline"));
-        assert!(refused(running, &events, "eve@other", 10).contains("eve@other may not decide"));
-        assert!(refused(running, &events, "@mods", 10).contains("may not decide"));
-        assert!(refused(RunStatus::Parked, &events, "mods", 10).contains("is parked"));
-        assert!(refused(RunStatus::Cancelled, &events, "mods", 10).contains("is finished"));
-    }
-
-    #[test]
-    fn decided_expired_escalated_and_unopened_tasks() {
-        let running = RunStatus::Running;
-        let mut decided = opened(1000);
-        decided.push(Event::TaskDecided {
-            step: 1,
-            by: "ana@mods".to_owned(),
-            decision: json!({"approved": true, "by": "ana@mods", "comment": null}),
-            at: 5,
-        });
-        assert!(refused(running, &decided, "bob@mods", 10).contains("already decided by ana@mods"));
-        assert!(refused(RunStatus::Completed, &decided, "bob@mods", 10)
-            .contains("already decided by ana@mods"));
-
-        let mut expired = opened(1000);
-        expired.push(Event::TaskExpired { step: 1, at: 1000 });
-        assert!(refused(running, &expired, "ana@mods", 1001).contains("expired"));
-
-        let mut escalated = opened(1000);
-        escalated.push(Event::TaskEscalated {
-            step: 1,
-            to: "leads".to_owned(),
-            deadline: 5000,
-            at: 1000,
-        });
-        assert!(refused(running, &escalated, "ana@mods", 1001).contains("assigned to leads"));
-        let checked = check(
-            &record(running),
-            &spec(),
-            &escalated,
-            &task(),
-            "bob@leads",
-            1001,
-        )
-        .expect("the new assignee decides");
-        assert_eq!(checked.assignee, "leads");
-
-        let unopened = &opened(1000)[..3];
-        assert!(refused(running, unopened, "ana@mods", 10).contains("no open task `review`"));
-    }
-
-    #[test]
-    fn decisions_are_shaped_as_the_engine_shapes_them() {
+    fn approvals_are_built_for_approval_steps_and_json_is_passed_on() {
         let spec = spec();
         let approve = Verdict::Approval {
             approved: true,
             comment: Some("fine".to_owned()),
         };
         assert_eq!(
-            decision(&spec, 1, &task(), "ana@mods", &approve).expect("shaped"),
+            decision(&spec, 1, &task("review"), "ana@mods", &approve).expect("built"),
             json!({"approved": true, "by": "ana@mods", "comment": "fine"})
         );
-        let json = Verdict::Json(json!({"approved": false, "by": "me"}));
+        let given = json!({"approved": false, "extra": 1});
         assert_eq!(
-            decision(&spec, 1, &task(), "ana@mods", &json).expect("shaped"),
-            json!({"approved": false, "by": "ana@mods", "comment": null})
+            decision(
+                &spec,
+                1,
+                &task("review"),
+                "ana@mods",
+                &Verdict::Json(given.clone())
+            )
+            .expect("passed on"),
+            given
         );
-        let wrong = Verdict::Json(json!({"approved": "yes"}));
-        assert!(decision(&spec, 1, &task(), "ana@mods", &wrong).is_err());
-    }
-
-    #[test]
-    fn open_tasks_come_from_the_machine_or_from_the_journal_alone() {
-        let events = opened(1000);
-        let run = record(RunStatus::Running);
-        let with_spec = open_tasks(&run, Some(&spec()), &events);
-        let without = open_tasks(&run, None, &events);
-        assert_eq!(with_spec.len(), 1);
-        assert_eq!(with_spec[0].step, "review");
-        assert_eq!(with_spec[0].prompt.as_deref(), Some("ok?"));
-        assert_eq!(without.len(), 1);
-        assert_eq!(without[0].step, "#1");
-        assert_eq!(
-            (without[0].assignee.as_str(), without[0].deadline),
-            ("mods", 1000)
-        );
-        let mut decided = events;
-        decided.push(Event::TaskDecided {
-            step: 1,
-            by: "mods".to_owned(),
-            decision: json!({"approved": true}),
-            at: 5,
-        });
-        assert!(open_tasks(&run, None, &decided).is_empty());
-        assert!(open_tasks(&run, Some(&spec()), &decided).is_empty());
+        let tiered = parse_str(
+            r#"workflow T() { human pick -> Tier { assignee: "a", timeout: 1h, on_timeout: abort } }"#,
+        )
+        .spec
+        .expect("a valid spec");
+        let error =
+            decision(&tiered, 0, &task("pick"), "a", &approve).expect_err("not an Approval");
+        assert!(error.message.contains("not an Approval"), "{error:?}");
     }
 }

@@ -447,10 +447,14 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
     assert_eq!(tasks[0]["assignee"], "mods");
     assert_eq!(tasks[0]["overdue"], false);
 
-    // Not a member of `mods`.
-    with_store(&db, &["tasks", "approve", &task, "--as", "eve@other"])
-        .fails_with("eve@other may not decide task");
-    // Approval is the decision type: `decide` checks its shape.
+    // Decisions are checked by the run's machine here, and left in the run's inbox: the
+    // engine that drives the run admits the approver with its authorizer, and checks the
+    // decision's type, when it takes them in.
+    let submitted = with_store(&db, &["tasks", "approve", &task, "--as", "eve@other"]).ok();
+    assert!(
+        submitted.contains("submitted (inbox message"),
+        "{submitted}"
+    );
     with_store(
         &db,
         &[
@@ -463,8 +467,8 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
             "{\"tier\": 2}",
         ],
     )
-    .fails_with("is decided with an Approval");
-    // Admitted; `7/review` works as well as `run-7/review`.
+    .ok();
+    // `7/review` works as well as `run-7/review`.
     let short = format!("{}/review", id.0);
     let approved = with_store(
         &db,
@@ -481,10 +485,8 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
     .ok();
     assert!(approved.contains("approved"), "{approved}");
     assert!(approved.contains("ana@mods"), "{approved}");
-    // Only once.
-    with_store(&db, &["tasks", "reject", &task, "--as", "bob@mods"])
-        .fails_with("already decided by ana@mods");
-    assert_eq!(with_store(&db, &["tasks", "list"]).ok(), "no open tasks\n");
+    // Nothing is decided until the engine takes the messages in.
+    assert!(with_store(&db, &["tasks", "list"]).ok().contains(&task));
 
     // A new engine on the same file takes the decision in and finishes the run.
     let outputs = resume_to_end::<Moderation>(&db, id);
@@ -503,6 +505,14 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
         shown.contains("review: decided by ana@mods: approved (\"fine\")"),
         "{shown}"
     );
+    assert!(
+        shown.contains("review: message from eve@other refused (unauthorized)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("review: message from ana@mods refused (wrong_type)"),
+        "{shown}"
+    );
     assert!(shown.contains("publish: succeeded"), "{shown}");
     assert!(
         shown.contains("decisions:\n  review: approved (\"fine\") by ana@mods"),
@@ -514,7 +524,7 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
     assert_eq!(json["machine_status"], "completed");
     assert_eq!(json["decisions"][0]["by"], "ana@mods");
     assert_eq!(json["decisions"][0]["decision"]["approved"], true);
-    assert_eq!(json["timeline"].as_array().map(Vec::len), Some(7), "{json}");
+    assert_eq!(json["timeline"].as_array().map(Vec::len), Some(9), "{json}");
 
     let drawn = with_store(&db, &["runs", "show", &id.to_string(), "--diagram"]).ok();
     assert!(drawn.starts_with(Moderation::MERMAID), "{drawn}");
@@ -530,9 +540,10 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
         "no runs\n"
     );
 
-    // Deciding a finished run's task, or retrying a run that did not fail.
-    with_store(&db, &["tasks", "approve", &task, "--as", "ana@mods"])
+    // Only once; then deciding a finished run's task, or retrying a run that did not fail.
+    with_store(&db, &["tasks", "reject", &task, "--as", "bob@mods"])
         .fails_with("already decided by ana@mods");
+    assert_eq!(with_store(&db, &["tasks", "list"]).ok(), "no open tasks\n");
     with_store(&db, &["dead", "retry", &id.to_string()]).fails_with("not failed");
 }
 
@@ -638,6 +649,80 @@ fn a_running_engine_takes_in_a_decision_made_from_the_command_line() {
     assert!(shown.contains("completed"), "{shown}");
     // One decision only: the engine did not journal a second one.
     assert_eq!(shown.matches("decided by").count(), 2, "{shown}"); // steps + timeline
+}
+
+#[test]
+fn the_engines_authorizer_governs_decisions_made_from_the_command_line() {
+    let temp = TempDir::new("authorizer");
+    let db = temp.file("runs.db");
+    let rt = runtime();
+    let (engine, run) = rt.block_on(async {
+        // Only leads decide, whatever the task's assignee.
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("open"))
+            .authorizer(|_assignee, by| by.ends_with("@leads"))
+            .build();
+        engine.register::<Moderation>(()).expect("register");
+        let run = engine
+            .start::<Moderation>(ModerationInput {
+                item: "post-9".into(),
+            })
+            .await
+            .expect("start");
+        testing::wait_for_task(&engine, run.id(), "review", WAIT)
+            .await
+            .expect("the review opens");
+        (engine, run)
+    });
+    let task = format!("{}/review", run.id());
+    // The default rule would admit a member of `mods`; this engine's does not.
+    let refused = rt.block_on(async {
+        let db = db.clone();
+        let task = task.clone();
+        tokio::task::spawn_blocking(move || {
+            with_store(
+                &db,
+                &[
+                    "tasks", "approve", &task, "--as", "ana@mods", "--wait", "20",
+                ],
+            )
+        })
+        .await
+        .expect("the command ran")
+    });
+    refused.fails_with("the engine refused the decision");
+    let open = with_store(&db, &["--json", "tasks", "list"]).json();
+    assert_eq!(
+        open.as_array().map(Vec::len),
+        Some(1),
+        "the task stays open: {open}"
+    );
+    let admitted = rt.block_on(async {
+        let db = db.clone();
+        let task = task.clone();
+        tokio::task::spawn_blocking(move || {
+            with_store(
+                &db,
+                &[
+                    "--json", "tasks", "approve", &task, "--as", "bo@leads", "--wait", "20",
+                ],
+            )
+        })
+        .await
+        .expect("the command ran")
+    });
+    let admitted = admitted.json();
+    assert_eq!(admitted["status"], "decided", "{admitted}");
+    let outputs = rt
+        .block_on(async { tokio::time::timeout(WAIT, run.outputs()).await })
+        .expect("the run finishes")
+        .expect("outputs");
+    assert_eq!(outputs.review.by, "bo@leads");
+    drop((run, engine));
+    drop(rt);
+    let shown = with_store(&db, &["--json", "runs", "show", &task[..task.len() - 7]]).json();
+    let timeline = shown["timeline"].to_string();
+    assert!(timeline.contains("refused (unauthorized)"), "{timeline}");
 }
 
 /// A dead letter as `dead list --json` prints it.
@@ -781,7 +866,7 @@ fn a_decision_of_another_type_is_given_as_json() {
     )
     .ok();
     assert!(
-        decided.contains("{\"by\":\"ana@oncall\",\"level\":2} by ana@oncall"),
+        decided.contains("{\"by\":\"someone else\",\"level\":2} by ana@oncall submitted"),
         "{decided}"
     );
 

@@ -219,6 +219,24 @@ pub enum DecisionError {
     Store(#[from] crate::store::StoreError),
 }
 
+impl DecisionError {
+    /// A stable code for the refusal, for APIs and the journal: `unknown_run`,
+    /// `unknown_task`, `already_decided`, `expired`, `unauthorized`, `wrong_type`,
+    /// `finished`, `store`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DecisionError::UnknownRun(_) => "unknown_run",
+            DecisionError::UnknownTask { .. } => "unknown_task",
+            DecisionError::AlreadyDecided { .. } => "already_decided",
+            DecisionError::Expired { .. } => "expired",
+            DecisionError::Unauthorized { .. } => "unauthorized",
+            DecisionError::WrongType { .. } => "wrong_type",
+            DecisionError::Finished(_) => "finished",
+            DecisionError::Store(_) => "store",
+        }
+    }
+}
+
 /// Why a run did not produce its outputs, or an engine call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

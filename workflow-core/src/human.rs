@@ -56,6 +56,11 @@ impl<'a, D: Serialize> HumanTask<'a, D> {
         self.id
     }
 
+    /// The step's index in declaration order.
+    pub fn index(&self) -> usize {
+        self.step
+    }
+
     /// Decides the task as `by`. Accepted once, from an approver the engine's authorizer
     /// admits for the task's assignee, before the deadline; recorded with who and when.
     pub async fn decide(&self, by: &str, decision: D) -> Result<(), DecisionError> {
@@ -63,7 +68,10 @@ impl<'a, D: Serialize> HumanTask<'a, D> {
             step: self.id.to_owned(),
             message: error.to_string(),
         })?;
-        self.run.decide_index(self.step, by, value).await
+        self.run
+            .engine()
+            .decide(self.run.id(), self.id, by, value)
+            .await
     }
 
     /// The task while it is open; `None` before it opens or after it is decided.

@@ -119,12 +119,40 @@ pub enum Event {
         by: String,
         /// The decision.
         decision: Value,
+        /// The inbox message it came from, when another process sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A message from the run's inbox was refused (a decision the owner's authorizer did
+    /// not admit, a decision of the wrong type, a cancellation of a finished run...).
+    MessageRefused {
+        /// The inbox message.
+        inbox: u64,
+        /// The step it named, if any.
+        step: Option<usize>,
+        /// Who sent it.
+        by: String,
+        /// A stable code: `unauthorized`, `expired`, `already_decided`, `unknown_task`,
+        /// `wrong_type`, `finished`.
+        code: String,
+        /// Why, in words.
+        reason: String,
         /// When.
         at: Timestamp,
     },
     /// A human task's deadline passed with no escalation left: the step fails (`timeout`).
     TaskExpired {
         /// The step index.
+        step: usize,
+        /// When.
+        at: Timestamp,
+    },
+    /// A compensation began (journaled before it runs, so it runs once at a time and a
+    /// crash in the middle is seen on resume).
+    CompensationStarted {
+        /// The step index whose effect is being undone.
         step: usize,
         /// When.
         at: Timestamp,
@@ -147,6 +175,9 @@ pub enum Event {
     Cancelled {
         /// Who.
         by: String,
+        /// The inbox message it came from, when another process sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
         /// When.
         at: Timestamp,
     },
@@ -160,6 +191,15 @@ pub enum Event {
 }
 
 impl Event {
+    /// The inbox message this event took in, if it took one in.
+    pub fn inbox(&self) -> Option<u64> {
+        match self {
+            Event::TaskDecided { inbox, .. } | Event::Cancelled { inbox, .. } => *inbox,
+            Event::MessageRefused { inbox, .. } => Some(*inbox),
+            _ => None,
+        }
+    }
+
     /// When the event happened.
     pub fn at(&self) -> Timestamp {
         match self {
@@ -173,6 +213,8 @@ impl Event {
             | Event::TaskEscalated { at, .. }
             | Event::TaskDecided { at, .. }
             | Event::TaskExpired { at, .. }
+            | Event::MessageRefused { at, .. }
+            | Event::CompensationStarted { at, .. }
             | Event::Compensated { at, .. }
             | Event::DeadlinePassed { at }
             | Event::Cancelled { at, .. }
@@ -192,7 +234,9 @@ impl Event {
             | Event::TaskEscalated { step, .. }
             | Event::TaskDecided { step, .. }
             | Event::TaskExpired { step, .. }
+            | Event::CompensationStarted { step, .. }
             | Event::Compensated { step, .. } => Some(*step),
+            Event::MessageRefused { step, .. } => *step,
             Event::RunStarted { .. }
             | Event::DeadlinePassed { .. }
             | Event::Cancelled { .. }

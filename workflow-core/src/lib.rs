@@ -15,10 +15,11 @@
     unreachable_pub
 )]
 
+pub mod admin;
 mod approval;
 pub mod clock;
 mod context;
-pub mod engine;
+mod engine;
 mod error;
 mod human;
 pub mod journal;
@@ -33,23 +34,24 @@ mod workflow;
 pub mod __private;
 
 pub use approval::Approval;
-pub use clock::{Clock, TokioClock};
 pub use context::StepContext;
-pub use engine::{Engine, EngineBuilder, RunHandle, RunRef, RunView, StartOptions, StepView};
+#[doc(hidden)]
+pub use engine::FaultHook;
+pub use engine::{
+    default_authorizer, Authorizer, Engine, EngineBuilder, RunHandle, RunRef, RunView,
+    StartOptions, StepView, DEFAULT_LEASE,
+};
 pub use error::{DecisionError, ErrorKind, RunError, RunId, StepError};
 pub use human::{HumanTask, TaskInfo, TIMEOUT_DECIDER};
-pub use machine::{Command, Machine, Status, StepState};
-#[cfg(feature = "sqlite")]
-pub use store::SqliteStore;
-pub use store::{MemoryStore, Store, StoreError};
 pub use workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
 pub use workflow_macros::workflow;
-pub use workflow_spec::{self as spec, RetryPolicy, Spec};
+/// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
+pub use workflow_spec as spec;
 
 /// The usual imports: `use workflow_core::prelude::*;`.
 pub mod prelude {
     #[cfg(feature = "sqlite")]
-    pub use crate::SqliteStore;
+    pub use crate::store::SqliteStore;
     pub use crate::{
         workflow, Approval, Engine, ErrorKind, RunError, RunHandle, RunId, StartOptions,
         StepContext, StepError, Workflow,

@@ -223,12 +223,7 @@ impl<T: Clone + PartialEq> Recorder<T> {
 
 /// The journal of a run.
 pub async fn events(engine: &Engine, run: RunId) -> Result<Vec<Event>, RunError> {
-    let stored = engine
-        .store()
-        .load(run)
-        .await?
-        .ok_or(RunError::UnknownRun(run))?;
-    Ok(stored.events)
+    engine.events(run).await
 }
 
 /// A run's journal as readable lines without timestamps, e.g.
@@ -260,6 +255,13 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
             Event::TaskEscalated { step, to, .. } => format!("task_escalated {} to {to}", id(step)),
             Event::TaskDecided { step, by, .. } => format!("task_decided {} by {by}", id(step)),
             Event::TaskExpired { step, .. } => format!("task_expired {}", id(step)),
+            Event::MessageRefused { step, by, code, .. } => match step {
+                Some(step) => format!("message_refused {} from {by} ({code})", id(step)),
+                None => format!("message_refused from {by} ({code})"),
+            },
+            Event::CompensationStarted { step, .. } => {
+                format!("compensation_started {}", id(step))
+            }
             Event::Compensated { step, error, .. } => match error {
                 None => format!("compensated {}", id(step)),
                 Some(_) => format!("compensation_failed {}", id(step)),

@@ -47,6 +47,12 @@ impl OutputSource for [Option<Value>] {
     }
 }
 
+impl OutputSource for &[Option<Value>] {
+    fn output(&self, step: usize) -> Option<&Value> {
+        (**self).output(step)
+    }
+}
+
 impl OutputSource for Vec<Option<Value>> {
     fn output(&self, step: usize) -> Option<&Value> {
         self.as_slice().output(step)

@@ -1,4 +1,5 @@
-//! The SQLite store: the `Store` contract, durability across opens, group commit, and
+//! The SQLite store beyond the `Store` contract (which `tests/conformance.rs` checks for
+//! every store): durability across opens, group commit, migrations of older files, and
 //! the files it must refuse without touching them.
 #![cfg(feature = "sqlite")]
 
@@ -10,8 +11,8 @@ use std::time::Duration;
 use serde_json::json;
 use workflow_core::journal::Event;
 use workflow_core::store::{
-    Created, DeadLetter, NewRun, RunFilter, RunStatus, SqliteOptions, SqliteStore, Store,
-    StoreError, Synchronous,
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, NewRun, RunStatus,
+    SqliteOptions, SqliteStore, Store, StoreError, Synchronous,
 };
 use workflow_core::{ErrorKind, RunId};
 
@@ -58,17 +59,36 @@ fn started(workflow: &str, at: u64) -> Event {
 }
 
 async fn create(store: &SqliteStore, workflow: &str, key: Option<&str>, at: u64) -> Created {
-    let event = started(workflow, at);
+    let events = [started(workflow, at)];
     store
         .create_run(NewRun {
             workflow,
             fingerprint: "fp1",
             idempotency_key: key,
-            started: &event,
+            events: &events,
+            parent: None,
+            owner: None,
+            supersedes: None,
             at,
         })
         .await
         .expect("create a run")
+}
+
+async fn append(
+    store: &SqliteStore,
+    run: RunId,
+    seq: u64,
+    event: &Event,
+) -> Result<(), StoreError> {
+    store
+        .commit(Commit::events(
+            run,
+            seq,
+            std::slice::from_ref(event),
+            event.at(),
+        ))
+        .await
 }
 
 fn attempt(step: usize, at: u64) -> Event {
@@ -120,317 +140,6 @@ fn the_store_is_shareable_and_printable() {
 }
 
 #[tokio::test]
-async fn create_is_idempotent_per_workflow_and_key() {
-    let dir = TempDir::new("create");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    assert_eq!(store.path(), path.as_path());
-    assert!(format!("{store:?}").contains("SqliteStore"));
-
-    let first = create(&store, "onboard", Some("evt-1"), 1_000).await;
-    assert_eq!(first, Created::New(RunId(1)));
-    assert_eq!(
-        create(&store, "onboard", Some("evt-1"), 2_000).await,
-        Created::Existing(RunId(1))
-    );
-    // The same key under another workflow, and runs without a key, are new runs.
-    assert_eq!(
-        create(&store, "offboard", Some("evt-1"), 3_000).await,
-        Created::New(RunId(2))
-    );
-    assert_eq!(
-        create(&store, "onboard", None, 4_000).await,
-        Created::New(RunId(3))
-    );
-    assert_eq!(
-        create(&store, "onboard", None, 5_000).await,
-        Created::New(RunId(4))
-    );
-    assert_eq!(store.journal_writes(), 4);
-
-    let loaded = store
-        .load(RunId(1))
-        .await
-        .expect("load")
-        .expect("run 1 exists");
-    assert_eq!(loaded.record.workflow, "onboard");
-    assert_eq!(loaded.record.fingerprint, "fp1");
-    assert_eq!(loaded.record.status, RunStatus::Running);
-    assert_eq!(loaded.record.idempotency_key.as_deref(), Some("evt-1"));
-    assert_eq!(loaded.record.created_at, 1_000);
-    assert_eq!(loaded.events, vec![started("onboard", 1_000)]);
-    assert_eq!(store.load(RunId(99)).await, Ok(None));
-    drop(store);
-    assert_integrity(&path);
-}
-
-#[tokio::test]
-async fn appended_events_load_back_in_order() {
-    let dir = TempDir::new("roundtrip");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    let run = create(&store, "onboard", None, 1_000).await.id();
-    let events = vec![
-        started("onboard", 1_000),
-        attempt(0, 1_001),
-        Event::AttemptFailed {
-            step: 0,
-            attempt: 1,
-            kind: ErrorKind::RateLimited,
-            message: "slow down \u{1F6A6} \"quoted\"".to_owned(),
-            retry_after: Some(250),
-            at: 1_002,
-        },
-        Event::StepSucceeded {
-            step: 0,
-            output: json!({ "id": 7, "nested": { "ok": true, "none": null } }),
-            at: 1_003,
-        },
-        Event::TaskOpened {
-            step: 1,
-            assignee: "managers".to_owned(),
-            prompt: None,
-            deadline: 172_800_000,
-            at: 1_004,
-        },
-        Event::TaskDecided {
-            step: 1,
-            by: "grace".to_owned(),
-            decision: json!("approve"),
-            at: 1_005,
-        },
-        Event::Compensated {
-            step: 0,
-            error: Some("undo failed".to_owned()),
-            at: 1_006,
-        },
-        Event::DeadlinePassed { at: 1_007 },
-    ];
-    for (seq, event) in events.iter().enumerate().skip(1) {
-        store.append(run, seq as u64, event).await.expect("append");
-    }
-    let loaded = store
-        .load(run)
-        .await
-        .expect("load")
-        .expect("the run exists");
-    assert_eq!(loaded.events, events);
-    assert_eq!(loaded.record.updated_at, 1_007);
-    assert_eq!(store.journal_writes(), events.len() as u64);
-    drop(store);
-    assert_integrity(&path);
-}
-
-#[tokio::test]
-async fn a_taken_sequence_number_conflicts_alone() {
-    let dir = TempDir::new("conflict");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    let a = create(&store, "onboard", None, 1).await.id();
-    let b = create(&store, "onboard", None, 2).await.id();
-    store.append(a, 1, &attempt(0, 3)).await.expect("append");
-    assert_eq!(
-        store.append(a, 1, &attempt(1, 4)).await,
-        Err(StoreError::Conflict { run: a, seq: 1 })
-    );
-    // A gap is a conflict too, as in the memory store.
-    assert_eq!(
-        store.append(a, 5, &attempt(1, 4)).await,
-        Err(StoreError::Conflict { run: a, seq: 5 })
-    );
-    assert_eq!(
-        store.append(RunId(77), 1, &attempt(0, 4)).await,
-        Err(StoreError::UnknownRun(RunId(77)))
-    );
-
-    // Requests queued together share a transaction; the conflicting one fails alone.
-    let (ok_a, bad_a, ok_b) = (attempt(2, 5), attempt(3, 5), attempt(0, 5));
-    let first = store.append(a, 2, &ok_a);
-    let second = store.append(a, 2, &bad_a);
-    let third = store.append(b, 1, &ok_b);
-    let (first, second, third) = tokio::join!(first, second, third);
-    assert_eq!(first, Ok(()));
-    assert_eq!(second, Err(StoreError::Conflict { run: a, seq: 2 }));
-    assert_eq!(third, Ok(()));
-
-    let a_events = store.load(a).await.expect("load").expect("a exists").events;
-    assert_eq!(a_events.len(), 3);
-    assert_eq!(a_events[2], ok_a);
-    let b_events = store.load(b).await.expect("load").expect("b exists").events;
-    assert_eq!(b_events, vec![started("onboard", 2), ok_b]);
-    // Two creations and three successful appends.
-    assert_eq!(store.journal_writes(), 5);
-    drop(store);
-    assert_integrity(&path);
-}
-
-#[tokio::test]
-async fn statuses_and_dead_letters() {
-    let dir = TempDir::new("dead");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    let a = create(&store, "onboard", None, 1).await.id();
-    let b = create(&store, "onboard", None, 2).await.id();
-    let c = create(&store, "onboard", None, 3).await.id();
-
-    store
-        .set_status(
-            a,
-            RunStatus::Failed,
-            Some("smtp down"),
-            Some(&letter(a, 10)),
-        )
-        .await
-        .expect("fail a");
-    store
-        .set_status(b, RunStatus::Failed, Some("timeout"), Some(&letter(b, 20)))
-        .await
-        .expect("fail b");
-    store
-        .set_status(c, RunStatus::Parked, Some("spec changed"), None)
-        .await
-        .expect("park c");
-    assert_eq!(
-        store
-            .set_status(RunId(42), RunStatus::Completed, None, None)
-            .await,
-        Err(StoreError::UnknownRun(RunId(42)))
-    );
-
-    let record = store.load(a).await.expect("load").expect("a exists").record;
-    assert_eq!(record.status, RunStatus::Failed);
-    assert_eq!(record.note.as_deref(), Some("smtp down"));
-    let record = store.load(c).await.expect("load").expect("c exists").record;
-    assert_eq!(record.status, RunStatus::Parked);
-    assert_eq!(record.note.as_deref(), Some("spec changed"));
-
-    assert_eq!(
-        store.dead_letters().await,
-        Ok(vec![letter(b, 20), letter(a, 10)])
-    );
-    store.remove_dead_letter(b).await.expect("remove");
-    store
-        .remove_dead_letter(b)
-        .await
-        .expect("removing twice is fine");
-    assert_eq!(store.dead_letters().await, Ok(vec![letter(a, 10)]));
-
-    // Retried, then completed: the note is cleared.
-    store
-        .set_status(a, RunStatus::Completed, None, None)
-        .await
-        .expect("complete a");
-    let record = store.load(a).await.expect("load").expect("a exists").record;
-    assert_eq!((record.status, record.note), (RunStatus::Completed, None));
-    drop(store);
-    assert_integrity(&path);
-}
-
-#[tokio::test]
-async fn runs_are_filtered_and_listed_newest_first() {
-    let dir = TempDir::new("runs");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    for (i, workflow) in ["onboard", "offboard", "onboard", "onboard", "offboard"]
-        .iter()
-        .enumerate()
-    {
-        create(&store, workflow, None, i as u64).await;
-    }
-    store
-        .set_status(RunId(3), RunStatus::Completed, None, None)
-        .await
-        .expect("complete");
-
-    let ids = |records: Vec<workflow_core::store::RunRecord>| {
-        records.iter().map(|r| r.id.0).collect::<Vec<_>>()
-    };
-    let all = store.runs(RunFilter::default()).await.expect("runs");
-    assert_eq!(ids(all), vec![5, 4, 3, 2, 1]);
-    let onboard = RunFilter {
-        workflow: Some("onboard".to_owned()),
-        ..RunFilter::default()
-    };
-    assert_eq!(
-        ids(store.runs(onboard.clone()).await.expect("runs")),
-        vec![4, 3, 1]
-    );
-    let running_onboard = RunFilter {
-        status: Some(RunStatus::Running),
-        ..onboard.clone()
-    };
-    assert_eq!(
-        ids(store.runs(running_onboard).await.expect("runs")),
-        vec![4, 1]
-    );
-    let limited = RunFilter {
-        limit: Some(2),
-        ..RunFilter::default()
-    };
-    assert_eq!(ids(store.runs(limited).await.expect("runs")), vec![5, 4]);
-    let completed = RunFilter {
-        status: Some(RunStatus::Completed),
-        ..RunFilter::default()
-    };
-    let records = store.runs(completed).await.expect("runs");
-    assert_eq!(ids(records.clone()), vec![3]);
-    assert_eq!(records[0].workflow, "onboard");
-    let none = RunFilter {
-        workflow: Some("nope".to_owned()),
-        ..RunFilter::default()
-    };
-    assert_eq!(store.runs(none).await, Ok(vec![]));
-    drop(store);
-    assert_integrity(&path);
-}
-
-#[tokio::test]
-async fn unfinished_runs_are_claimed() {
-    let dir = TempDir::new("claim");
-    let path = dir.file("store.db");
-    let store = SqliteStore::open(&path).expect("open");
-    for workflow in ["onboard", "offboard", "onboard", "audit", "onboard"] {
-        create(&store, workflow, None, 1).await;
-    }
-    store
-        .set_status(RunId(3), RunStatus::Completed, None, None)
-        .await
-        .expect("complete");
-    store
-        .set_status(RunId(5), RunStatus::Parked, Some("spec changed"), None)
-        .await
-        .expect("park");
-
-    let claimed = store
-        .claim_unfinished("worker-1", &["onboard", "offboard", "onboard"])
-        .await
-        .expect("claim");
-    assert_eq!(claimed, vec![RunId(1), RunId(2)]);
-    assert_eq!(store.claim_unfinished("worker-1", &[]).await, Ok(vec![]));
-    drop(store);
-
-    let owners: Vec<(u64, Option<String>)> = raw(&path)
-        .prepare("SELECT id, owner FROM runs ORDER BY id")
-        .and_then(|mut s| {
-            s.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect()
-        })
-        .expect("read owners");
-    let worker = Some("worker-1".to_owned());
-    assert_eq!(
-        owners,
-        vec![
-            (1, worker.clone()),
-            (2, worker),
-            (3, None),
-            (4, None),
-            (5, None)
-        ]
-    );
-    assert_integrity(&path);
-}
-
-#[tokio::test]
 async fn everything_survives_a_reopen() {
     let dir = TempDir::new("reopen");
     let path = dir.file("store.db");
@@ -440,9 +149,16 @@ async fn everything_survives_a_reopen() {
     };
     let store = SqliteStore::open_with(&path, options.clone()).expect("open");
     let run = create(&store, "onboard", Some("evt-9"), 1).await.id();
-    store.append(run, 1, &attempt(0, 2)).await.expect("append");
+    append(&store, run, 1, &attempt(0, 2))
+        .await
+        .expect("append");
+    let letter_3 = letter(run, 3);
     store
-        .set_status(run, RunStatus::Failed, Some("boom"), Some(&letter(run, 3)))
+        .commit(Commit {
+            status: Some((RunStatus::Failed, Some("boom"))),
+            dead_letter: DeadLetterChange::Put(&letter_3),
+            ..Commit::events(run, 2, &[], 3)
+        })
         .await
         .expect("fail");
     let before = store.load(run).await.expect("load");
@@ -455,12 +171,8 @@ async fn everything_survives_a_reopen() {
         create(&store, "onboard", Some("evt-9"), 5).await,
         Created::Existing(run)
     );
-    assert_eq!(
-        create(&store, "onboard", None, 6).await,
-        Created::New(RunId(2))
-    );
-    store
-        .append(run, 2, &attempt(1, 7))
+    assert_eq!(create(&store, "onboard", None, 6).await.id(), RunId(2));
+    append(&store, run, 2, &attempt(1, 7))
         .await
         .expect("append after reopen");
     drop(store);
@@ -502,9 +214,7 @@ async fn concurrent_appends_share_commits() {
             tokio::spawn(async move {
                 barrier.wait().await;
                 for seq in 1..=4u64 {
-                    store
-                        .append(run, seq, &attempt(seq as usize, 100 + seq))
-                        .await?;
+                    append(&store, run, seq, &attempt(seq as usize, 100 + seq)).await?;
                 }
                 Ok::<(), StoreError>(())
             })
@@ -640,7 +350,7 @@ async fn a_locked_file_is_reported_after_the_busy_timeout() {
 
     // Writes wait for the lock, then give up; reads still see the last commit (WAL).
     let error = store
-        .append(RunId(1), 1, &attempt(0, 2))
+        .commit(Commit::events(RunId(1), 1, &[attempt(0, 2)], 2))
         .await
         .expect_err("locked");
     let StoreError::Locked {
@@ -670,7 +380,7 @@ async fn a_locked_file_is_reported_after_the_busy_timeout() {
 
     holder.execute_batch("COMMIT").expect("unlock");
     store
-        .append(RunId(1), 1, &attempt(0, 2))
+        .commit(Commit::events(RunId(1), 1, &[attempt(0, 2)], 2))
         .await
         .expect("append after unlock");
     drop(holder);
@@ -702,7 +412,9 @@ async fn a_journal_row_that_does_not_decode_is_a_bad_row() {
     let path = dir.file("store.db");
     let store = SqliteStore::open(&path).expect("open");
     let run = create(&store, "onboard", None, 1).await.id();
-    store.append(run, 1, &attempt(0, 2)).await.expect("append");
+    append(&store, run, 1, &attempt(0, 2))
+        .await
+        .expect("append");
 
     raw(&path)
         .execute(
@@ -756,5 +468,102 @@ fn an_empty_file_becomes_a_store() {
     assert_eq!(version, SqliteStore::SCHEMA_VERSION);
     // Reopening an up-to-date store migrates nothing.
     drop(SqliteStore::open(&path).expect("reopen"));
+    assert_integrity(&path);
+}
+
+/// The schema of the first release that had specs (version 2), as such files hold it.
+const VERSION_2: &[&str] = &[
+    "CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status TEXT NOT NULL,
+        idempotency_key TEXT,
+        note TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        owner TEXT
+    );
+    CREATE UNIQUE INDEX runs_idempotency ON runs (workflow, idempotency_key);
+    CREATE INDEX runs_status ON runs (status, workflow);
+    CREATE TABLE journal (
+        run_id INTEGER NOT NULL REFERENCES runs (id),
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE dead_letters (
+        run_id INTEGER PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        step TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        at INTEGER NOT NULL
+    );",
+    "CREATE TABLE specs (
+        fingerprint TEXT PRIMARY KEY,
+        spec TEXT NOT NULL
+    ) WITHOUT ROWID;",
+];
+
+#[tokio::test]
+async fn a_file_of_an_older_version_is_migrated_with_its_runs() {
+    let dir = TempDir::new("migrate");
+    let path = dir.file("store.db");
+    {
+        let conn = raw(&path);
+        conn.execute_batch(&VERSION_2.join("\n"))
+            .expect("old schema");
+        conn.pragma_update(None, "application_id", 0x5746_4C57)
+            .expect("application id");
+        conn.pragma_update(None, "user_version", 2)
+            .expect("version");
+        conn.execute(
+            "INSERT INTO runs (id, workflow, fingerprint, status, created_at, updated_at, owner)
+             VALUES (1, 'onboard', 'fp1', 'running', 1, 1, 'local')",
+            [],
+        )
+        .expect("a run");
+        let event = serde_json::to_string(&started("onboard", 1)).expect("json");
+        conn.execute(
+            "INSERT INTO journal (run_id, seq, event) VALUES (1, 0, ?1)",
+            [event],
+        )
+        .expect("its first entry");
+        conn.execute(
+            "INSERT INTO specs (fingerprint, spec) VALUES ('fp1', '{\"name\":\"onboard\"}')",
+            [],
+        )
+        .expect("its spec");
+    }
+    let store = SqliteStore::open(&path).expect("open and migrate");
+    let stored = store.load(RunId(1)).await.expect("load").expect("the run");
+    assert_eq!(stored.events, [started("onboard", 1)]);
+    assert_eq!(stored.record.owner.as_deref(), Some("local"));
+    let specs = store.specs("onboard").await.expect("specs");
+    assert_eq!(specs.len(), 1, "the spec learned its workflow's name");
+    // The old owner's lease has lapsed: anyone may take the run.
+    let leases = store
+        .claim(Claim {
+            claimant: Claimant {
+                owner: "new",
+                lease_ms: 0,
+                now: 2,
+            },
+            workflows: &["onboard"],
+            run: None,
+            reclaim_own: false,
+            limit: None,
+        })
+        .await
+        .expect("claim");
+    assert_eq!(leases.iter().map(|l| l.run).collect::<Vec<_>>(), [RunId(1)]);
+    drop(store);
+    let version: u32 = raw(&path)
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .expect("user_version");
+    assert_eq!(version, SqliteStore::SCHEMA_VERSION);
     assert_integrity(&path);
 }

@@ -27,11 +27,15 @@ pub enum ErrorKind {
     Unsafe,
     /// Anything else: a bug or an unclassified failure (permanent unless listed in `retry_on`).
     Internal,
+    /// An external effect was interrupted (a crash) and cannot be repeated safely: it is
+    /// neither idempotent nor reconciled, so whether it happened is unknown and a person
+    /// must decide (never retried).
+    OutcomeUnknown,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Timeout,
         ErrorKind::RateLimited,
         ErrorKind::Unavailable,
@@ -40,6 +44,7 @@ impl ErrorKind {
         ErrorKind::NotFound,
         ErrorKind::Unsafe,
         ErrorKind::Internal,
+        ErrorKind::OutcomeUnknown,
     ];
 
     /// The kinds retried when a policy names no `retry_on`.
@@ -60,6 +65,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unsafe => "unsafe",
             ErrorKind::Internal => "internal",
+            ErrorKind::OutcomeUnknown => "outcome_unknown",
         }
     }
 
@@ -73,7 +79,10 @@ impl ErrorKind {
     pub fn is_never_retried(self) -> bool {
         matches!(
             self,
-            ErrorKind::Validation | ErrorKind::Unauthorized | ErrorKind::Unsafe
+            ErrorKind::Validation
+                | ErrorKind::Unauthorized
+                | ErrorKind::Unsafe
+                | ErrorKind::OutcomeUnknown
         )
     }
 }

@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    Created, DeadLetter, NewRun, RunFilter, RunRecord, RunStatus, Store, StoreError, StoredRun,
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
+    NewRun, RunFilter, RunRecord, RunStatus, SpecRecord, Store, StoreError, StoredRun, Submitted,
 };
 use crate::error::RunId;
-use crate::journal::Event;
+use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
 
 /// Keeps everything in memory; lost when the process ends.
@@ -19,11 +20,47 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     next_id: u64,
-    runs: BTreeMap<RunId, StoredRun>,
+    runs: BTreeMap<RunId, Run>,
     keys: HashMap<(String, String), RunId>,
     dead: BTreeMap<RunId, DeadLetter>,
-    specs: HashMap<String, String>,
+    specs: Vec<SpecRecord>,
+    inbox: Vec<InboxItem>,
+    inbox_keys: HashMap<(RunId, String), u64>,
     appends: u64,
+    commits: u64,
+}
+
+#[derive(Debug)]
+struct Run {
+    stored: StoredRun,
+    token: u64,
+    lease_until: Timestamp,
+    inbox_cursor: u64,
+}
+
+impl Run {
+    fn claimable(&self, claim: &Claim<'_>) -> bool {
+        let record = &self.stored.record;
+        let mine = record.owner.as_deref() == Some(claim.claimant.owner);
+        record.status == RunStatus::Running
+            && claim.workflows.contains(&record.workflow.as_str())
+            && claim.run.is_none_or(|run| run == record.id)
+            && match &record.owner {
+                None => true,
+                Some(_) if mine => claim.reclaim_own,
+                Some(_) => self.lease_until <= claim.claimant.now,
+            }
+    }
+
+    fn take(&mut self, claimant: Claimant<'_>) -> Lease {
+        self.token += 1;
+        self.lease_until = claimant.now.saturating_add(claimant.lease_ms);
+        self.stored.record.owner = Some(claimant.owner.to_owned());
+        Lease {
+            run: self.stored.record.id,
+            token: self.token,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -44,92 +81,167 @@ impl MemoryStore {
     pub fn journal_writes(&self) -> u64 {
         self.lock().appends
     }
+
+    /// How many atomic writes (creations and commits) changed the journal.
+    pub fn commits(&self) -> u64 {
+        self.lock().commits
+    }
 }
 
 fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
     Box::pin(std::future::ready(value))
 }
 
-impl Store for MemoryStore {
-    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
-        let mut inner = self.lock();
-        if let Some(key) = run.idempotency_key {
-            if let Some(id) = inner.keys.get(&(run.workflow.to_owned(), key.to_owned())) {
-                return ready(Ok(Created::Existing(*id)));
+impl Inner {
+    fn create(&mut self, new: &NewRun<'_>) -> Result<Created, StoreError> {
+        if let Some(key) = new.idempotency_key {
+            if let Some(id) = self.keys.get(&(new.workflow.to_owned(), key.to_owned())) {
+                return Ok(Created::Existing(*id));
             }
         }
-        inner.next_id += 1;
-        let id = RunId(inner.next_id);
-        if let Some(key) = run.idempotency_key {
-            inner
-                .keys
-                .insert((run.workflow.to_owned(), key.to_owned()), id);
+        if let Some((old, _)) = new.supersedes {
+            match self.runs.get(&old) {
+                None => return Err(StoreError::UnknownRun(old)),
+                Some(run) if run.stored.record.status != RunStatus::Parked => {
+                    return Err(StoreError::Conflict {
+                        run: old,
+                        seq: run.stored.events.len() as u64,
+                    })
+                }
+                Some(_) => {}
+            }
         }
-        inner.appends += 1;
-        inner.runs.insert(
-            id,
-            StoredRun {
+        self.next_id += 1;
+        let id = RunId(self.next_id);
+        if let Some(key) = new.idempotency_key {
+            self.keys
+                .insert((new.workflow.to_owned(), key.to_owned()), id);
+        }
+        if let Some((old, note)) = new.supersedes {
+            if let Some(run) = self.runs.get_mut(&old) {
+                let record = &mut run.stored.record;
+                record.status = RunStatus::Cancelled;
+                record.note = Some(note.to_owned());
+                record.owner = None;
+                record.updated_at = new.at;
+            }
+        }
+        self.appends += new.events.len() as u64;
+        self.commits += 1;
+        let mut run = Run {
+            stored: StoredRun {
                 record: RunRecord {
                     id,
-                    workflow: run.workflow.to_owned(),
-                    fingerprint: run.fingerprint.to_owned(),
+                    workflow: new.workflow.to_owned(),
+                    fingerprint: new.fingerprint.to_owned(),
                     status: RunStatus::Running,
-                    idempotency_key: run.idempotency_key.map(str::to_owned),
+                    idempotency_key: new.idempotency_key.map(str::to_owned),
                     note: None,
-                    created_at: run.at,
-                    updated_at: run.at,
+                    parent: new.parent,
+                    owner: None,
+                    created_at: new.at,
+                    updated_at: new.at,
                 },
-                events: vec![run.started.clone()],
+                events: new.events.to_vec(),
             },
-        );
-        ready(Ok(Created::New(id)))
+            token: 0,
+            lease_until: 0,
+            inbox_cursor: 0,
+        };
+        let token = new.owner.map_or(0, |claimant| run.take(claimant).token);
+        self.runs.insert(id, run);
+        Ok(Created::New { run: id, token })
     }
 
-    fn append<'a>(
-        &'a self,
-        run: RunId,
-        seq: u64,
-        event: &'a Event,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut inner = self.lock();
-        let result = match inner.runs.get_mut(&run) {
-            None => Err(StoreError::UnknownRun(run)),
-            Some(stored) if stored.events.len() as u64 != seq => {
-                Err(StoreError::Conflict { run, seq })
-            }
-            Some(stored) => {
-                stored.record.updated_at = event.at();
-                stored.events.push(event.clone());
-                Ok(())
-            }
+    fn commit(&mut self, commit: &Commit<'_>) -> Result<(), StoreError> {
+        let Some(run) = self.runs.get_mut(&commit.run) else {
+            return Err(StoreError::UnknownRun(commit.run));
         };
-        if result.is_ok() {
-            inner.appends += 1;
+        if let Some(fence) = commit.fence {
+            let record = &run.stored.record;
+            if record.owner.as_deref() != Some(fence.owner) || run.token != fence.token {
+                return Err(StoreError::Fenced {
+                    run: commit.run,
+                    owner: fence.owner.to_owned(),
+                });
+            }
         }
-        ready(result)
+        if run.stored.events.len() as u64 != commit.seq {
+            return Err(StoreError::Conflict {
+                run: commit.run,
+                seq: commit.seq,
+            });
+        }
+        run.stored.events.extend_from_slice(commit.events);
+        if let Some(cursor) = commit.inbox_cursor {
+            run.inbox_cursor = run.inbox_cursor.max(cursor);
+        }
+        if let Some((status, note)) = commit.status {
+            let record = &mut run.stored.record;
+            record.status = status;
+            record.note = note.map(str::to_owned);
+            record.updated_at = commit.at;
+            if !status.is_driven() {
+                record.owner = None;
+            }
+        }
+        match commit.dead_letter {
+            DeadLetterChange::Keep => {}
+            DeadLetterChange::Put(letter) => {
+                self.dead.insert(commit.run, letter.clone());
+            }
+            DeadLetterChange::Remove => {
+                self.dead.remove(&commit.run);
+            }
+        }
+        if !commit.events.is_empty() {
+            self.appends += commit.events.len() as u64;
+            self.commits += 1;
+        }
+        Ok(())
     }
 
-    fn set_status<'a>(
-        &'a self,
+    fn submit(
+        &mut self,
         run: RunId,
-        status: RunStatus,
-        note: Option<&'a str>,
-        dead_letter: Option<&'a DeadLetter>,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut inner = self.lock();
-        let Some(stored) = inner.runs.get_mut(&run) else {
-            return ready(Err(StoreError::UnknownRun(run)));
+        message: &Message,
+        key: Option<&str>,
+        at: Timestamp,
+    ) -> Result<Submitted, StoreError> {
+        let Some(target) = self.runs.get(&run) else {
+            return Err(StoreError::UnknownRun(run));
         };
-        stored.record.status = status;
-        stored.record.note = note.map(str::to_owned);
-        if let Some(letter) = dead_letter {
-            inner.dead.insert(run, letter.clone());
+        if let Some(id) = key.and_then(|key| self.inbox_keys.get(&(run, key.to_owned()))) {
+            return Ok(Submitted::Duplicate(*id));
         }
-        ready(Ok(()))
+        if target.stored.record.status.is_finished() {
+            return Err(StoreError::Finished(run));
+        }
+        let id = self.inbox.last().map_or(1, |item| item.id + 1);
+        if let Some(key) = key {
+            self.inbox_keys.insert((run, key.to_owned()), id);
+        }
+        self.inbox.push(InboxItem {
+            id,
+            run,
+            message: message.clone(),
+            at,
+        });
+        Ok(Submitted::New(id))
+    }
+}
+
+impl Store for MemoryStore {
+    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
+        ready(self.lock().create(&run))
+    }
+
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        ready(self.lock().commit(&commit))
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
-        ready(Ok(self.lock().runs.get(&run).cloned()))
+        ready(Ok(self.lock().runs.get(&run).map(|run| run.stored.clone())))
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
@@ -138,51 +250,130 @@ impl Store for MemoryStore {
             .runs
             .values()
             .rev()
-            .map(|stored| &stored.record)
+            .map(|run| &run.stored.record)
             .filter(|r| filter.workflow.as_ref().is_none_or(|w| *w == r.workflow))
             .filter(|r| filter.status.is_none_or(|s| s == r.status))
+            .filter(|r| filter.before.is_none_or(|before| r.id < before))
             .take(filter.limit.unwrap_or(usize::MAX))
             .cloned()
             .collect();
         ready(Ok(records))
     }
 
-    fn claim_unfinished<'a>(
-        &'a self,
-        _owner: &'a str,
-        workflows: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
-        let inner = self.lock();
-        let ids = inner
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        let mut inner = self.lock();
+        let leases = inner
             .runs
-            .values()
-            .filter(|s| {
-                s.record.status == RunStatus::Running
-                    && workflows.contains(&s.record.workflow.as_str())
-            })
-            .map(|s| s.record.id)
+            .values_mut()
+            .filter(|run| run.claimable(&claim))
+            .take(claim.limit.unwrap_or(usize::MAX))
+            .map(|run| run.take(claim.claimant))
             .collect();
-        ready(Ok(ids))
+        ready(Ok(leases))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        claimant: Claimant<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        let mut inner = self.lock();
+        let held = inner
+            .runs
+            .values_mut()
+            .filter(|run| run.stored.record.owner.as_deref() == Some(claimant.owner))
+            .map(|run| {
+                run.lease_until = claimant.now.saturating_add(claimant.lease_ms);
+                run.stored.record.id
+            })
+            .collect();
+        ready(Ok(held))
+    }
+
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut inner = self.lock();
+        for run in inner.runs.values_mut() {
+            let record = &mut run.stored.record;
+            if record.owner.as_deref() == Some(owner) && runs.is_none_or(|r| r.contains(&record.id))
+            {
+                record.owner = None;
+            }
+        }
+        ready(Ok(()))
+    }
+
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>> {
+        ready(self.lock().submit(run, message, key, at))
+    }
+
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
+        let inner = self.lock();
+        if !inner.runs.contains_key(&run) {
+            return ready(Err(StoreError::UnknownRun(run)));
+        }
+        let items = inner
+            .inbox
+            .iter()
+            .filter(|item| item.run == run && item.id > after)
+            .cloned()
+            .collect();
+        ready(Ok(items))
+    }
+
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
+        let inner = self.lock();
+        let mut runs: Vec<RunId> = inner
+            .inbox
+            .iter()
+            .filter(|item| item.id > after)
+            .filter(|item| {
+                inner.runs.get(&item.run).is_some_and(|run| {
+                    item.id > run.inbox_cursor && !run.stored.record.status.is_finished()
+                })
+            })
+            .map(|item| item.run)
+            .collect();
+        runs.sort_unstable();
+        runs.dedup();
+        let last = inner.inbox.last().map_or(after, |item| item.id.max(after));
+        ready(Ok((runs, last)))
     }
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         ready(Ok(self.lock().dead.values().rev().cloned().collect()))
     }
 
-    fn remove_dead_letter(&self, run: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.lock().dead.remove(&run);
-        ready(Ok(()))
-    }
-
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,
+        workflow: &'a str,
         spec_json: &'a str,
+        at: Timestamp,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.lock()
+        let mut inner = self.lock();
+        match inner
             .specs
-            .entry(fingerprint.to_owned())
-            .or_insert_with(|| spec_json.to_owned());
+            .iter_mut()
+            .find(|spec| spec.fingerprint == fingerprint)
+        {
+            Some(spec) => spec.last_registered = spec.last_registered.max(at),
+            None => inner.specs.push(SpecRecord {
+                fingerprint: fingerprint.to_owned(),
+                workflow: workflow.to_owned(),
+                spec: spec_json.to_owned(),
+                first_registered: at,
+                last_registered: at,
+            }),
+        }
         ready(Ok(()))
     }
 
@@ -190,6 +381,31 @@ impl Store for MemoryStore {
         &'a self,
         fingerprint: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        ready(Ok(self.lock().specs.get(fingerprint).cloned()))
+        let inner = self.lock();
+        let spec = inner
+            .specs
+            .iter()
+            .find(|spec| spec.fingerprint == fingerprint)
+            .map(|spec| spec.spec.clone());
+        ready(Ok(spec))
+    }
+
+    fn specs<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
+        let inner = self.lock();
+        let mut specs: Vec<SpecRecord> = inner
+            .specs
+            .iter()
+            .filter(|spec| spec.workflow == workflow)
+            .cloned()
+            .collect();
+        specs.sort_by(|a, b| {
+            b.last_registered
+                .cmp(&a.last_registered)
+                .then(b.first_registered.cmp(&a.first_registered))
+        });
+        ready(Ok(specs))
     }
 }

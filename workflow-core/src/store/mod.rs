@@ -1,10 +1,37 @@
 //! Where runs and their journals live: the [`Store`] trait, an in-memory store for tests
 //! ([`MemoryStore`]) and the embedded default, one SQLite file (`SqliteStore`).
 //!
-//! The trait is shaped for a store shared by many workers: appends name the sequence
-//! number they expect (a conflicting writer gets [`StoreError::Conflict`] instead of
-//! interleaving), and unfinished runs are *claimed* by an owner before they are resumed.
+//! # What a store guarantees
+//!
+//! Every method is one atomic step: it happens whole or not at all, and its future resolves
+//! only once what it wrote is durable (for stores that are durable at all). On top of that:
+//!
+//! - **The journal is append-only and gap-free.** A [`Commit`] names the journal length it
+//!   expects (`seq`); its events become entries `seq, seq + 1, ...`. If the journal is not
+//!   exactly `seq` long the commit is refused with [`StoreError::Conflict`] and nothing of
+//!   it is written. Entries are never changed or removed.
+//! - **One owner at a time.** A running run is driven by one engine (its *owner*) under a
+//!   lease with a fencing token. [`Store::claim`] hands a run only to a caller when it has
+//!   no owner, its lease expired, or (with `reclaim_own`) the caller already owns it; each
+//!   claim increments the token. A commit carrying a [`Fence`] is refused with
+//!   [`StoreError::Fenced`] unless the run's owner and token are still the fence's, so a
+//!   worker that lost its run cannot write to it. A run that finishes or is parked loses
+//!   its owner in the same commit.
+//! - **Start idempotency.** Within one workflow an idempotency key names at most one run:
+//!   a second [`Store::create_run`] with the key returns the first run.
+//! - **A durable inbox per run.** Anyone may [`Store::submit`] a [`Message`] to an
+//!   unfinished run (a decision, a cancellation, an event); messages get increasing ids,
+//!   and a message with a `key` the run's inbox already holds is not stored again. The
+//!   owner takes messages in and records how far it got with the commit's
+//!   `inbox_cursor`, so [`Store::inbox`] after that cursor is what is still pending.
+//! - **Status changes ride with journal entries**: a run's status, note and dead letter
+//!   change in the same commit as the entries that explain them.
+//!
+//! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
+//! checks every one of these promises, and runs against every store of this crate.
 
+#[cfg(feature = "test-util")]
+pub mod conformance;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -16,7 +43,7 @@ pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorKind, RunId};
-use crate::journal::{Event, Timestamp};
+use crate::journal::{Event, Timestamp, Value};
 use crate::workflow::BoxFuture;
 
 /// What can go wrong in a store. Every variant names what it is about.
@@ -26,7 +53,7 @@ pub enum StoreError {
     /// The run does not exist.
     #[error("unknown run {0}")]
     UnknownRun(RunId),
-    /// Another writer appended to the run first (expected sequence number taken).
+    /// The journal is not the length the writer expected: someone else appended first.
     #[error("{run}: journal entry {seq} was written by someone else")]
     Conflict {
         /// The run.
@@ -34,6 +61,17 @@ pub enum StoreError {
         /// The sequence number expected.
         seq: u64,
     },
+    /// The writer no longer owns the run (its lease lapsed and another owner took over).
+    #[error("{run}: no longer owned by {owner} (its lease was taken over); the write was refused")]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The owner whose write was refused.
+        owner: String,
+    },
+    /// The run is finished: it takes no more messages.
+    #[error("{0} is finished")]
+    Finished(RunId),
     /// The store file is not a valid store (it is left untouched).
     #[error("{path} is not a workflow store or is corrupt: {reason}")]
     Corrupt {
@@ -60,15 +98,23 @@ pub enum StoreError {
         /// The decode error.
         reason: String,
     },
-    /// The file was written by a newer version of this library.
+    /// The store was written by a newer version of this library.
     #[error("{path} has schema version {found}, newer than this library's {supported}")]
     NewerSchema {
-        /// The file.
+        /// The file or database.
         path: String,
         /// The version found.
         found: u32,
         /// The newest version this library knows.
         supported: u32,
+    },
+    /// The database server cannot be reached.
+    #[error("cannot reach the database at {target}: {reason}")]
+    Unreachable {
+        /// Where: host and port (never a password).
+        target: String,
+        /// Why.
+        reason: String,
     },
     /// Any other I/O or database failure.
     #[error("store failure: {0}")]
@@ -87,11 +133,21 @@ pub enum RunStatus {
     Failed,
     /// Cancelled by an operator.
     Cancelled,
-    /// Not driven: its spec changed since it started (see the run's note).
+    /// Not driven: its spec changed since it started, or its outcome needs a person (see
+    /// the run's note).
     Parked,
 }
 
 impl RunStatus {
+    /// Every status.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Parked,
+    ];
+
     /// The name used in the store and the CLI.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -105,15 +161,9 @@ impl RunStatus {
 
     /// Parses [`RunStatus::as_str`].
     pub fn parse(text: &str) -> Option<Self> {
-        [
-            RunStatus::Running,
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-            RunStatus::Parked,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == text)
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
     }
 
     /// Whether the run is over.
@@ -123,9 +173,26 @@ impl RunStatus {
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
         )
     }
+
+    /// Whether an owner drives the run (it is `running`).
+    pub fn is_driven(self) -> bool {
+        self == RunStatus::Running
+    }
 }
 
-/// A run to create, with its first journal entry.
+/// Who claims a run, for how long, as of when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimant<'a> {
+    /// The owner's name: unique among the engines sharing the store.
+    pub owner: &'a str,
+    /// How long the lease lasts without a renewal, in ms.
+    pub lease_ms: u64,
+    /// Now, by the caller's clock. Stores with a clock of their own (a database server)
+    /// use theirs instead.
+    pub now: Timestamp,
+}
+
+/// A run to create, with its first journal entries.
 #[derive(Debug, Clone)]
 pub struct NewRun<'a> {
     /// The workflow's name.
@@ -134,8 +201,18 @@ pub struct NewRun<'a> {
     pub fingerprint: &'a str,
     /// The start's idempotency key: a second create with it returns the first run.
     pub idempotency_key: Option<&'a str>,
-    /// The `RunStarted` event, journaled as entry 0 in the same transaction.
-    pub started: &'a Event,
+    /// The first entries: `RunStarted`, then whatever the run starts with (journaled as
+    /// entries 0, 1, ... in the same transaction).
+    pub events: &'a [Event],
+    /// The run that started this one (a child run), if any.
+    pub parent: Option<RunId>,
+    /// Who drives the new run: it is created claimed. `None` leaves it unowned, for any
+    /// engine to claim.
+    pub owner: Option<Claimant<'a>>,
+    /// A parked run this one replaces: it is marked cancelled, with this note, in the same
+    /// transaction, and the create fails with [`StoreError::Conflict`] if it is no longer
+    /// parked.
+    pub supersedes: Option<(RunId, &'a str)>,
     /// When.
     pub at: Timestamp,
 }
@@ -143,8 +220,13 @@ pub struct NewRun<'a> {
 /// The answer to [`Store::create_run`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
-    /// A new run.
-    New(RunId),
+    /// A new run, with the fencing token of its owner (0 when created unowned).
+    New {
+        /// The run.
+        run: RunId,
+        /// The fencing token.
+        token: u64,
+    },
     /// The idempotency key was used before: this is that run.
     Existing(RunId),
 }
@@ -153,7 +235,67 @@ impl Created {
     /// The run either way.
     pub fn id(self) -> RunId {
         match self {
-            Created::New(id) | Created::Existing(id) => id,
+            Created::New { run, .. } | Created::Existing(run) => run,
+        }
+    }
+}
+
+/// The owner and fencing token a write is made under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    /// The owner.
+    pub owner: &'a str,
+    /// The token its claim received.
+    pub token: u64,
+}
+
+/// What a commit does to a run's dead letter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DeadLetterChange<'a> {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// Record (or replace) it.
+    Put(&'a DeadLetter),
+    /// Remove it (after a retry or a cancellation).
+    Remove,
+}
+
+/// One atomic change to one run: journal entries, and the status, note, dead letter and
+/// inbox cursor that go with them.
+#[derive(Debug, Clone, Copy)]
+pub struct Commit<'a> {
+    /// The run.
+    pub run: RunId,
+    /// The journal length the writer expects; the events become entries `seq, seq+1, ...`.
+    pub seq: u64,
+    /// The entries to append (may be empty).
+    pub events: &'a [Event],
+    /// The owner writing, checked before anything is written. `None` for operators'
+    /// writes to runs nobody drives (a retry of a failed run, a cancelled parked run).
+    pub fence: Option<Fence<'a>>,
+    /// A new status and note. A finished or parked status releases the run's owner.
+    pub status: Option<(RunStatus, Option<&'a str>)>,
+    /// The dead letter.
+    pub dead_letter: DeadLetterChange<'a>,
+    /// The id of the last inbox message taken in, when it moved.
+    pub inbox_cursor: Option<u64>,
+    /// When.
+    pub at: Timestamp,
+}
+
+impl<'a> Commit<'a> {
+    /// A commit of journal entries only.
+    pub fn events(run: RunId, seq: u64, events: &'a [Event], at: Timestamp) -> Self {
+        Commit {
+            run,
+            seq,
+            events,
+            fence: None,
+            status: None,
+            dead_letter: DeadLetterChange::Keep,
+            inbox_cursor: None,
+            at,
         }
     }
 }
@@ -173,9 +315,13 @@ pub struct RunRecord {
     pub idempotency_key: Option<String>,
     /// A note: why it is parked or failed.
     pub note: Option<String>,
+    /// The run that started it, for a child run.
+    pub parent: Option<RunId>,
+    /// The engine that drives it, while one does.
+    pub owner: Option<String>,
     /// When it was created.
     pub created_at: Timestamp,
-    /// When it last changed.
+    /// When its status last changed.
     pub updated_at: Timestamp,
 }
 
@@ -216,35 +362,122 @@ pub struct RunFilter {
     pub workflow: Option<String>,
     /// Only runs with this status.
     pub status: Option<RunStatus>,
+    /// Only runs older than this one (for paging: pass the last id of the previous page).
+    pub before: Option<RunId>,
     /// At most this many, newest first (all when `None`).
     pub limit: Option<usize>,
 }
 
-/// Durable storage of runs, journals and dead letters.
-///
-/// Every method is atomic. Implementations must make an `append` durable before its future
-/// resolves: the engine acts on an event only after that.
+/// A claim to take runs over: see [`Store::claim`].
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// Who claims, for how long, as of when.
+    pub claimant: Claimant<'a>,
+    /// Only runs of these workflows.
+    pub workflows: &'a [&'a str],
+    /// Only this run.
+    pub run: Option<RunId>,
+    /// Also take runs the claimant already owns (after a restart under the same name).
+    pub reclaim_own: bool,
+    /// At most this many.
+    pub limit: Option<usize>,
+}
+
+/// A run handed to a claimant, with its fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The run.
+    pub run: RunId,
+    /// The token every write must carry.
+    pub token: u64,
+}
+
+/// Something sent to a run from outside its engine, kept in the run's inbox until the
+/// engine that drives it takes it in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "message", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Message {
+    /// A decision of a human task, admitted (or refused) by the owner with its authorizer.
+    Decision {
+        /// The human step's id.
+        step: String,
+        /// Who decides.
+        by: String,
+        /// The decision, as JSON.
+        decision: Value,
+    },
+    /// A request to cancel the run.
+    Cancel {
+        /// Who asks.
+        by: String,
+    },
+    /// An event for an `event` step.
+    Event {
+        /// The event step's id.
+        step: String,
+        /// The sender's id of the event: the same event twice is taken once.
+        event_id: String,
+        /// The payload, as JSON.
+        payload: Value,
+    },
+}
+
+/// One message of a run's inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxItem {
+    /// Its id: increasing across the store.
+    pub id: u64,
+    /// The run.
+    pub run: RunId,
+    /// The message.
+    pub message: Message,
+    /// When it was submitted.
+    pub at: Timestamp,
+}
+
+/// The answer to [`Store::submit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// Stored with this id.
+    New(u64),
+    /// The inbox already held a message with the key: this is its id.
+    Duplicate(u64),
+}
+
+impl Submitted {
+    /// The message's id either way.
+    pub fn id(self) -> u64 {
+        match self {
+            Submitted::New(id) | Submitted::Duplicate(id) => id,
+        }
+    }
+}
+
+/// A spec recorded in the store, and when engines registered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecRecord {
+    /// The fingerprint.
+    pub fingerprint: String,
+    /// The workflow's journaled name.
+    pub workflow: String,
+    /// The spec, as JSON.
+    pub spec: String,
+    /// When an engine first registered it.
+    pub first_registered: Timestamp,
+    /// When an engine last registered it.
+    pub last_registered: Timestamp,
+}
+
+/// Durable storage of runs, journals, inboxes, dead letters and specs. The module docs
+/// say what every implementation guarantees.
 pub trait Store: Send + Sync + 'static {
-    /// Creates a run with its first event, or returns the run an idempotency key names.
+    /// Creates a run with its first entries, or returns the run its idempotency key names
+    /// (changing nothing).
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>>;
 
-    /// Appends `event` as entry `seq` of the run's journal. Fails with
-    /// [`StoreError::Conflict`] when that entry exists.
-    fn append<'a>(
-        &'a self,
-        run: RunId,
-        seq: u64,
-        event: &'a Event,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Sets a run's status and note; with a dead letter, records it in the same step.
-    fn set_status<'a>(
-        &'a self,
-        run: RunId,
-        status: RunStatus,
-        note: Option<&'a str>,
-        dead_letter: Option<&'a DeadLetter>,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Appends entries and applies the run changes of `commit`, all or nothing.
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// A run with its journal.
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>>;
@@ -252,46 +485,75 @@ pub trait Store: Send + Sync + 'static {
     /// Runs matching a filter, newest first.
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>>;
 
-    /// Claims the unfinished (`running`) runs of the given workflows for `owner` and
-    /// returns them. A single-process store hands every one to its caller; a shared store
-    /// hands each run to one owner at a time.
-    fn claim_unfinished<'a>(
+    /// Hands running runs of the claim's workflows to the claimant, each with a new fencing
+    /// token: runs nobody owns, runs whose lease expired, and (with `reclaim_own`) runs the
+    /// claimant owns already. Returns the leases, oldest run first.
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>>;
+
+    /// Extends the leases of every run `claimant` owns; returns those runs.
+    fn renew<'a>(&'a self, claimant: Claimant<'a>)
+        -> BoxFuture<'a, Result<Vec<RunId>, StoreError>>;
+
+    /// Gives up `owner`'s runs (all of them, or the ones listed) so others may claim them
+    /// at once, as an engine does when it stops.
+    fn release<'a>(
         &'a self,
         owner: &'a str,
-        workflows: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>>;
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Puts a message in a run's inbox. Refused with [`StoreError::Finished`] when the run
+    /// is finished, [`StoreError::UnknownRun`] when there is none.
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>>;
+
+    /// The messages of a run's inbox with ids above `after`, in order.
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>>;
+
+    /// Runs with inbox messages above `after` that their owner has not taken in yet, and
+    /// the highest message id seen: how engines notice messages other processes sent.
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>>;
 
     /// Every dead letter, newest first.
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>>;
 
-    /// Removes the dead letter of a run (after a retry or a cancellation).
-    fn remove_dead_letter(&self, run: RunId) -> BoxFuture<'_, Result<(), StoreError>>;
-
-    /// Records the spec a fingerprint stands for (as JSON), so tools without the
-    /// workflow's code (the CLI) can draw and explain its runs. Written once per
-    /// fingerprint; later writes of the same fingerprint change nothing.
+    /// Records the spec a fingerprint stands for (as JSON) and that an engine registered it
+    /// now, so tools without the workflow's code (the CLI) can draw and explain its runs.
+    /// The spec is written once per fingerprint; later calls only note the registration.
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,
+        workflow: &'a str,
         spec_json: &'a str,
+        at: Timestamp,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Whether other processes may append to journals in this store (a file or a server),
-    /// so runs waiting on a person should look for decisions written elsewhere.
-    fn shared(&self) -> bool {
-        false
-    }
-
-    /// The unfinished runs whose journals changed at or after `since` (by their
-    /// `updated_at`): how hibernating runs learn of decisions other processes wrote.
-    /// Stores that only this process writes need not implement it.
-    fn changed_since(&self, _since: Timestamp) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
-    }
 
     /// The spec JSON recorded for a fingerprint.
     fn spec<'a>(
         &'a self,
         fingerprint: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+
+    /// The specs recorded for a workflow, most recently registered first.
+    fn specs<'a>(&'a self, workflow: &'a str)
+        -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>>;
+
+    /// Whether other processes may write to this store (a file or a server), so engines
+    /// should look for messages they did not write themselves.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Whether several engine processes drive runs of this store at once. Engines then
+    /// keep leases (renewed by heartbeats) and take over lapsed ones; otherwise an engine
+    /// that claims a run takes it at once from any other owner (the previous process that
+    /// drove it is gone, or is fenced off).
+    fn multi_worker(&self) -> bool {
+        false
+    }
 }

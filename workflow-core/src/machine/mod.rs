@@ -4,7 +4,12 @@
 
 use std::collections::BTreeSet;
 
-use workflow_spec::{Arg, OnFailure, OnTimeout, Spec, StepKind};
+mod decide;
+mod next;
+
+pub use self::decide::{Authorize, Hooks, NoHooks};
+
+use workflow_spec::{Arg, OnFailure, Spec, StepKind};
 
 use crate::error::ErrorKind;
 use crate::journal::{Event, Timestamp, Value};
@@ -113,7 +118,7 @@ impl Status {
 }
 
 /// Why a run stopped scheduling.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Stop {
     /// A step failed under `abort`.
     StepFailed {
@@ -132,41 +137,26 @@ pub enum Stop {
     Cancelled,
 }
 
-/// What the driver must do next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the driver must do next. Every rule is decided here: the driver only journals,
+/// runs actions and compensations, and reports their results as events.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Run an attempt of an action step. For attempt 1 the driver evaluates the condition
-    /// first; `resumed` means the attempt was journaled before a crash and has no result.
-    Start {
+    /// Journal this event and apply it: a decision the machine made (a task opened with
+    /// its assignee and deadline, an escalation, an auto-decision, an expiry, a skip, a
+    /// dry-run proposal, the run's deadline, an interrupted effect whose outcome is
+    /// unknown).
+    Journal(Event),
+    /// Journal `AttemptStarted` for this attempt, then run it. With `reconcile`, the
+    /// step's reconcile function is asked first whether the effect already happened.
+    Attempt {
         /// The step.
         step: usize,
-        /// The attempt.
+        /// The attempt, from 1 (an attempt a crash interrupted keeps its number).
         attempt: u32,
-        /// Whether this re-runs an attempt interrupted by a crash.
-        resumed: bool,
+        /// Whether to reconcile before running the effect again.
+        reconcile: bool,
     },
-    /// Skip a step whose required upstream output is absent.
-    Skip {
-        /// The step.
-        step: usize,
-        /// The absent upstream step.
-        upstream: usize,
-    },
-    /// Open the task of a human step (after evaluating its condition).
-    OpenTask {
-        /// The step.
-        step: usize,
-    },
-    /// A human task's deadline passed: apply `on_timeout`.
-    TaskDue {
-        /// The step.
-        step: usize,
-        /// Whether it was escalated before (escalation happens once).
-        escalated: bool,
-    },
-    /// The workflow's deadline passed.
-    DeadlineDue,
-    /// Run the compensation of a completed step.
+    /// Journal `CompensationStarted`, then run the compensation of a completed step.
     Compensate {
         /// The step.
         step: usize,
@@ -197,6 +187,11 @@ pub struct Machine<'s> {
     waiting: usize,
     unsettled: usize,
     completion_order: Vec<usize>,
+    deciders: Vec<Option<String>>,
+    /// The compensation journaled as started and not yet finished, and whether a crash
+    /// interrupted it (replayed without its result).
+    compensating: Option<(usize, bool)>,
+    inbox_cursor: u64,
     status: Status,
     stop: Option<Stop>,
     seed: u64,
@@ -241,6 +236,9 @@ impl<'s> Machine<'s> {
             waiting: 0,
             unsettled: n,
             completion_order: Vec::new(),
+            deciders: vec![None; n],
+            compensating: None,
+            inbox_cursor: 0,
             status: Status::Running,
             stop: None,
             seed: 0,
@@ -267,6 +265,9 @@ impl<'s> Machine<'s> {
         machine.orphans = (0..machine.states.len())
             .filter(|step| matches!(machine.states[*step], StepState::Running { .. }))
             .collect();
+        if let Some((_, interrupted)) = &mut machine.compensating {
+            *interrupted = true;
+        }
         machine
     }
 
@@ -351,7 +352,15 @@ impl<'s> Machine<'s> {
                 at,
             } => self.attempt_failed(*step, *attempt, *kind, message, *retry_after, *at),
             Event::StepSucceeded { step, output, .. } => self.succeed(*step, output.clone()),
-            Event::TaskDecided { step, decision, .. } => self.succeed(*step, decision.clone()),
+            Event::TaskDecided {
+                step, by, decision, ..
+            } => {
+                if let Some(decider) = self.deciders.get_mut(*step) {
+                    *decider = Some(by.clone());
+                }
+                self.succeed(*step, decision.clone());
+            }
+            Event::MessageRefused { .. } => {}
             Event::StepSkipped { step, reason, .. } => self.set(
                 *step,
                 StepState::Skipped {
@@ -388,14 +397,19 @@ impl<'s> Machine<'s> {
                 ErrorKind::Timeout,
                 "no decision before the deadline".into(),
             ),
+            Event::CompensationStarted { step, .. } => self.compensating = Some((*step, false)),
             Event::Compensated { step, .. } => {
                 if let Some(flag) = self.compensated.get_mut(*step) {
                     *flag = true;
                 }
+                self.compensating = None;
             }
             Event::DeadlinePassed { .. } => self.stop_with(Stop::Deadline),
             Event::Cancelled { .. } => self.stop_with(Stop::Cancelled),
             Event::Retried { .. } => self.retry_from_failure(),
+        }
+        if let Some(id) = event.inbox() {
+            self.inbox_cursor = self.inbox_cursor.max(id);
         }
         self.settle();
     }
@@ -557,6 +571,7 @@ impl<'s> Machine<'s> {
                 self.attempts[step] = 0;
                 self.first_started[step] = None;
                 self.compensated[step] = false;
+                self.deciders[step] = None;
             }
         }
         self.completion_order
@@ -572,7 +587,11 @@ impl<'s> Machine<'s> {
             Status::Running if self.unsettled == 0 => {
                 self.status = Status::Completed;
             }
-            Status::Compensating if !self.in_flight_any() && self.next_compensation().is_none() => {
+            Status::Compensating
+                if !self.in_flight_any()
+                    && self.compensating.is_none()
+                    && self.next_compensation().is_none() =>
+            {
                 self.status = match self.stop {
                     Some(Stop::Cancelled) => Status::Cancelled,
                     _ => Status::Failed,
@@ -611,100 +630,6 @@ impl<'s> Machine<'s> {
         )
     }
 
-    /// What to do now. Each step appears at most once; the driver journals and applies the
-    /// resulting events before asking again.
-    pub fn commands(&self, now: Timestamp) -> Vec<Command> {
-        let mut commands = Vec::new();
-        if self.status.is_terminal() {
-            commands.push(Command::Finish(self.status));
-            return commands;
-        }
-        if self.status == Status::Compensating {
-            if !self.in_flight_any() {
-                if let Some(step) = self.next_compensation() {
-                    commands.push(Command::Compensate { step });
-                }
-            }
-            return commands;
-        }
-        if self.deadline.is_some_and(|deadline| now >= deadline) {
-            commands.push(Command::DeadlineDue);
-            return commands;
-        }
-        // Only orphans, ready steps and due timers can yield commands; they are taken in
-        // declaration order, as a scan of every step would.
-        // Of the ready steps that need a slot, only as many as there are free slots can
-        // start, and they start in declaration order: looking further is wasted work.
-        let mut in_flight = self.running - self.orphans.len();
-        let slots = self.max_in_flight.saturating_sub(in_flight);
-        let due = self.timers.iter().take_while(|(at, _)| *at <= now);
-        let needing_slots = self
-            .ready
-            .iter()
-            .copied()
-            .filter(|step| !self.ready_free.contains(step))
-            .take(slots);
-        let mut candidates: Vec<usize> = self
-            .orphans
-            .iter()
-            .copied()
-            .chain(self.ready_free.iter().copied())
-            .chain(needing_slots)
-            .chain(due.map(|(_, step)| *step))
-            .collect();
-        candidates.sort_unstable();
-        candidates.dedup();
-        for step in candidates {
-            let spec = &self.spec.steps[step];
-            match &self.states[step] {
-                StepState::Running { attempt }
-                    if self.orphans.contains(&step) && in_flight < self.max_in_flight =>
-                {
-                    in_flight += 1;
-                    commands.push(Command::Start {
-                        step,
-                        attempt: *attempt,
-                        resumed: true,
-                    });
-                }
-                StepState::Pending => {
-                    if let Some(upstream) = self.absent_required_arg(step) {
-                        commands.push(Command::Skip { step, upstream });
-                    } else if spec.is_human() {
-                        commands.push(Command::OpenTask { step });
-                    } else if in_flight < self.max_in_flight {
-                        in_flight += 1;
-                        commands.push(Command::Start {
-                            step,
-                            attempt: 1,
-                            resumed: false,
-                        });
-                    }
-                }
-                StepState::RetryWait { attempt, until }
-                    if *until <= now && in_flight < self.max_in_flight =>
-                {
-                    in_flight += 1;
-                    commands.push(Command::Start {
-                        step,
-                        attempt: attempt + 1,
-                        resumed: false,
-                    });
-                }
-                StepState::Waiting {
-                    deadline,
-                    escalated,
-                    ..
-                } if *deadline <= now => commands.push(Command::TaskDue {
-                    step,
-                    escalated: *escalated,
-                }),
-                _ => {}
-            }
-        }
-        commands
-    }
-
     /// The earliest future time at which [`Machine::commands`] may have more to do.
     pub fn next_wake(&self) -> Option<Timestamp> {
         if self.status != Status::Running {
@@ -724,257 +649,16 @@ impl<'s> Machine<'s> {
         })
     }
 
-    /// What a human step does on timeout, and its timeout.
-    pub fn on_timeout(&self, step: usize) -> Option<&'s OnTimeout> {
-        match &self.spec.steps.get(step)?.kind {
-            StepKind::Human(human) => Some(&human.on_timeout),
-            StepKind::Action(_) => None,
-        }
+    /// Who decided each human step, by index.
+    pub fn deciders(&self) -> &[Option<String>] {
+        &self.deciders
+    }
+
+    /// The id of the last inbox message this run took in.
+    pub fn inbox_cursor(&self) -> u64 {
+        self.inbox_cursor
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn spec(source: &str) -> Spec {
-        let parsed = workflow_spec::parse::parse_str(source);
-        assert!(
-            parsed.errors.is_empty(),
-            "{:?}",
-            parsed.error().map(|e| e.to_string())
-        );
-        parsed.spec.expect("a valid spec")
-    }
-
-    fn started(machine: &mut Machine<'_>) {
-        machine.apply(&Event::RunStarted {
-            workflow: "W".into(),
-            fingerprint: String::new(),
-            input: json!({}),
-            seed: 3,
-            trace_id: String::new(),
-            dry_run: false,
-            deadline: None,
-            at: 0,
-        });
-    }
-
-    fn start(step: usize) -> Command {
-        Command::Start {
-            step,
-            attempt: 1,
-            resumed: false,
-        }
-    }
-
-    fn run(machine: &mut Machine<'_>, step: usize, at: Timestamp) {
-        machine.apply(&Event::AttemptStarted {
-            step,
-            attempt: 1,
-            at,
-        });
-        machine.apply(&Event::StepSucceeded {
-            step,
-            output: json!(step),
-            at,
-        });
-    }
-
-    const DIAMOND: &str = "workflow W() {
-        step a -> u32 { action: f(), compensate: undo(a) }
-        step b -> u32 { action: g(a), compensate: undo(b) }
-        step c -> u32 { action: g(a) }
-        step d -> u32 { action: h(b, c) }
-    }";
-
-    #[test]
-    fn a_diamond_runs_its_branches_together_and_completes() {
-        let spec = spec(DIAMOND);
-        let mut machine = Machine::new(&spec);
-        started(&mut machine);
-        assert_eq!(machine.commands(0), [start(0)]);
-        run(&mut machine, 0, 1);
-        assert_eq!(machine.commands(1), [start(1), start(2)]);
-        run(&mut machine, 2, 2);
-        run(&mut machine, 1, 3);
-        assert_eq!(machine.commands(3), [start(3)]);
-        run(&mut machine, 3, 4);
-        assert_eq!(machine.status(), Status::Completed);
-        assert_eq!(machine.commands(4), [Command::Finish(Status::Completed)]);
-        assert_eq!(machine.completion_order(), [0, 2, 1, 3]);
-    }
-
-    #[test]
-    fn the_in_flight_limit_holds_back_ready_steps() {
-        let spec = spec(DIAMOND);
-        let mut machine = Machine::new(&spec).with_max_in_flight(1);
-        started(&mut machine);
-        run(&mut machine, 0, 1);
-        assert_eq!(machine.commands(1), [start(1)]);
-    }
-
-    #[test]
-    fn a_transient_failure_waits_its_delay_then_retries() {
-        let spec = spec(
-            "workflow W() { step a -> u32 { action: f(), retry: { max_attempts: 2, backoff: fixed, initial: 5s, max: 5s, jitter: none } } }",
-        );
-        let mut machine = Machine::new(&spec);
-        started(&mut machine);
-        machine.apply(&Event::AttemptStarted {
-            step: 0,
-            attempt: 1,
-            at: 0,
-        });
-        machine.apply(&Event::AttemptFailed {
-            step: 0,
-            attempt: 1,
-            kind: ErrorKind::Unavailable,
-            message: "503".into(),
-            retry_after: None,
-            at: 100,
-        });
-        assert_eq!(
-            machine.states()[0],
-            StepState::RetryWait {
-                attempt: 1,
-                until: 5_100
-            }
-        );
-        assert_eq!(machine.next_wake(), Some(5_100));
-        assert!(machine.commands(5_099).is_empty());
-        assert_eq!(
-            machine.commands(5_100),
-            [Command::Start {
-                step: 0,
-                attempt: 2,
-                resumed: false
-            }]
-        );
-        machine.apply(&Event::AttemptStarted {
-            step: 0,
-            attempt: 2,
-            at: 5_100,
-        });
-        machine.apply(&Event::AttemptFailed {
-            step: 0,
-            attempt: 2,
-            kind: ErrorKind::Unavailable,
-            message: "503".into(),
-            retry_after: None,
-            at: 5_200,
-        });
-        assert_eq!(
-            machine.status(),
-            Status::Failed,
-            "nothing to compensate, nothing in flight"
-        );
-        assert_eq!(machine.commands(5_200), [Command::Finish(Status::Failed)]);
-    }
-
-    #[test]
-    fn an_abort_compensates_in_reverse_completion_order() {
-        let spec = spec(DIAMOND);
-        let mut machine = Machine::new(&spec);
-        started(&mut machine);
-        run(&mut machine, 0, 1);
-        run(&mut machine, 1, 2);
-        machine.apply(&Event::AttemptStarted {
-            step: 2,
-            attempt: 1,
-            at: 3,
-        });
-        machine.apply(&Event::AttemptFailed {
-            step: 2,
-            attempt: 1,
-            kind: ErrorKind::Validation,
-            message: "bad".into(),
-            retry_after: None,
-            at: 3,
-        });
-        assert_eq!(machine.status(), Status::Compensating);
-        assert_eq!(machine.commands(3), [Command::Compensate { step: 1 }]);
-        machine.apply(&Event::Compensated {
-            step: 1,
-            error: None,
-            at: 4,
-        });
-        assert_eq!(machine.commands(4), [Command::Compensate { step: 0 }]);
-        machine.apply(&Event::Compensated {
-            step: 0,
-            error: None,
-            at: 5,
-        });
-        assert_eq!(machine.status(), Status::Failed);
-        assert!(matches!(
-            machine.stop(),
-            Some(Stop::StepFailed {
-                step: 2,
-                attempts: 1,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn an_attempt_without_a_result_is_resumed_after_a_replay() {
-        let spec = spec(DIAMOND);
-        let events = [
-            Event::RunStarted {
-                workflow: "W".into(),
-                fingerprint: String::new(),
-                input: json!({}),
-                seed: 3,
-                trace_id: String::new(),
-                dry_run: false,
-                deadline: None,
-                at: 0,
-            },
-            Event::AttemptStarted {
-                step: 0,
-                attempt: 1,
-                at: 0,
-            },
-        ];
-        let machine = Machine::replay(&spec, &events);
-        assert_eq!(
-            machine.commands(10),
-            [Command::Start {
-                step: 0,
-                attempt: 1,
-                resumed: true
-            }]
-        );
-    }
-
-    #[test]
-    fn a_human_task_escalates_when_due() {
-        let spec = spec(
-            r#"workflow W() { human h -> Approval { assignee: "a", timeout: 1h, on_timeout: escalate("b") } }"#,
-        );
-        let mut machine = Machine::new(&spec);
-        started(&mut machine);
-        assert_eq!(machine.commands(0), [Command::OpenTask { step: 0 }]);
-        machine.apply(&Event::TaskOpened {
-            step: 0,
-            assignee: "a".into(),
-            prompt: None,
-            deadline: 3_600_000,
-            at: 0,
-        });
-        assert!(machine.commands(3_599_999).is_empty());
-        assert_eq!(
-            machine.commands(3_600_000),
-            [Command::TaskDue {
-                step: 0,
-                escalated: false
-            }]
-        );
-        assert_eq!(
-            machine.on_timeout(0),
-            Some(&OnTimeout::Escalate("b".into()))
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,312 @@
+//! Operations on runs from outside the engine that drives them, written once for the
+//! engine, the CLI and the HTTP server: each admin operation is one store transaction, and
+//! every rule comes from the run's [`Machine`].
+//!
+//! - [`retry_dead_letter`]: a failed run goes back to work from its failed step.
+//! - [`cancel_parked`]: a parked run is cancelled.
+//! - [`restart_parked`]: a parked run is replaced by a new run of the current spec.
+//! - [`submit_decision`], [`submit_cancel`]: requests for a run another engine drives,
+//!   left in its inbox for that engine to admit with its own authorizer.
+//! - [`open_tasks`]: the open human tasks of every running run in a store.
+//!
+//! Tools without the workflow's code read its spec from the store ([`stored_spec`]), where
+//! every engine records the specs it registers.
+
+use std::collections::HashMap;
+
+use workflow_spec::Spec;
+
+use crate::error::{DecisionError, RunError, RunId};
+use crate::human::TaskInfo;
+use crate::journal::{Event, Timestamp, Value};
+use crate::machine::Machine;
+use crate::store::{
+    Commit, DeadLetterChange, Message, NewRun, RunFilter, RunStatus, Store, StoreError, StoredRun,
+    Submitted,
+};
+
+/// How long after the newest registration of a workflow another registration still counts
+/// as current: versions registered side by side by one deploy.
+pub const CURRENT_WINDOW_MS: u64 = 10 * 60 * 1000;
+
+/// The spec recorded in the store for a fingerprint.
+pub async fn stored_spec(store: &dyn Store, fingerprint: &str) -> Result<Option<Spec>, StoreError> {
+    match store.spec(fingerprint).await? {
+        Some(json) => serde_json::from_str(&json).map(Some).map_err(|e| {
+            StoreError::Io(format!(
+                "the spec recorded for fingerprint {fingerprint} does not decode: {e}"
+            ))
+        }),
+        None => Ok(None),
+    }
+}
+
+/// The fingerprints of `workflow` that engines registered most recently: the newest
+/// registration and any registered within [`CURRENT_WINDOW_MS`] of it (versions deployed
+/// side by side). What tools without the workflow's code take as its current versions.
+pub async fn current_fingerprints(
+    store: &dyn Store,
+    workflow: &str,
+) -> Result<Vec<String>, StoreError> {
+    let specs = store.specs(workflow).await?;
+    let Some(newest) = specs.first().map(|s| s.last_registered) else {
+        return Ok(Vec::new());
+    };
+    Ok(specs
+        .into_iter()
+        .filter(|s| s.last_registered + CURRENT_WINDOW_MS >= newest)
+        .map(|s| s.fingerprint)
+        .collect())
+}
+
+async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun, RunError> {
+    store.load(run).await?.ok_or(RunError::UnknownRun(run))
+}
+
+/// Sends a failed run back to work from its failed step (the steps whose compensation ran
+/// start again; other outputs are reused): `Retried` is journaled, the dead letter removed
+/// and the run marked running, in one transaction. The run must have failed, and have
+/// started under one of the `current` fingerprints (else it would be parked at once).
+/// Nobody owns the run afterwards: an engine with the workflow registered takes it up.
+pub async fn retry_dead_letter(
+    store: &dyn Store,
+    run: RunId,
+    by: &str,
+    now: Timestamp,
+    spec: &Spec,
+    current: &[&str],
+) -> Result<(), RunError> {
+    let stored = load(store, run).await?;
+    let record = &stored.record;
+    if record.status != RunStatus::Failed {
+        return Err(RunError::NotFailed(run));
+    }
+    if !current.contains(&record.fingerprint.as_str()) {
+        return Err(RunError::SpecChanged {
+            run,
+            workflow: record.workflow.clone(),
+            recorded: record.fingerprint.clone(),
+            current: current.join(", "),
+        });
+    }
+    let retried = Machine::replay(spec, &stored.events).retry(run, by, now)?;
+    let note = format!("retried by {by}");
+    store
+        .commit(Commit {
+            status: Some((RunStatus::Running, Some(&note))),
+            dead_letter: DeadLetterChange::Remove,
+            ..Commit::events(run, stored.events.len() as u64, &[retried], now)
+        })
+        .await?;
+    Ok(())
+}
+
+/// Cancels a parked run (nobody drives it, so nothing compensates): `Cancelled` is
+/// journaled and the run marked cancelled in one transaction.
+pub async fn cancel_parked(
+    store: &dyn Store,
+    run: RunId,
+    by: &str,
+    now: Timestamp,
+) -> Result<(), RunError> {
+    let stored = load(store, run).await?;
+    if stored.record.status != RunStatus::Parked {
+        return Err(RunError::NotParked(run));
+    }
+    let cancelled = Event::Cancelled {
+        by: by.to_owned(),
+        inbox: None,
+        at: now,
+    };
+    let note = format!("cancelled by {by}");
+    store
+        .commit(Commit {
+            status: Some((RunStatus::Cancelled, Some(&note))),
+            ..Commit::events(run, stored.events.len() as u64, &[cancelled], now)
+        })
+        .await?;
+    Ok(())
+}
+
+/// Restarts a parked run under the spec with `fingerprint`: a new run with the same
+/// inputs, created with the idempotency key `restart-of-run-N` (so restarting twice makes
+/// one run), while the parked run is marked cancelled with a note, in one transaction.
+/// Nobody owns the new run: an engine with the workflow registered takes it up.
+pub async fn restart_parked(
+    store: &dyn Store,
+    run: RunId,
+    by: &str,
+    now: Timestamp,
+    fingerprint: &str,
+    seed: u64,
+) -> Result<RunId, RunError> {
+    let stored = load(store, run).await?;
+    let record = &stored.record;
+    let key = format!("restart-of-{run}");
+    if record.status != RunStatus::Parked {
+        // Restarted before: the same key names the new run.
+        if let Some(existing) = restarted(store, &record.workflow, &key).await? {
+            return Ok(existing);
+        }
+        return Err(RunError::NotParked(run));
+    }
+    let Some(Event::RunStarted { input, dry_run, .. }) = stored.events.first() else {
+        return Err(RunError::Decode {
+            run,
+            step: "<input>".into(),
+            message: "the journal does not start with the run's inputs".into(),
+        });
+    };
+    let started = Event::RunStarted {
+        workflow: record.workflow.clone(),
+        fingerprint: fingerprint.to_owned(),
+        input: input.clone(),
+        seed,
+        trace_id: format!("{seed:016x}"),
+        dry_run: *dry_run,
+        deadline: None,
+        at: now,
+    };
+    let note = format!("restarted by {by} as the run with key `{key}`");
+    let created = store
+        .create_run(NewRun {
+            workflow: &record.workflow,
+            fingerprint,
+            idempotency_key: Some(&key),
+            events: &[started],
+            parent: record.parent,
+            owner: None,
+            supersedes: Some((run, &note)),
+            at: now,
+        })
+        .await?;
+    Ok(created.id())
+}
+
+async fn restarted(
+    store: &dyn Store,
+    workflow: &str,
+    key: &str,
+) -> Result<Option<RunId>, StoreError> {
+    let runs = store
+        .runs(RunFilter {
+            workflow: Some(workflow.to_owned()),
+            ..RunFilter::default()
+        })
+        .await?;
+    Ok(runs
+        .into_iter()
+        .find(|r| r.idempotency_key.as_deref() == Some(key))
+        .map(|r| r.id))
+}
+
+/// Leaves a decision in the inbox of a run another engine drives, after checking with the
+/// machine everything but the approver (the engine that owns the run admits the approver
+/// with its authorizer when it takes the decision in, and journals a refusal otherwise).
+/// A decision for a human step whose type the caller cannot check is checked then too.
+pub async fn submit_decision(
+    store: &dyn Store,
+    run: RunId,
+    spec: &Spec,
+    step: &str,
+    by: &str,
+    decision: Value,
+    now: Timestamp,
+) -> Result<Submitted, DecisionError> {
+    let stored = store
+        .load(run)
+        .await?
+        .ok_or(DecisionError::UnknownRun(run))?;
+    let machine = Machine::replay(spec, &stored.events);
+    if stored.record.status == RunStatus::Parked {
+        return Err(DecisionError::Finished(run));
+    }
+    machine.admit(run, step, by, now, None)?;
+    let message = Message::Decision {
+        step: step.to_owned(),
+        by: by.to_owned(),
+        decision,
+    };
+    store
+        .submit(run, &message, None, now)
+        .await
+        .map_err(|error| match error {
+            StoreError::Finished(run) => DecisionError::Finished(run),
+            StoreError::UnknownRun(run) => DecisionError::UnknownRun(run),
+            other => DecisionError::Store(other),
+        })
+}
+
+/// Leaves a cancellation in the inbox of a running run: the engine that drives it stops
+/// scheduling and compensates.
+pub async fn submit_cancel(
+    store: &dyn Store,
+    run: RunId,
+    by: &str,
+    now: Timestamp,
+) -> Result<Submitted, RunError> {
+    let message = Message::Cancel { by: by.to_owned() };
+    store
+        .submit(run, &message, None, now)
+        .await
+        .map_err(|error| match error {
+            StoreError::Finished(run) => RunError::Finished(run),
+            StoreError::UnknownRun(run) => RunError::UnknownRun(run),
+            other => RunError::Store(other),
+        })
+}
+
+/// The open human tasks of every running run in the store, oldest run first, from each
+/// run's journal replayed on the spec recorded for it. Runs whose spec the store does not
+/// hold are left out.
+pub async fn open_tasks(store: &dyn Store) -> Result<Vec<TaskInfo>, StoreError> {
+    let mut runs = store
+        .runs(RunFilter {
+            status: Some(RunStatus::Running),
+            ..RunFilter::default()
+        })
+        .await?;
+    runs.reverse();
+    let mut specs: HashMap<String, Option<Spec>> = HashMap::new();
+    let mut tasks = Vec::new();
+    for record in runs {
+        if !specs.contains_key(&record.fingerprint) {
+            let spec = stored_spec(store, &record.fingerprint).await?;
+            specs.insert(record.fingerprint.clone(), spec);
+        }
+        let Some(Some(spec)) = specs.get(&record.fingerprint) else {
+            continue;
+        };
+        let Some(stored) = store.load(record.id).await? else {
+            continue;
+        };
+        tasks.extend(tasks_of(spec, &stored));
+    }
+    Ok(tasks)
+}
+
+/// The open human tasks of one run.
+pub fn tasks_of(spec: &Spec, stored: &StoredRun) -> Vec<TaskInfo> {
+    let machine = Machine::replay(spec, &stored.events);
+    // The prompt the person was asked, as journaled when the task opened.
+    let asked = |step: usize| {
+        stored.events.iter().rev().find_map(|event| match event {
+            Event::TaskOpened {
+                step: s, prompt, ..
+            } if *s == step => Some(prompt.clone()),
+            _ => None,
+        })
+    };
+    machine
+        .open_tasks()
+        .map(|(step, assignee, deadline, escalated, prompt)| TaskInfo {
+            run: stored.record.id,
+            workflow: stored.record.workflow.clone(),
+            step: spec.steps[step].id.clone(),
+            assignee: assignee.to_owned(),
+            prompt: asked(step).unwrap_or_else(|| prompt.map(str::to_owned)),
+            deadline,
+            escalated,
+        })
+        .collect()
+}

@@ -1,0 +1,222 @@
+//! The operations on existing runs: inspect, read the journal, list, decide, cancel,
+//! retry, restart. Each carries out what the run's machine rules; operations on runs this
+//! engine does not drive go through [`crate::admin`], the same code the CLI uses.
+
+use super::driver::Msg;
+use super::registry::DecisionHooks;
+use super::{Engine, RunView, StepView};
+use crate::admin;
+use crate::error::{DecisionError, RunError, RunId};
+use crate::journal::{Event, Value};
+use crate::machine::Machine;
+use crate::store::{DeadLetter, RunFilter, RunRecord, RunStatus};
+
+impl Engine {
+    /// A run's state, rebuilt from its journal.
+    pub async fn inspect(&self, run: RunId) -> Result<RunView, RunError> {
+        let stored = self.stored(run).await?;
+        let spec = self
+            .spec_of(&stored.record)
+            .await?
+            .ok_or_else(|| RunError::NotRegistered(stored.record.workflow.clone()))?;
+        let machine = Machine::replay(&spec, &stored.events);
+        let steps = spec
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| StepView {
+                id: step.id.clone(),
+                state: machine.states()[index].clone(),
+                attempts: machine.attempts()[index],
+            })
+            .collect();
+        Ok(RunView {
+            record: stored.record,
+            steps,
+        })
+    }
+
+    /// A run's journal: every transition, in order (the timeline and the audit trail).
+    pub async fn events(&self, run: RunId) -> Result<Vec<Event>, RunError> {
+        Ok(self.stored(run).await?.events)
+    }
+
+    /// Runs in the store, newest first (page with [`RunFilter::before`]).
+    pub async fn runs(&self, filter: RunFilter) -> Result<Vec<RunRecord>, RunError> {
+        Ok(self.inner.store.runs(filter).await?)
+    }
+
+    /// Decides a human task by step id, with the decision as JSON (the untyped path; typed
+    /// code uses the run handle's task methods).
+    ///
+    /// A run this engine drives, or can take up, decides at once with this engine's
+    /// authorizer, and a refusal comes back typed. A run another engine drives gets the
+    /// decision through its inbox once the machine found nothing against it here: that
+    /// engine admits the approver with its own authorizer and journals a refusal.
+    pub async fn decide(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        decision: Value,
+    ) -> Result<(), DecisionError> {
+        for _ in 0..2 {
+            let answer = std::sync::Mutex::new(None);
+            let message = || {
+                let (reply, receiver) = tokio::sync::oneshot::channel();
+                *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(receiver);
+                Box::new(Msg::Decide {
+                    step: step.to_owned(),
+                    by: by.to_owned(),
+                    decision: decision.clone(),
+                    reply,
+                })
+            };
+            if self.send(run, message).await.map_err(decision_error(run))? {
+                let receiver = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(Ok(result)) = match receiver {
+                    Some(receiver) => Some(receiver.await),
+                    None => None,
+                } {
+                    return result;
+                }
+            }
+            if !self.take_up(run).await.map_err(decision_error(run))? {
+                break;
+            }
+        }
+        // Not driven here: the machine's word from the journal, then the owner's inbox.
+        let stored = self.stored(run).await.map_err(decision_error(run))?;
+        let record = &stored.record;
+        let registered = self
+            .inner
+            .registry
+            .version(&record.workflow, &record.fingerprint);
+        let spec = self
+            .spec_of(record)
+            .await?
+            .ok_or_else(|| DecisionError::UnknownTask {
+                run,
+                step: step.to_owned(),
+            })?;
+        let machine = Machine::replay(&spec, &stored.events);
+        if record.status == RunStatus::Running {
+            if let Some(registered) = &registered {
+                let authorize = &*self.inner.authorizer;
+                machine.decide(
+                    run,
+                    step,
+                    by,
+                    decision.clone(),
+                    self.now(),
+                    authorize,
+                    &DecisionHooks(&**registered),
+                )?;
+            }
+        }
+        admin::submit_decision(
+            &*self.inner.store,
+            run,
+            &spec,
+            step,
+            by,
+            decision,
+            self.now(),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Cancels a run: scheduling stops, in-flight steps settle, compensations run. A parked
+    /// run is marked cancelled directly; a run another engine drives is asked to stop
+    /// through its inbox.
+    pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
+        for _ in 0..2 {
+            let answer = std::sync::Mutex::new(None);
+            let message = || {
+                let (reply, receiver) = tokio::sync::oneshot::channel();
+                *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(receiver);
+                Box::new(Msg::Cancel {
+                    by: by.to_owned(),
+                    reply,
+                })
+            };
+            if self.send(run, message).await? {
+                let receiver = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(Ok(result)) = match receiver {
+                    Some(receiver) => Some(receiver.await),
+                    None => None,
+                } {
+                    return result;
+                }
+            }
+            if !self.take_up(run).await? {
+                break;
+            }
+        }
+        let record = self.stored(run).await?.record;
+        match record.status {
+            RunStatus::Parked => {
+                admin::cancel_parked(&*self.inner.store, run, by, self.now()).await
+            }
+            RunStatus::Running => admin::submit_cancel(&*self.inner.store, run, by, self.now())
+                .await
+                .map(drop),
+            _ => Err(RunError::Finished(run)),
+        }
+    }
+
+    /// Every dead letter, newest first.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, RunError> {
+        Ok(self.inner.store.dead_letters().await?)
+    }
+
+    /// Retries a failed run from its failed step: completed outputs are reused, steps whose
+    /// compensation ran are run again. One store transaction ([`admin::retry_dead_letter`]),
+    /// then this engine takes the run up.
+    pub async fn retry_dead_letter(&self, run: RunId, by: &str) -> Result<(), RunError> {
+        let record = self.stored(run).await?.record;
+        let current = self.inner.registry.fingerprints(&record.workflow);
+        if current.is_empty() {
+            return Err(RunError::NotRegistered(record.workflow));
+        }
+        let spec = self
+            .spec_of(&record)
+            .await?
+            .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?;
+        admin::retry_dead_letter(&*self.inner.store, run, by, self.now(), &spec, &current).await?;
+        self.take_up(run).await?;
+        Ok(())
+    }
+
+    /// Restarts a parked run under the current spec: a new run with the same inputs; the
+    /// parked run is marked cancelled with a note naming the new one's key. One store
+    /// transaction ([`admin::restart_parked`]), then this engine takes the new run up.
+    pub async fn restart_parked(&self, run: RunId, by: &str) -> Result<RunId, RunError> {
+        let record = self.stored(run).await?.record;
+        let registered = self
+            .inner
+            .registry
+            .any(&record.workflow)
+            .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?;
+        registered.store_spec(self).await?;
+        let new = admin::restart_parked(
+            &*self.inner.store,
+            run,
+            by,
+            self.now(),
+            registered.fingerprint(),
+            self.next_seed(),
+        )
+        .await?;
+        self.take_up(new).await?;
+        Ok(new)
+    }
+}
+
+fn decision_error(run: RunId) -> impl Fn(RunError) -> DecisionError {
+    move |error| match error {
+        RunError::Store(error) => DecisionError::Store(error),
+        _ => DecisionError::UnknownRun(run),
+    }
+}

@@ -1,0 +1,184 @@
+//! Building an engine: store, clock, authorizer, limits, owner and lease.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Engine, FaultHook};
+use crate::clock::{Clock, TokioClock};
+use crate::store::{MemoryStore, Store};
+
+/// Decides whether `by` may decide a task assigned to `assignee`: `authorize(assignee, by)`.
+pub type Authorizer = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
+/// The default authorization: the assignee itself, or a member written `name@assignee`.
+pub fn default_authorizer(assignee: &str, by: &str) -> bool {
+    by == assignee
+        || by
+            .strip_suffix(assignee)
+            .is_some_and(|rest| rest.ends_with('@') && rest.len() > 1)
+}
+
+/// The default lease of a run in a store shared by many engine processes.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) authorizer: Authorizer,
+    pub(super) max_in_flight: usize,
+    pub(super) log_payloads: bool,
+    pub(super) owner: Option<String>,
+    pub(super) lease: Duration,
+    pub(super) seed: Option<u64>,
+    pub(super) fault_hook: Option<FaultHook>,
+    pub(super) hibernate: bool,
+}
+
+impl fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("max_in_flight", &self.max_in_flight)
+            .field("log_payloads", &self.log_payloads)
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            store: Arc::new(MemoryStore::new()),
+            clock: Arc::new(TokioClock::new()),
+            authorizer: Arc::new(default_authorizer),
+            max_in_flight: 16,
+            log_payloads: false,
+            owner: None,
+            lease: DEFAULT_LEASE,
+            seed: None,
+            fault_hook: None,
+            hibernate: true,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The store (default: a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Arc::new(store);
+        self
+    }
+
+    /// A store shared with other code (the CLI, a test asserting on the journal).
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// The clock (default: [`TokioClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Who may decide human tasks: `authorizer(assignee, by)`. The default admits anyone
+    /// whose name equals the assignee or ends with `@assignee` (`ana@trust_and_safety_team`).
+    /// It governs every decision of the runs this engine drives, including decisions other
+    /// processes (the CLI, an HTTP front end) put in a run's inbox.
+    pub fn authorizer(
+        mut self,
+        authorize: impl Fn(&str, &str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.authorizer = Arc::new(authorize);
+        self
+    }
+
+    /// How many attempts of one run may be in flight at once (default 16).
+    pub fn max_in_flight(mut self, limit: usize) -> Self {
+        self.max_in_flight = limit.max(1);
+        self
+    }
+
+    /// Whether inputs and outputs appear in logs (default: no).
+    pub fn log_payloads(mut self, log: bool) -> Self {
+        self.log_payloads = log;
+        self
+    }
+
+    /// The seed runs draw their jitter seeds from (default: from the clock).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The name this engine owns runs under (default: unique to this engine). Engines
+    /// sharing a store need different names.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// How long this engine's claim on a run lasts without renewal, in stores shared by
+    /// several engine processes (default 30 s; renewed every third of it). A dead
+    /// engine's runs are taken over by another within one lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// Whether runs with nothing in flight (waiting on a person or a timer) are unloaded
+    /// from memory until something wakes them (default: yes). Their journal is their state,
+    /// so a hundred thousand parked runs cost little more than their index entries.
+    pub fn hibernate(mut self, hibernate: bool) -> Self {
+        self.hibernate = hibernate;
+        self
+    }
+
+    #[doc(hidden)]
+    /// Crash-test hook, see [`FaultHook`].
+    pub fn fault_hook(mut self, hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
+        self.fault_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The engine.
+    pub fn build(self) -> Engine {
+        Engine::from_builder(self)
+    }
+}
+
+/// A name unique to this engine: the process id and a counter, so engines in one process
+/// and in different processes never share one.
+pub(super) fn unique_owner() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".to_owned());
+    format!(
+        "{host}:{}:{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Options of one start.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// A key such as an event id: a second start with it returns the first run.
+    pub idempotency_key: Option<String>,
+    /// Propose external effects instead of executing them.
+    pub dry_run: bool,
+    /// Fail the run (and compensate) if it is not done within this time.
+    pub deadline: Option<Duration>,
+}
+
+impl StartOptions {
+    /// Options with an idempotency key.
+    pub fn key(key: impl Into<String>) -> Self {
+        StartOptions {
+            idempotency_key: Some(key.into()),
+            ..StartOptions::default()
+        }
+    }
+}

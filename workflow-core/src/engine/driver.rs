@@ -1,0 +1,706 @@
+//! The driver of one run: it asks the machine what to do, journals what the machine
+//! decided in one commit per step boundary (a step's result together with the starts it
+//! makes ready), and only then runs the attempts and compensations that commit started.
+//! It decides nothing itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+use workflow_spec::{Arg, Spec, StepKind};
+
+use super::registry::WorkflowHooks;
+use super::work::{self, Call, Done};
+use super::{Engine, Finished, Live};
+use crate::clock::until;
+use crate::context::StepContext;
+use crate::error::{DecisionError, RunError, RunId};
+use crate::journal::{Event, Timestamp, Value};
+use crate::machine::{Command, Machine, Status};
+use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
+use crate::workflow::Workflow;
+
+/// A request to a run's driver from the engine's API.
+pub(super) enum Msg {
+    Decide {
+        step: String,
+        by: String,
+        decision: Value,
+        reply: oneshot::Sender<Result<(), DecisionError>>,
+    },
+    Cancel {
+        by: String,
+        reply: oneshot::Sender<Result<(), RunError>>,
+    },
+    /// Messages may be waiting in the run's inbox.
+    Inbox,
+}
+
+/// Work to start once the commit that journals its start is durable.
+enum Start {
+    Attempt {
+        step: usize,
+        attempt: u32,
+        reconcile: bool,
+    },
+    Compensation {
+        step: usize,
+    },
+}
+
+/// How a driver stopped.
+enum DriveEnd {
+    /// The run finished; waiters were told.
+    Finished,
+    /// Nothing in flight: the run was unloaded until something wakes it.
+    Hibernated,
+    /// The journal could not be written, the run was lost to another owner, or the engine
+    /// stopped.
+    Stopped,
+}
+
+/// Starts driving a run this engine owns under `token`, from its journal.
+pub(super) fn launch<W: Workflow>(
+    engine: Engine,
+    env: Arc<W::Env>,
+    run: RunId,
+    token: u64,
+    events: Vec<Event>,
+) {
+    let (mailbox_tx, mailbox) = mpsc::unbounded_channel();
+    let (done_tx, done) = watch::channel(None);
+    engine.inner.lock_live().insert(
+        run,
+        Live {
+            mailbox: mailbox_tx,
+            done,
+            abort: None,
+        },
+    );
+    if engine.inner.store.shared() || engine.inner.store.multi_worker() {
+        engine.ensure_poller();
+    }
+    let trace_id = match events.first() {
+        Some(Event::RunStarted { trace_id, .. }) => trace_id.clone(),
+        _ => String::new(),
+    };
+    let span = tracing::info_span!("run", workflow = W::NAME, run = %run, trace_id = %trace_id);
+    let live = engine.clone();
+    let seq = events.len() as u64;
+    let handle = tokio::spawn(
+        async move {
+            let end = match Driver::<W>::new(
+                engine.clone(),
+                run,
+                token,
+                env,
+                events,
+                mailbox,
+                trace_id,
+                done_tx,
+            ) {
+                Ok(driver) => driver.drive().await,
+                Err(error) => {
+                    tracing::error!(error = %error, "cannot drive the run; parking it");
+                    engine
+                        .park(run, token, seq, &format!("parked: {error}"))
+                        .await;
+                    DriveEnd::Stopped
+                }
+            };
+            if !matches!(end, DriveEnd::Hibernated) {
+                engine.forget(run);
+            }
+        }
+        .instrument(span),
+    );
+    let mut runs = live.inner.lock_live();
+    if let Some(entry) = runs.get_mut(&run) {
+        entry.abort = Some(handle.abort_handle());
+    }
+}
+
+/// Drives one run: the only writer of its journal while it owns the run.
+struct Driver<W: Workflow> {
+    engine: Engine,
+    run: RunId,
+    token: u64,
+    env: Arc<W::Env>,
+    input: Arc<W::Input>,
+    machine: Machine<'static>,
+    /// The journal's committed length.
+    seq: u64,
+    /// Events applied to the machine and not yet committed.
+    pending: Vec<Event>,
+    /// Work whose start is in `pending`.
+    starts: Vec<Start>,
+    trace_id: String,
+    work: JoinSet<Done>,
+    mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
+    done: watch::Sender<Option<Arc<Finished>>>,
+}
+
+impl<W: Workflow> Driver<W> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        engine: Engine,
+        run: RunId,
+        token: u64,
+        env: Arc<W::Env>,
+        events: Vec<Event>,
+        mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
+        trace_id: String,
+        done: watch::Sender<Option<Arc<Finished>>>,
+    ) -> Result<Self, RunError> {
+        let machine =
+            Machine::replay(W::spec(), &events).with_max_in_flight(engine.inner.max_in_flight);
+        let input_value = machine.input().cloned().unwrap_or(Value::Null);
+        let input: W::Input =
+            serde_json::from_value(input_value).map_err(|error| RunError::Decode {
+                run,
+                step: "<input>".into(),
+                message: error.to_string(),
+            })?;
+        let driver = Driver {
+            engine,
+            run,
+            token,
+            env,
+            input: Arc::new(input),
+            machine,
+            seq: events.len() as u64,
+            pending: Vec::new(),
+            starts: Vec::new(),
+            trace_id,
+            work: JoinSet::new(),
+            mailbox,
+            done,
+        };
+        for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
+            driver.index_task(step, assignee, deadline, escalated);
+        }
+        Ok(driver)
+    }
+
+    fn now(&self) -> Timestamp {
+        self.engine.inner.clock.now()
+    }
+
+    fn spec(&self) -> &'static Spec {
+        W::spec()
+    }
+
+    fn step_id(&self, step: usize) -> &'static str {
+        self.spec().steps.get(step).map_or("?", |s| s.id.as_str())
+    }
+
+    async fn drive(mut self) -> DriveEnd {
+        match self.drive_inner().await {
+            Ok(Some(finished)) => {
+                let _ = self.done.send(Some(Arc::new(finished)));
+                DriveEnd::Finished
+            }
+            Ok(None) => DriveEnd::Hibernated,
+            Err(StoreError::Fenced { owner, .. }) => {
+                tracing::warn!(
+                    owner = owner.as_str(),
+                    "the run was taken over by another owner; this engine stopped driving it"
+                );
+                DriveEnd::Stopped
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "the run stopped: its journal could not be written; it resumes when taken up again");
+                DriveEnd::Stopped
+            }
+        }
+    }
+
+    /// Drives the run until it finishes (`Some`) or hibernates (`None`).
+    async fn drive_inner(&mut self) -> Result<Option<Finished>, StoreError> {
+        // Messages sent while nobody drove the run come first.
+        self.take_inbox().await?;
+        loop {
+            if let Some(status) = self.step().await? {
+                return Ok(Some(self.finished(status)));
+            }
+            let wake = self.machine.next_wake();
+            if self.engine.inner.hibernate
+                && self.work.is_empty()
+                && self.machine.status() == Status::Running
+                && self
+                    .engine
+                    .try_hibernate(self.run, self.token, wake, &self.mailbox, &self.done)
+            {
+                tracing::debug!("nothing in flight: hibernating until woken");
+                return Ok(None);
+            }
+            // Built every turn but registered with the timer only when polled, i.e. only
+            // when there is something to wake for.
+            let sleep = tokio::time::sleep(wake.map_or(Duration::ZERO, |at| until(self.now(), at)));
+            tokio::select! {
+                Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
+                    self.settle_joined(joined);
+                    while let Some(joined) = self.work.try_join_next() {
+                        self.settle_joined(joined);
+                    }
+                }
+                Some(msg) = self.mailbox.recv() => self.message(*msg).await?,
+                () = sleep, if wake.is_some() => {
+                    // A decision sent just before a deadline wins over the deadline.
+                    if self.engine.inner.store.shared() && self.machine.has_open_tasks() {
+                        self.take_inbox().await?;
+                    }
+                }
+                // Nothing can wake the run: the engine is shutting down.
+                else => return Err(StoreError::Io("the engine stopped driving this run".into())),
+            }
+        }
+    }
+
+    /// Asks the machine until it has nothing more to decide now, commits everything it
+    /// decided in one transaction, then starts the work that commit journaled. Returns the
+    /// terminal status once the run finished.
+    async fn step(&mut self) -> Result<Option<Status>, StoreError> {
+        let finish = self.plan();
+        self.commit(finish).await?;
+        Ok(finish)
+    }
+
+    fn plan(&mut self) -> Option<Status> {
+        loop {
+            let now = self.now();
+            let commands = {
+                let hooks = WorkflowHooks::<W> { input: &self.input };
+                self.machine.next(now, &hooks)
+            };
+            if commands.is_empty() {
+                return None;
+            }
+            for command in commands {
+                match command {
+                    Command::Journal(event) => self.record(event),
+                    Command::Attempt {
+                        step,
+                        attempt,
+                        reconcile,
+                    } => {
+                        self.record(Event::AttemptStarted {
+                            step,
+                            attempt,
+                            at: now,
+                        });
+                        self.starts.push(Start::Attempt {
+                            step,
+                            attempt,
+                            reconcile,
+                        });
+                    }
+                    Command::Compensate { step } => {
+                        self.record(Event::CompensationStarted { step, at: now });
+                        self.starts.push(Start::Compensation { step });
+                    }
+                    Command::Finish(status) => return Some(status),
+                }
+            }
+        }
+    }
+
+    /// Applies an event the machine decided or an outcome reported, to be committed with
+    /// the next commit.
+    fn record(&mut self, event: Event) {
+        match &event {
+            Event::TaskOpened {
+                step,
+                assignee,
+                deadline,
+                ..
+            } => {
+                tracing::info!(
+                    step = self.step_id(*step),
+                    assignee = assignee.as_str(),
+                    deadline,
+                    "human task opened"
+                );
+                self.index_task(*step, assignee, *deadline, false);
+            }
+            Event::TaskEscalated {
+                step, to, deadline, ..
+            } => {
+                tracing::warn!(
+                    step = self.step_id(*step),
+                    to = to.as_str(),
+                    "human task timed out: escalated"
+                );
+                self.index_task(*step, to, *deadline, true);
+            }
+            Event::TaskDecided { step, by, .. } => {
+                tracing::info!(
+                    step = self.step_id(*step),
+                    by = by.as_str(),
+                    "human task decided"
+                );
+                self.unindex_task(*step);
+            }
+            Event::TaskExpired { step, .. } => {
+                tracing::warn!(
+                    step = self.step_id(*step),
+                    "human task expired with no escalation left"
+                );
+                self.unindex_task(*step);
+            }
+            Event::MessageRefused {
+                by, code, reason, ..
+            } => {
+                tracing::warn!(
+                    by = by.as_str(),
+                    code = code.as_str(),
+                    reason = reason.as_str(),
+                    "a message from the run's inbox was refused"
+                );
+            }
+            Event::EffectProposed { step, .. } => {
+                tracing::info!(
+                    step = self.step_id(*step),
+                    "dry run: effect proposed, not executed"
+                );
+            }
+            Event::DeadlinePassed { .. } => tracing::warn!("the run passed its deadline"),
+            Event::Cancelled { by, .. } => tracing::warn!(by = by.as_str(), "run cancelled"),
+            _ => {}
+        }
+        self.machine.apply(&event);
+        self.pending.push(event);
+    }
+
+    /// Commits the pending events (with the run's end, when it finished) under this
+    /// engine's fence, then broadcasts them and starts the work they journaled.
+    async fn commit(&mut self, finish: Option<Status>) -> Result<(), StoreError> {
+        let cursor = self.pending.iter().filter_map(Event::inbox).max();
+        if self.pending.is_empty() && finish.is_none() {
+            return Ok(());
+        }
+        let failure = finish.and_then(|_| self.machine.failure());
+        let letter = failure.map(|(step, attempts, kind, message)| DeadLetter {
+            run: self.run,
+            workflow: W::NAME.to_owned(),
+            step,
+            attempts,
+            kind,
+            message,
+            trace_id: self.trace_id.clone(),
+            at: self.now(),
+        });
+        let note = letter.as_ref().map(|d| {
+            format!(
+                "failed at `{}` after {} attempt(s): {}: {}",
+                d.step, d.attempts, d.kind, d.message
+            )
+        });
+        let results = self
+            .pending
+            .iter()
+            .any(|e| matches!(e, Event::StepSucceeded { .. }));
+        if results {
+            self.engine.inner.fault("before_result_append");
+        }
+        let commit = Commit {
+            run: self.run,
+            seq: self.seq,
+            events: &self.pending,
+            fence: Some(Fence {
+                owner: &self.engine.inner.owner,
+                token: self.token,
+            }),
+            status: finish.map(|_| (self.machine.run_status(), note.as_deref())),
+            dead_letter: letter
+                .as_ref()
+                .map_or(DeadLetterChange::Keep, DeadLetterChange::Put),
+            inbox_cursor: cursor,
+            at: self.now(),
+        };
+        self.engine.inner.store.commit(commit).await?;
+        if results {
+            self.engine.inner.fault("after_result_append");
+        }
+        self.seq += self.pending.len() as u64;
+        let events = std::mem::take(&mut self.pending);
+        if self.engine.inner.events.receiver_count() > 0 {
+            for event in events {
+                let _ = self.engine.inner.events.send((self.run, event));
+            }
+        }
+        match &letter {
+            Some(letter) => tracing::error!(
+                step = letter.step.as_str(),
+                error_type = letter.kind.as_str(),
+                "run failed; recorded as a dead letter"
+            ),
+            None if finish.is_some() => {
+                tracing::info!(status = self.machine.status().as_str(), "run finished");
+            }
+            None => {}
+        }
+        for start in std::mem::take(&mut self.starts) {
+            self.start(start);
+        }
+        Ok(())
+    }
+
+    fn finished(&self, status: Status) -> Finished {
+        Finished {
+            status,
+            outputs: self.machine.outputs().to_vec(),
+            stop: self.machine.stop().cloned(),
+        }
+    }
+
+    fn start(&mut self, start: Start) {
+        match start {
+            Start::Attempt {
+                step,
+                attempt,
+                reconcile,
+            } => {
+                let call = self.call(step, attempt);
+                let timeout = self.spec().steps[step].timeout;
+                let log = self.engine.inner.log_payloads;
+                work::spawn_attempt(&mut self.work, call, step, reconcile, timeout, log);
+            }
+            Start::Compensation { step } => {
+                let call = self.call(step, self.machine.attempts()[step]);
+                work::spawn_compensation(&mut self.work, call, step);
+            }
+        }
+    }
+
+    fn call(&self, step: usize, attempt: u32) -> Call<W> {
+        let spec = &self.spec().steps[step];
+        Call {
+            env: Arc::clone(&self.env),
+            input: Arc::clone(&self.input),
+            ctx: StepContext {
+                workflow: W::NAME,
+                run_id: self.run,
+                step: spec.id.as_str(),
+                attempt,
+                idempotency_key: StepContext::key_for(W::NAME, self.run, &spec.id),
+                deadline: spec.timeout.map(|t| self.now() + t.as_millis() as u64),
+                dry_run: self.machine.dry_run(),
+                trace_id: self.trace_id.clone(),
+            },
+            snapshot: self.snapshot(step),
+        }
+    }
+
+    /// The journaled outputs a call of `step` reads: its own and its arguments' steps.
+    fn snapshot(&self, step: usize) -> Vec<(usize, Value)> {
+        let outputs = self.machine.outputs();
+        let mut wanted: Vec<usize> = vec![step];
+        if let StepKind::Action(action) = &self.spec().steps[step].kind {
+            let calls = std::iter::once(&action.call)
+                .chain(action.compensate.iter())
+                .chain(action.reconcile.iter());
+            for arg in calls.flat_map(|call| call.args.iter()) {
+                if let Arg::Step(dep) = arg {
+                    if !wanted.contains(dep) {
+                        wanted.push(*dep);
+                    }
+                }
+            }
+        }
+        wanted
+            .into_iter()
+            .filter_map(|index| Some((index, outputs.get(index)?.clone()?)))
+            .collect()
+    }
+
+    fn settle_joined(&mut self, joined: Result<Done, tokio::task::JoinError>) {
+        match joined {
+            Ok(done) => self.settle(done),
+            Err(error) => tracing::error!(error = %error, "a step task was lost"),
+        }
+    }
+
+    /// Records the outcome of an attempt or a compensation (committed with whatever the
+    /// machine decides next).
+    fn settle(&mut self, done: Done) {
+        let now = self.now();
+        match done {
+            Done::Attempt {
+                step,
+                attempt,
+                result,
+                elapsed,
+            } => {
+                let id = self.step_id(step);
+                let (outcome, error_type) = match &result {
+                    Ok(_) => ("success", "none"),
+                    Err(error) => ("failure", error.kind().as_str()),
+                };
+                metrics::counter!(
+                    "workflow_action_total",
+                    "workflow" => W::NAME,
+                    "step" => id,
+                    "outcome" => outcome,
+                    "error_type" => error_type
+                )
+                .increment(1);
+                metrics::histogram!("workflow_step_duration_seconds", "workflow" => W::NAME, "step" => id)
+                    .record(elapsed.as_secs_f64());
+                let event = match result {
+                    Ok(output) => {
+                        tracing::info!(step = id, attempt, "step succeeded");
+                        Event::StepSucceeded {
+                            step,
+                            output,
+                            at: now,
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            step = id,
+                            attempt,
+                            error_type = error.kind().as_str(),
+                            error = error.message(),
+                            "attempt failed"
+                        );
+                        Event::AttemptFailed {
+                            step,
+                            attempt,
+                            kind: error.kind(),
+                            message: error.message().to_owned(),
+                            retry_after: error.retry_after().map(|d| d.as_millis() as u64),
+                            at: now,
+                        }
+                    }
+                };
+                self.record(event);
+            }
+            Done::Compensation { step, result } => {
+                let error = result.err().map(|e| e.to_string());
+                match &error {
+                    None => tracing::info!(step = self.step_id(step), "compensated"),
+                    Some(error) => tracing::error!(
+                        step = self.step_id(step),
+                        error = error.as_str(),
+                        "compensation failed"
+                    ),
+                }
+                self.record(Event::Compensated {
+                    step,
+                    error,
+                    at: now,
+                });
+            }
+        }
+    }
+
+    async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {
+        match msg {
+            Msg::Decide {
+                step,
+                by,
+                decision,
+                reply,
+            } => {
+                let now = self.now();
+                let authorize = &*self.engine.inner.authorizer;
+                let decided = {
+                    let hooks = WorkflowHooks::<W> { input: &self.input };
+                    self.machine
+                        .decide(self.run, &step, &by, decision, now, authorize, &hooks)
+                };
+                match decided {
+                    Ok(event) => {
+                        self.record(event);
+                        match self.step().await {
+                            Ok(_) => {
+                                let _ = reply.send(Ok(()));
+                            }
+                            Err(error) => {
+                                let _ = reply.send(Err(DecisionError::Store(error.clone())));
+                                return Err(error);
+                            }
+                        }
+                    }
+                    Err(refusal) => {
+                        tracing::warn!(
+                            step = step.as_str(),
+                            by = by.as_str(),
+                            code = refusal.code(),
+                            "decision refused"
+                        );
+                        let _ = reply.send(Err(refusal));
+                    }
+                }
+            }
+            Msg::Cancel { by, reply } => match self.machine.cancel(&by, self.now()) {
+                Some(event) => {
+                    self.record(event);
+                    let result = self.step().await;
+                    let _ = reply.send(result.clone().map(drop).map_err(RunError::Store));
+                    result?;
+                }
+                None => {
+                    let _ = reply.send(Err(RunError::Finished(self.run)));
+                }
+            },
+            Msg::Inbox => self.take_inbox().await?,
+        }
+        Ok(())
+    }
+
+    /// Takes in the messages other processes left in the run's inbox: each becomes the
+    /// decision, cancellation or event it asks for, or a refusal, as the machine rules.
+    async fn take_inbox(&mut self) -> Result<(), StoreError> {
+        let items = self
+            .engine
+            .inner
+            .store
+            .inbox(self.run, self.machine.inbox_cursor())
+            .await?;
+        for item in items {
+            let now = self.now();
+            let authorize = &*self.engine.inner.authorizer;
+            let event = {
+                let hooks = WorkflowHooks::<W> { input: &self.input };
+                self.machine
+                    .take_in(self.run, &item, now, authorize, &hooks)
+            };
+            tracing::info!(
+                inbox = item.id,
+                "took in a message sent from outside the run"
+            );
+            self.record(event);
+        }
+        Ok(())
+    }
+
+    fn index_task(&self, step: usize, assignee: &str, deadline: Timestamp, escalated: bool) {
+        self.engine.index_task(
+            self.run,
+            W::NAME,
+            self.spec(),
+            step,
+            assignee,
+            deadline,
+            escalated,
+        );
+    }
+
+    fn unindex_task(&self, step: usize) {
+        self.engine.unindex_task(self.run, step);
+    }
+}
+
+/// Whether a run's journal says it finished, and how: for waiters of runs not driven here.
+pub(super) fn replayed_finish(spec: &Spec, events: &[Event]) -> Option<Finished> {
+    let machine = Machine::replay(spec, events);
+    machine.status().is_terminal().then(|| Finished {
+        status: machine.status(),
+        outputs: machine.outputs().to_vec(),
+        stop: machine.stop().cloned(),
+    })
+}

@@ -1,0 +1,478 @@
+//! Owning runs: registering workflows, creating runs, claiming and resuming them, taking up
+//! runs nobody drives, hibernating and waking them, and waiting for them to finish.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::driver::{replayed_finish, Msg};
+use super::registry::{Registered, Registration};
+use super::{Engine, Finished, RunHandle, RunRef, StartOptions, FOREIGN_POLL};
+use crate::error::{RunError, RunId};
+use crate::journal::{Event, Timestamp, Value};
+use crate::store::{Claim, Commit, Created, NewRun, RunStatus, StoreError, StoredRun};
+use crate::workflow::Workflow;
+
+impl Engine {
+    /// Registers a workflow with its environment. Its retry policies are validated by the
+    /// same code the macro ran at compile time. Several versions of one workflow (types
+    /// sharing a `#[workflow(name = "...")]`) may be registered side by side: a run resumes
+    /// on the version whose fingerprint it recorded, new runs start on the type named in
+    /// `start`.
+    pub fn register<W: Workflow>(&self, env: W::Env) -> Result<(), RunError> {
+        for step in &W::spec().steps {
+            if let Some(policy) = &step.retry {
+                if let Err(errors) = policy.validate(step.timeout) {
+                    let message = errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return Err(RunError::InvalidSpec(format!(
+                        "step `{}`: {message}",
+                        step.id
+                    )));
+                }
+            }
+        }
+        self.inner.registry.insert(Registration::<W>::new(env));
+        Ok(())
+    }
+
+    /// Starts a run.
+    pub async fn start<W: Workflow>(&self, input: W::Input) -> Result<RunHandle<W>, RunError> {
+        self.start_with::<W>(input, StartOptions::default()).await
+    }
+
+    /// Starts a run with options. With an idempotency key that was used before, returns
+    /// the existing run and starts nothing.
+    pub async fn start_with<W: Workflow>(
+        &self,
+        input: W::Input,
+        options: StartOptions,
+    ) -> Result<RunHandle<W>, RunError> {
+        let registration = self
+            .inner
+            .registry
+            .typed::<W>()
+            .ok_or_else(|| RunError::NotRegistered(W::NAME.to_owned()))?;
+        registration.store_spec(self).await?;
+        let input = serde_json::to_value(&input).map_err(|error| RunError::Decode {
+            run: RunId(0),
+            step: "<input>".into(),
+            message: error.to_string(),
+        })?;
+        let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
+        let key = options.idempotency_key.as_deref();
+        let created = self
+            .create(&*registration, input, key, options.dry_run, deadline)
+            .await?;
+        if let Created::Existing(id) = created {
+            tracing::info!(workflow = W::NAME, run = %id, key = ?key, "start deduplicated by idempotency key");
+        }
+        Ok(RunHandle::new(
+            RunRef {
+                engine: self.clone(),
+                id: created.id(),
+            },
+            matches!(created, Created::New { .. }),
+        ))
+    }
+
+    /// A typed handle to an existing run of `W`.
+    pub async fn handle<W: Workflow>(&self, run: RunId) -> Result<RunHandle<W>, RunError> {
+        let record = self.stored(run).await?.record;
+        if record.workflow != W::NAME {
+            return Err(RunError::WrongWorkflow {
+                run,
+                expected: W::NAME.into(),
+                actual: record.workflow,
+            });
+        }
+        Ok(RunHandle::new(
+            RunRef {
+                engine: self.clone(),
+                id: run,
+            },
+            false,
+        ))
+    }
+
+    /// Creates a run with its `RunStarted` event (a fresh jitter seed, the trace id derived
+    /// from it), owned by this engine, and launches it; or returns the run its idempotency
+    /// key names.
+    async fn create(
+        &self,
+        registered: &dyn Registered,
+        input: Value,
+        idempotency_key: Option<&str>,
+        dry_run: bool,
+        deadline: Option<Timestamp>,
+    ) -> Result<Created, RunError> {
+        let now = self.now();
+        let started = run_started(registered, input, self.next_seed(), dry_run, deadline, now);
+        let events = [started];
+        let created = self
+            .inner
+            .store
+            .create_run(NewRun {
+                workflow: registered.name(),
+                fingerprint: registered.fingerprint(),
+                idempotency_key,
+                events: &events,
+                parent: None,
+                owner: Some(self.claimant()),
+                supersedes: None,
+                at: now,
+            })
+            .await?;
+        if let Created::New { run, token } = created {
+            tracing::info!(workflow = registered.name(), run = %run, "run started");
+            let [started] = events;
+            if self.inner.events.receiver_count() > 0 {
+                let _ = self.inner.events.send((run, started.clone()));
+            }
+            registered.launch(self.clone(), run, token, vec![started]);
+        }
+        Ok(created)
+    }
+
+    pub(super) fn next_seed(&self) -> u64 {
+        self.inner
+            .rng
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_u64()
+    }
+
+    /// A run with its journal, or `UnknownRun`.
+    pub(super) async fn stored(&self, run: RunId) -> Result<StoredRun, RunError> {
+        self.inner
+            .store
+            .load(run)
+            .await?
+            .ok_or(RunError::UnknownRun(run))
+    }
+
+    /// Resumes every unfinished run of the registered workflows that no live engine
+    /// drives, from its journal. Runs whose spec no registration matches are parked
+    /// instead. Returns how many resumed.
+    pub async fn resume_all(&self) -> Result<usize, RunError> {
+        for registered in self.inner.registry.all() {
+            registered.store_spec(self).await?;
+        }
+        // Runs this engine owns but does not drive (a driver that stopped on an error).
+        let mine: Vec<RunId> = self
+            .inner
+            .store
+            .runs(crate::store::RunFilter {
+                status: Some(RunStatus::Running),
+                ..Default::default()
+            })
+            .await?
+            .into_iter()
+            .filter(|r| r.owner.as_deref() == Some(self.inner.owner.as_str()))
+            .map(|r| r.id)
+            .filter(|run| !self.drives(*run))
+            .collect();
+        let names = self.inner.registry.names();
+        let mut leases = self
+            .inner
+            .store
+            .claim(Claim {
+                claimant: self.claimant(),
+                workflows: &names,
+                run: None,
+                reclaim_own: false,
+                limit: None,
+            })
+            .await?;
+        for run in mine {
+            leases.extend(self.claim_one(run).await?);
+        }
+        let mut resumed = 0;
+        for lease in leases {
+            if self.resume_claimed(lease.run, lease.token).await? {
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Whether this engine drives the run (live or hibernating).
+    pub(super) fn drives(&self, run: RunId) -> bool {
+        self.inner.lock_live().contains_key(&run)
+            || self.inner.lock_hibernating().contains_key(&run)
+    }
+
+    async fn claim_one(&self, run: RunId) -> Result<Option<crate::store::Lease>, StoreError> {
+        let names = self.inner.registry.names();
+        let leases = self
+            .inner
+            .store
+            .claim(Claim {
+                claimant: self.claimant(),
+                workflows: &names,
+                run: Some(run),
+                reclaim_own: true,
+                limit: Some(1),
+            })
+            .await?;
+        Ok(leases.into_iter().next())
+    }
+
+    /// Launches a run this engine just claimed, on the registration of the version it
+    /// started on; parks it when no registration matches. Returns whether it launched.
+    pub(super) async fn resume_claimed(&self, run: RunId, token: u64) -> Result<bool, RunError> {
+        let stored = self.stored(run).await?;
+        let record = &stored.record;
+        let Some(registered) = self
+            .inner
+            .registry
+            .version(&record.workflow, &record.fingerprint)
+        else {
+            let current = self
+                .inner
+                .registry
+                .fingerprints(&record.workflow)
+                .join(", ");
+            let note = format!(
+                "parked: started under spec {} but `{}` is now registered as {current}; cancel it or restart it",
+                record.fingerprint, record.workflow
+            );
+            tracing::warn!(run = %run, "{note}");
+            self.park(run, token, stored.events.len() as u64, &note)
+                .await;
+            return Ok(false);
+        };
+        tracing::info!(run = %run, events = stored.events.len(), "resuming run from its journal");
+        registered.launch(self.clone(), run, token, stored.events);
+        Ok(true)
+    }
+
+    /// Takes up a running run that no live engine drives (its owner died, it was retried or
+    /// restarted by an operator), when its workflow is registered here. Returns whether
+    /// this engine drives it now.
+    pub(super) async fn take_up(&self, run: RunId) -> Result<bool, RunError> {
+        if self.drives(run) {
+            return Ok(true);
+        }
+        let record = self.stored(run).await?.record;
+        if record.status != RunStatus::Running
+            || self.inner.registry.any(&record.workflow).is_none()
+        {
+            return Ok(false);
+        }
+        match self.claim_one(run).await? {
+            Some(lease) => self.resume_claimed(run, lease.token).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Marks a run this engine owns as parked, with a note saying why.
+    pub(super) async fn park(&self, run: RunId, token: u64, seq: u64, note: &str) {
+        let parked = self
+            .inner
+            .store
+            .commit(Commit {
+                fence: Some(crate::store::Fence {
+                    owner: &self.inner.owner,
+                    token,
+                }),
+                status: Some((RunStatus::Parked, Some(note))),
+                ..Commit::events(run, seq, &[], self.now())
+            })
+            .await;
+        if let Err(error) = parked {
+            tracing::error!(run = %run, error = %error, "cannot park the run");
+        }
+    }
+
+    /// Called by a driver with nothing in flight: unloads the run unless a message or a
+    /// waiter is pending. Decided under the live-runs lock, which senders also hold.
+    pub(super) fn try_hibernate(
+        &self,
+        run: RunId,
+        token: u64,
+        wake: Option<Timestamp>,
+        mailbox: &mpsc::UnboundedReceiver<Box<Msg>>,
+        done: &watch::Sender<Option<Arc<Finished>>>,
+    ) -> bool {
+        {
+            let mut live = self.inner.lock_live();
+            // The live entry holds one receiver; any other is a waiter.
+            if !mailbox.is_empty() || done.receiver_count() > 1 {
+                return false;
+            }
+            live.remove(&run);
+            self.inner.lock_hibernating().insert(run, token);
+        }
+        if let Some(at) = wake {
+            self.inner.lock_wakeups().insert((at, run));
+        }
+        self.ensure_poller();
+        self.inner.wake_notify.notify_one();
+        true
+    }
+
+    /// Reloads a hibernating run from its journal and drives it again. `false` when the
+    /// run neither hibernates nor is driven here.
+    pub(super) async fn wake(&self, run: RunId) -> Result<bool, RunError> {
+        let _one_at_a_time = self.inner.wake_lock.lock().await;
+        if self.inner.lock_live().contains_key(&run) {
+            return Ok(true);
+        }
+        let Some(token) = self.inner.lock_hibernating().remove(&run) else {
+            return Ok(false);
+        };
+        let loaded = async {
+            let stored = self.stored(run).await?;
+            let record = &stored.record;
+            let registered = self
+                .inner
+                .registry
+                .version(&record.workflow, &record.fingerprint)
+                .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?;
+            Ok::<_, RunError>((registered, stored.events))
+        }
+        .await;
+        match loaded {
+            Ok((registered, events)) => {
+                registered.launch(self.clone(), run, token, events);
+                Ok(true)
+            }
+            Err(error) => {
+                self.inner.lock_hibernating().insert(run, token);
+                Err(error)
+            }
+        }
+    }
+
+    /// Sends a message to a run's driver, waking the run if it hibernates. The send
+    /// happens under the lock a driver takes to hibernate, so no message is ever left in
+    /// the mailbox of a run that went to sleep. `false` when the run is not driven here.
+    pub(super) async fn send(
+        &self,
+        run: RunId,
+        message: impl Fn() -> Box<Msg>,
+    ) -> Result<bool, RunError> {
+        loop {
+            let sent = self
+                .inner
+                .lock_live()
+                .get(&run)
+                .map(|live| live.mailbox.send(message()).is_ok());
+            match sent {
+                Some(sent) => return Ok(sent),
+                None if self.wake(run).await? => continue,
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Forgets a run whose driver stopped for good.
+    pub(super) fn forget(&self, run: RunId) {
+        self.inner.lock_live().remove(&run);
+        self.inner.lock_tasks().retain(|(r, _), _| *r != run);
+    }
+
+    /// Waits for a run to finish. A run this engine can drive and nobody else does is taken
+    /// up; a run another live engine drives is watched in the store until it finishes.
+    pub(super) async fn wait(&self, run: RunId) -> Result<Arc<Finished>, RunError> {
+        loop {
+            let done = self
+                .inner
+                .lock_live()
+                .get(&run)
+                .map(|live| live.done.clone());
+            if let Some(mut done) = done {
+                loop {
+                    if let Some(finished) = done.borrow_and_update().clone() {
+                        return Ok(finished);
+                    }
+                    if done.changed().await.is_err() {
+                        break;
+                    }
+                }
+                // The driver stopped: it finished, or lost the run; look again.
+                if let Some(finished) = done.borrow().clone() {
+                    return Ok(finished);
+                }
+            }
+            // A hibernating run is woken; holding its receiver keeps it awake.
+            if self.wake(run).await? {
+                continue;
+            }
+            let stored = self.stored(run).await?;
+            let record = &stored.record;
+            if let Some(spec) = self.spec_of(record).await? {
+                if let Some(finished) = replayed_finish(&spec, &stored.events) {
+                    return Ok(Arc::new(finished));
+                }
+            }
+            match record.status {
+                RunStatus::Parked => {
+                    return Err(RunError::SpecChanged {
+                        run,
+                        workflow: record.workflow.clone(),
+                        recorded: record.fingerprint.clone(),
+                        current: self
+                            .inner
+                            .registry
+                            .fingerprints(&record.workflow)
+                            .join(", "),
+                    })
+                }
+                RunStatus::Cancelled => return Err(RunError::Cancelled(run)),
+                RunStatus::Running if self.take_up(run).await? => continue,
+                RunStatus::Running if record.owner.is_some() => {
+                    // Another engine drives it: watch the store.
+                    tokio::time::sleep(FOREIGN_POLL).await;
+                }
+                RunStatus::Running => return Err(RunError::NotRegistered(record.workflow.clone())),
+                RunStatus::Completed | RunStatus::Failed => {
+                    return Err(RunError::EngineStopped(run))
+                }
+            }
+        }
+    }
+
+    /// The spec a run was started under: its registration's, or the one recorded in the
+    /// store.
+    pub(super) async fn spec_of(
+        &self,
+        record: &crate::store::RunRecord,
+    ) -> Result<Option<Arc<workflow_spec::Spec>>, StoreError> {
+        if let Some(registered) = self
+            .inner
+            .registry
+            .version(&record.workflow, &record.fingerprint)
+        {
+            return Ok(Some(Arc::new(registered.spec().clone())));
+        }
+        crate::admin::stored_spec(&*self.inner.store, &record.fingerprint)
+            .await
+            .map(|spec| spec.map(Arc::new))
+    }
+}
+
+/// The first event of a run.
+pub(super) fn run_started(
+    registered: &dyn Registered,
+    input: Value,
+    seed: u64,
+    dry_run: bool,
+    deadline: Option<Timestamp>,
+    at: Timestamp,
+) -> Event {
+    Event::RunStarted {
+        workflow: registered.name().to_owned(),
+        fingerprint: registered.fingerprint().to_owned(),
+        input,
+        seed,
+        trace_id: format!("{seed:016x}"),
+        dry_run,
+        deadline,
+        at,
+    }
+}

@@ -1,0 +1,165 @@
+//! The engine's one background task: it wakes hibernating runs when their timers are due,
+//! hands messages other processes left in inboxes to the runs this engine drives, and, in
+//! stores several engines share, renews this engine's leases and takes over runs whose
+//! owner's lease lapsed.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::driver::Msg;
+use super::{lock, Engine, FOREIGN_POLL};
+use crate::clock::until;
+use crate::error::RunId;
+use crate::journal::Timestamp;
+use crate::store::Claim;
+
+impl Engine {
+    /// Starts the poller unless it runs.
+    pub(super) fn ensure_poller(&self) {
+        let mut poller = lock(&self.inner.poller);
+        if poller.is_some() {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let notify = Arc::clone(&self.inner.wake_notify);
+        let handle = tokio::spawn(async move {
+            let mut renewed: Option<Timestamp> = None;
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let engine = Engine { inner };
+                engine.wake_due().await;
+                let shared = engine.inner.store.shared();
+                if shared && engine.drives_any() {
+                    engine.deliver_inbox().await;
+                }
+                let multi = engine.inner.store.multi_worker();
+                if multi {
+                    let now = engine.now();
+                    let every = engine.inner.lease_ms / 3;
+                    if renewed.is_none_or(|at| now >= at + every) {
+                        engine.renew().await;
+                        renewed = Some(now);
+                    }
+                    engine.take_over().await;
+                }
+                let next = engine.inner.lock_wakeups().first().map(|(at, _)| *at);
+                let mut pause =
+                    next.map_or(Duration::from_secs(3600), |at| until(engine.now(), at));
+                if shared || multi {
+                    pause = pause.min(FOREIGN_POLL);
+                }
+                drop(engine);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = notify.notified() => {}
+                }
+            }
+        });
+        *poller = Some(handle.abort_handle());
+    }
+
+    fn drives_any(&self) -> bool {
+        !self.inner.lock_live().is_empty() || !self.inner.lock_hibernating().is_empty()
+    }
+
+    /// Wakes the hibernating runs whose timers are due.
+    async fn wake_due(&self) {
+        let now = self.now();
+        let due: Vec<RunId> = {
+            let mut wakeups = self.inner.lock_wakeups();
+            let mut due = Vec::new();
+            while let Some(&(at, run)) = wakeups.first() {
+                if at > now {
+                    break;
+                }
+                wakeups.pop_first();
+                due.push(run);
+            }
+            due
+        };
+        for run in due {
+            if let Err(error) = self.wake(run).await {
+                tracing::error!(run = %run, error = %error, "cannot wake a hibernating run");
+            }
+        }
+    }
+
+    /// Tells the runs this engine drives that their inboxes hold new messages.
+    async fn deliver_inbox(&self) {
+        let seen = self.inner.inbox_seen.load(Ordering::Relaxed);
+        let (runs, last) = match self.inner.store.pending_inbox(seen).await {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot look at the inboxes");
+                return;
+            }
+        };
+        self.inner.inbox_seen.store(last, Ordering::Relaxed);
+        for run in runs.into_iter().filter(|run| self.drives(*run)) {
+            if let Err(error) = self.send(run, || Box::new(Msg::Inbox)).await {
+                tracing::warn!(run = %run, error = %error, "cannot deliver inbox messages");
+            }
+        }
+    }
+
+    /// Renews this engine's leases; runs it no longer holds are dropped.
+    async fn renew(&self) {
+        let held = match self.inner.store.renew(self.claimant()).await {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot renew leases; retrying");
+                return;
+            }
+        };
+        let lost: Vec<RunId> = {
+            let live = self.inner.lock_live();
+            let hibernating = self.inner.lock_hibernating();
+            live.keys()
+                .chain(hibernating.keys())
+                .filter(|run| !held.contains(run))
+                .copied()
+                .collect()
+        };
+        for run in lost {
+            tracing::warn!(run = %run, "lost the lease of a run; another engine drives it now");
+            if let Some(entry) = self.inner.lock_live().remove(&run) {
+                if let Some(abort) = entry.abort {
+                    abort.abort();
+                }
+            }
+            self.inner.lock_hibernating().remove(&run);
+            self.forget(run);
+        }
+    }
+
+    /// Claims runs whose owners' leases lapsed (and runs nobody owns) and drives them.
+    async fn take_over(&self) {
+        let names = self.inner.registry.names();
+        if names.is_empty() {
+            return;
+        }
+        let leases = self
+            .inner
+            .store
+            .claim(Claim {
+                claimant: self.claimant(),
+                workflows: &names,
+                run: None,
+                reclaim_own: false,
+                limit: Some(64),
+            })
+            .await;
+        match leases {
+            Ok(leases) => {
+                for lease in leases {
+                    tracing::info!(run = %lease.run, "taking over a run whose owner stopped");
+                    if let Err(error) = self.resume_claimed(lease.run, lease.token).await {
+                        tracing::error!(run = %lease.run, error = %error, "cannot take over the run");
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(error = %error, "cannot look for runs to take over"),
+        }
+    }
+}

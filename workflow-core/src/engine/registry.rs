@@ -1,0 +1,212 @@
+//! The registered workflows: by Rust type (for typed starts and handles) and by journaled
+//! name and fingerprint (for resuming a run on the version it started on).
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use workflow_spec::Spec;
+
+use super::Engine;
+use crate::journal::{Event, Value};
+use crate::machine::Hooks;
+use crate::store::StoreError;
+use crate::workflow::{BoxFuture, CallError, Workflow};
+
+/// A registered workflow, with its type erased so the engine can resume runs by name.
+pub(super) trait Registered: Send + Sync + 'static {
+    /// The journaled name.
+    fn name(&self) -> &'static str;
+    /// The spec's fingerprint.
+    fn fingerprint(&self) -> &'static str;
+    /// The spec.
+    fn spec(&self) -> &'static Spec;
+    /// Records the spec in the store once, for tools that lack the workflow's code.
+    fn store_spec<'a>(&'a self, engine: &'a Engine) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Starts driving a run this engine owns under `token`.
+    fn launch(&self, engine: Engine, run: crate::RunId, token: u64, events: Vec<Event>);
+    /// Checks a decision against the type of human `step`.
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+pub(super) struct Registration<W: Workflow> {
+    pub(super) env: Arc<W::Env>,
+    spec_stored: AtomicBool,
+}
+
+impl<W: Workflow> Registration<W> {
+    pub(super) fn new(env: W::Env) -> Self {
+        Registration {
+            env: Arc::new(env),
+            spec_stored: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<W: Workflow> Registered for Registration<W> {
+    fn name(&self) -> &'static str {
+        W::NAME
+    }
+
+    fn fingerprint(&self) -> &'static str {
+        W::FINGERPRINT
+    }
+
+    fn spec(&self) -> &'static Spec {
+        W::spec()
+    }
+
+    fn store_spec<'a>(&'a self, engine: &'a Engine) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if !self.spec_stored.swap(true, Ordering::Relaxed) {
+                let json = serde_json::to_string(W::spec()).unwrap_or_default();
+                let stored = engine
+                    .store()
+                    .put_spec(W::FINGERPRINT, W::NAME, &json, engine.now())
+                    .await;
+                if stored.is_err() {
+                    self.spec_stored.store(false, Ordering::Relaxed);
+                }
+                stored?;
+            }
+            Ok(())
+        })
+    }
+
+    fn launch(&self, engine: Engine, run: crate::RunId, token: u64, events: Vec<Event>) {
+        super::driver::launch::<W>(engine, Arc::clone(&self.env), run, token, events);
+    }
+
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
+        W::decision(step, decision)
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+/// The user code of `W` the machine's rules need, over one run's inputs.
+pub(super) struct WorkflowHooks<'a, W: Workflow> {
+    pub(super) input: &'a W::Input,
+}
+
+impl<W: Workflow> Hooks for WorkflowHooks<'_, W> {
+    fn condition(&self, step: usize, outputs: &[Option<Value>]) -> Result<bool, CallError> {
+        W::condition(step, self.input, &outputs)
+    }
+
+    fn proposal(&self, step: usize, outputs: &[Option<Value>]) -> Value {
+        W::proposal(step, self.input, &outputs)
+    }
+
+    fn timeout_decision(&self, step: usize, approved: bool) -> Result<Value, CallError> {
+        W::timeout_decision(step, approved)
+    }
+
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
+        W::decision(step, decision)
+    }
+}
+
+/// Hooks for deciding without a run's inputs: the decision type of a registered workflow.
+pub(super) struct DecisionHooks<'a>(pub(super) &'a dyn Registered);
+
+impl Hooks for DecisionHooks<'_> {
+    fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
+        Ok(true)
+    }
+
+    fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+        Value::Null
+    }
+
+    fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {
+        Err(CallError::NoSuchCall(step))
+    }
+
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
+        self.0.decision(step, decision)
+    }
+}
+
+/// Every registration, by type and by version.
+#[derive(Default)]
+pub(super) struct Registry {
+    inner: Mutex<Maps>,
+}
+
+#[derive(Default)]
+struct Maps {
+    by_type: HashMap<TypeId, Arc<dyn Registered>>,
+    /// By journaled name and fingerprint, in registration order.
+    by_version: Vec<Arc<dyn Registered>>,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Maps> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn insert<W: Workflow>(&self, registration: Registration<W>) {
+        let registration: Arc<dyn Registered> = Arc::new(registration);
+        let mut maps = self.lock();
+        maps.by_type
+            .insert(TypeId::of::<W>(), Arc::clone(&registration));
+        maps.by_version
+            .retain(|r| (r.name(), r.fingerprint()) != (W::NAME, W::FINGERPRINT));
+        maps.by_version.push(registration);
+    }
+
+    /// The registration of the Rust type `W`.
+    pub(super) fn typed<W: Workflow>(&self) -> Option<Arc<Registration<W>>> {
+        let registered = self.lock().by_type.get(&TypeId::of::<W>()).cloned()?;
+        registered.as_any().downcast::<Registration<W>>().ok()
+    }
+
+    /// The registration a run of `name` started under `fingerprint` resumes on.
+    pub(super) fn version(&self, name: &str, fingerprint: &str) -> Option<Arc<dyn Registered>> {
+        self.lock()
+            .by_version
+            .iter()
+            .find(|r| r.name() == name && r.fingerprint() == fingerprint)
+            .cloned()
+    }
+
+    /// The fingerprints registered under a name, newest registration first.
+    pub(super) fn fingerprints(&self, name: &str) -> Vec<&'static str> {
+        self.lock()
+            .by_version
+            .iter()
+            .rev()
+            .filter(|r| r.name() == name)
+            .map(|r| r.fingerprint())
+            .collect()
+    }
+
+    /// The newest registration of a name: where new runs of it start.
+    pub(super) fn any(&self, name: &str) -> Option<Arc<dyn Registered>> {
+        self.lock()
+            .by_version
+            .iter()
+            .rev()
+            .find(|r| r.name() == name)
+            .cloned()
+    }
+
+    /// Every registered name, each once.
+    pub(super) fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> =
+            self.lock().by_version.iter().map(|r| r.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Every registration.
+    pub(super) fn all(&self) -> Vec<Arc<dyn Registered>> {
+        self.lock().by_version.clone()
+    }
+}

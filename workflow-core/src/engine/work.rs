@@ -1,0 +1,164 @@
+//! Running user code: one attempt of an action (reconciled first when the machine says so,
+//! bounded by its timeout) or one compensation, each as a task that reports back to its
+//! run's driver. A panic in user code becomes a permanent step error.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use crate::context::StepContext;
+use crate::error::StepError;
+use crate::journal::Value;
+use crate::workflow::{BoxFuture, CallError, Invocation, Workflow};
+
+/// What a spawned piece of work reports back to its run's driver.
+pub(super) enum Done {
+    Attempt {
+        step: usize,
+        attempt: u32,
+        result: Result<Value, StepError>,
+        elapsed: Duration,
+    },
+    Compensation {
+        step: usize,
+        result: Result<(), StepError>,
+    },
+}
+
+/// Everything one call needs, moved into its task.
+pub(super) struct Call<W: Workflow> {
+    pub(super) env: Arc<W::Env>,
+    pub(super) input: Arc<W::Input>,
+    pub(super) ctx: StepContext,
+    /// The journaled outputs the call reads: its own step's and its arguments'.
+    pub(super) snapshot: Vec<(usize, Value)>,
+}
+
+impl<W: Workflow> Call<W> {
+    fn invocation(&self) -> Invocation<'_, W> {
+        Invocation {
+            env: &self.env,
+            ctx: &self.ctx,
+            input: &self.input,
+            outputs: &self.snapshot,
+        }
+    }
+}
+
+/// Spawns one attempt of `step`. With `reconcile`, the step's reconcile function is asked
+/// first whether the effect already happened: a timeout after the effect must not repeat
+/// it.
+pub(super) fn spawn_attempt<W: Workflow>(
+    work: &mut JoinSet<Done>,
+    call: Call<W>,
+    step: usize,
+    reconcile: bool,
+    timeout: Option<Duration>,
+    log_payloads: bool,
+) {
+    let span = tracing::info_span!("step", step = call.ctx.step, attempt = call.ctx.attempt);
+    let attempt = call.ctx.attempt;
+    work.spawn(
+        async move {
+            let started = tokio::time::Instant::now();
+            let done = |result| Done::Attempt {
+                step,
+                attempt,
+                result,
+                elapsed: started.elapsed(),
+            };
+            if reconcile {
+                match W::reconcile(step, call.invocation()) {
+                    Ok(check) => match CatchUnwind(check).await {
+                        Ok(Some(output)) => {
+                            tracing::info!("reconciled: the effect happened already");
+                            return done(Ok(output));
+                        }
+                        Ok(None) => {
+                            tracing::info!("reconciled: the effect did not happen; running it")
+                        }
+                        Err(error) => return done(Err(error)),
+                    },
+                    Err(error) => tracing::warn!(error = %error, "reconcile unavailable"),
+                }
+            }
+            let result = match W::action(step, call.invocation()) {
+                Ok(action) => {
+                    let action = CatchUnwind(action);
+                    match timeout {
+                        Some(limit) => match tokio::time::timeout(limit, action).await {
+                            Ok(result) => result,
+                            Err(_) => Err(StepError::timeout(format!(
+                                "the attempt took longer than its timeout of {}",
+                                workflow_spec::format_duration(limit)
+                            ))),
+                        },
+                        None => action.await,
+                    }
+                }
+                Err(error) => Err(call_error(error)),
+            };
+            if log_payloads {
+                tracing::debug!(result = ?result, "attempt finished");
+            }
+            done(result)
+        }
+        .instrument(span),
+    );
+}
+
+/// Spawns the compensation of `step`.
+pub(super) fn spawn_compensation<W: Workflow>(
+    work: &mut JoinSet<Done>,
+    call: Call<W>,
+    step: usize,
+) {
+    let span = tracing::info_span!("compensate", step = call.ctx.step);
+    work.spawn(
+        async move {
+            let result = match W::compensate(step, call.invocation()) {
+                Ok(undo) => CatchUnwind(undo).await,
+                Err(error) => Err(call_error(error)),
+            };
+            Done::Compensation { step, result }
+        }
+        .instrument(span),
+    );
+}
+
+fn call_error(error: CallError) -> StepError {
+    match error {
+        CallError::Step(error) => error,
+        other => StepError::validation(other.to_string()),
+    }
+}
+
+/// Turns a panic inside a user action into a permanent step error instead of losing the run.
+struct CatchUnwind<'a, T>(BoxFuture<'a, Result<T, StepError>>);
+
+impl<T> Future for CatchUnwind<'_, T> {
+    type Output = Result<T, StepError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_owned());
+                Poll::Ready(Err(StepError::permanent(format!(
+                    "the action panicked: {message}"
+                ))))
+            }
+        }
+    }
+}

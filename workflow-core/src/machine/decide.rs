@@ -1,0 +1,293 @@
+//! What the machine says to requests from outside the run: whether a decision is
+//! admissible (by whom, when), what a message from the inbox becomes, whether a run may be
+//! cancelled or retried, and how a failed run is described in the dead-letter list.
+
+use workflow_spec::StepKind;
+
+use super::{Machine, Status, StepState, Stop};
+use crate::error::{DecisionError, ErrorKind, RunError, RunId};
+use crate::journal::{Event, Timestamp, Value};
+use crate::store::{InboxItem, Message, RunStatus};
+use crate::workflow::CallError;
+
+/// The user code the machine's rules need: evaluated by the generated workflow type, over
+/// the run's inputs and the outputs so far. Tools without the workflow's code use
+/// [`NoHooks`].
+pub trait Hooks {
+    /// Evaluates the condition of `step`.
+    fn condition(&self, step: usize, outputs: &[Option<Value>]) -> Result<bool, CallError>;
+    /// The arguments `step` would be called with, for a dry-run proposal.
+    fn proposal(&self, step: usize, outputs: &[Option<Value>]) -> Value;
+    /// The decision `on_timeout: approve | reject` records for human `step`.
+    fn timeout_decision(&self, step: usize, approved: bool) -> Result<Value, CallError>;
+    /// Checks a decision against the type of human `step`; returns it normalised.
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
+}
+
+/// Hooks for tools that have the spec but not the workflow's code: conditions cannot be
+/// evaluated (they hold), nothing is proposed, decisions are taken as they are (the engine
+/// that owns the run checks their type when it takes them in).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
+        Ok(true)
+    }
+
+    fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+        Value::Null
+    }
+
+    fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {
+        Err(CallError::NoSuchCall(step))
+    }
+
+    fn decision(&self, _: usize, decision: Value) -> Result<Value, CallError> {
+        Ok(decision)
+    }
+}
+
+/// Decides whether `by` may decide a task assigned to `assignee`.
+pub type Authorize<'a> = &'a dyn Fn(&str, &str) -> bool;
+
+impl Machine<'_> {
+    /// Whether `by` may decide human step `step` (its id) at time `at`: the task must be
+    /// open, not past its deadline, not decided before, and (when `authorize` is given)
+    /// `by` must be admitted for the current assignee. Without `authorize` the check of
+    /// the approver is left to the engine that owns the run.
+    pub fn admit(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        at: Timestamp,
+        authorize: Option<Authorize<'_>>,
+    ) -> Result<usize, DecisionError> {
+        let unknown = || DecisionError::UnknownTask {
+            run,
+            step: step.to_owned(),
+        };
+        let index = self.spec.step_index(step).ok_or_else(unknown)?;
+        if !self.spec.steps[index].is_human() {
+            return Err(unknown());
+        }
+        if let Some(by) = &self.deciders[index] {
+            return Err(DecisionError::AlreadyDecided {
+                run,
+                step: step.to_owned(),
+                by: by.clone(),
+            });
+        }
+        match &self.states[index] {
+            StepState::Failed {
+                kind: ErrorKind::Timeout,
+                ..
+            } => Err(DecisionError::Expired {
+                run,
+                step: step.to_owned(),
+            }),
+            _ if self.status != Status::Running => Err(DecisionError::Finished(run)),
+            StepState::Waiting {
+                assignee, deadline, ..
+            } => {
+                if at >= *deadline {
+                    return Err(DecisionError::Expired {
+                        run,
+                        step: step.to_owned(),
+                    });
+                }
+                if let Some(authorize) = authorize {
+                    if !authorize(assignee, by) {
+                        return Err(DecisionError::Unauthorized {
+                            step: step.to_owned(),
+                            by: by.to_owned(),
+                            assignee: assignee.clone(),
+                        });
+                    }
+                }
+                Ok(index)
+            }
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The event that records `by`'s decision of `step`, if it is admissible now: the
+    /// decision is checked against the step's type and its `by` field (if it has one) is
+    /// set to the approver, so it records who decided, not who they claimed to be.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        decision: Value,
+        at: Timestamp,
+        authorize: Authorize<'_>,
+        hooks: &dyn Hooks,
+    ) -> Result<Event, DecisionError> {
+        let index = self.admit(run, step, by, at, Some(authorize))?;
+        let mut decision =
+            hooks
+                .decision(index, decision)
+                .map_err(|error| DecisionError::WrongType {
+                    step: step.to_owned(),
+                    message: error.to_string(),
+                })?;
+        if let Some(slot) = decision.get_mut("by") {
+            *slot = Value::String(by.to_owned());
+        }
+        Ok(Event::TaskDecided {
+            step: index,
+            by: by.to_owned(),
+            decision,
+            inbox: None,
+            at,
+        })
+    }
+
+    /// What a message from the run's inbox becomes in the journal: the decision, the
+    /// cancellation or the event it asks for, or a refusal naming why. A decision is judged
+    /// as of when it was sent; the event is journaled at `now`.
+    pub fn take_in(
+        &self,
+        run: RunId,
+        item: &InboxItem,
+        now: Timestamp,
+        authorize: Authorize<'_>,
+        hooks: &dyn Hooks,
+    ) -> Event {
+        let refuse =
+            |step: Option<usize>, by: &str, code: &str, reason: String| Event::MessageRefused {
+                inbox: item.id,
+                step,
+                by: by.to_owned(),
+                code: code.to_owned(),
+                reason,
+                at: now,
+            };
+        match &item.message {
+            Message::Decision { step, by, decision } => {
+                match self.decide(run, step, by, decision.clone(), item.at, authorize, hooks) {
+                    Ok(Event::TaskDecided {
+                        step, by, decision, ..
+                    }) => Event::TaskDecided {
+                        step,
+                        by,
+                        decision,
+                        inbox: Some(item.id),
+                        at: now,
+                    },
+                    Ok(other) => other,
+                    Err(error) => {
+                        let index = self.spec.step_index(step);
+                        refuse(index, by, error.code(), error.to_string())
+                    }
+                }
+            }
+            Message::Cancel { by } => match self.cancel(by, now) {
+                Some(Event::Cancelled { by, at, .. }) => Event::Cancelled {
+                    by,
+                    inbox: Some(item.id),
+                    at,
+                },
+                _ => refuse(
+                    None,
+                    by,
+                    "finished",
+                    format!("{run} is no longer running; nothing to cancel"),
+                ),
+            },
+            Message::Event { step, event_id, .. } => refuse(
+                self.spec.step_index(step),
+                event_id,
+                "unknown_event",
+                format!("{run} has no event step `{step}` waiting"),
+            ),
+        }
+    }
+
+    /// The event that cancels the run, if it is still running.
+    pub fn cancel(&self, by: &str, at: Timestamp) -> Option<Event> {
+        (self.status == Status::Running).then(|| Event::Cancelled {
+            by: by.to_owned(),
+            inbox: None,
+            at,
+        })
+    }
+
+    /// The event that sends a failed run back to work from its failed step.
+    pub fn retry(&self, run: RunId, by: &str, at: Timestamp) -> Result<Event, RunError> {
+        if self.status != Status::Failed {
+            return Err(RunError::NotFailed(run));
+        }
+        Ok(Event::Retried {
+            by: by.to_owned(),
+            at,
+        })
+    }
+
+    /// The store status of the run.
+    pub fn run_status(&self) -> RunStatus {
+        match self.status {
+            Status::Completed => RunStatus::Completed,
+            Status::Cancelled => RunStatus::Cancelled,
+            Status::Failed => RunStatus::Failed,
+            Status::Running | Status::Compensating => RunStatus::Running,
+        }
+    }
+
+    /// How a failed run is described to an operator: the failed step (empty for a deadline
+    /// or a cancellation), attempts, error kind and message. `None` unless the run failed.
+    pub fn failure(&self) -> Option<(String, u32, ErrorKind, String)> {
+        if self.status != Status::Failed {
+            return None;
+        }
+        Some(match self.stop.as_ref()? {
+            Stop::StepFailed {
+                step,
+                attempts,
+                kind,
+                message,
+            } => (
+                self.spec.steps[*step].id.clone(),
+                *attempts,
+                *kind,
+                message.clone(),
+            ),
+            Stop::Deadline => (
+                String::new(),
+                0,
+                ErrorKind::Timeout,
+                "the run passed its deadline".to_owned(),
+            ),
+            Stop::Cancelled => (
+                String::new(),
+                0,
+                ErrorKind::Internal,
+                "cancelled".to_owned(),
+            ),
+        })
+    }
+
+    /// The open human tasks: step, assignee, deadline, whether escalated, and the prompt.
+    pub fn open_tasks(&self) -> impl Iterator<Item = (usize, &str, Timestamp, bool, Option<&str>)> {
+        self.states
+            .iter()
+            .enumerate()
+            .filter_map(|(step, state)| match state {
+                StepState::Waiting {
+                    assignee,
+                    deadline,
+                    escalated,
+                } => {
+                    let prompt = match &self.spec.steps[step].kind {
+                        StepKind::Human(human) => human.prompt.as_deref(),
+                        StepKind::Action(_) => None,
+                    };
+                    Some((step, assignee.as_str(), *deadline, *escalated, prompt))
+                }
+                _ => None,
+            })
+    }
+}

@@ -1,0 +1,252 @@
+//! What a run does next: the scheduling rules, with every value decided.
+
+use workflow_spec::{Effect, OnTimeout, StepKind};
+
+use super::{Command, Hooks, Machine, Status, StepState};
+use crate::error::ErrorKind;
+use crate::human::TIMEOUT_DECIDER;
+use crate::journal::{Event, Timestamp};
+use crate::workflow::CallError;
+
+impl Machine<'_> {
+    /// What to do now. Each step appears at most once, and the driver journals and applies
+    /// the resulting events (and the starts of attempts and compensations) before asking
+    /// again. User code the rules need (conditions, dry-run proposals, the decision an
+    /// `on_timeout: approve | reject` records) is reached through `hooks`.
+    pub fn next(&self, now: Timestamp, hooks: &dyn Hooks) -> Vec<Command> {
+        let mut commands = Vec::new();
+        if self.status.is_terminal() {
+            commands.push(Command::Finish(self.status));
+            return commands;
+        }
+        if self.status == Status::Compensating {
+            if !self.in_flight_any() {
+                match self.compensating {
+                    // A compensation a crash interrupted runs again (at least once).
+                    Some((step, true)) => commands.push(Command::Compensate { step }),
+                    Some((_, false)) => {}
+                    None => {
+                        if let Some(step) = self.next_compensation() {
+                            commands.push(Command::Compensate { step });
+                        }
+                    }
+                }
+            }
+            return commands;
+        }
+        if self.deadline.is_some_and(|deadline| now >= deadline) {
+            commands.push(Command::Journal(Event::DeadlinePassed { at: now }));
+            return commands;
+        }
+        // Only orphans, ready steps and due timers can yield commands; they are taken in
+        // declaration order, as a scan of every step would.
+        // Of the ready steps that need a slot, only as many as there are free slots can
+        // start, and they start in declaration order: looking further is wasted work.
+        let mut in_flight = self.running - self.orphans.len();
+        let slots = self.max_in_flight.saturating_sub(in_flight);
+        let due = self.timers.iter().take_while(|(at, _)| *at <= now);
+        let needing_slots = self
+            .ready
+            .iter()
+            .copied()
+            .filter(|step| !self.ready_free.contains(step))
+            .take(slots);
+        let mut candidates: Vec<usize> = self
+            .orphans
+            .iter()
+            .copied()
+            .chain(self.ready_free.iter().copied())
+            .chain(needing_slots)
+            .chain(due.map(|(_, step)| *step))
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        for step in candidates {
+            let free = in_flight < self.max_in_flight;
+            match &self.states[step] {
+                StepState::Running { attempt } if self.orphans.contains(&step) && free => {
+                    let command = self.recover(step, *attempt, now);
+                    if matches!(command, Command::Attempt { .. }) {
+                        in_flight += 1;
+                    }
+                    commands.push(command);
+                }
+                StepState::Pending => {
+                    let before = commands.len();
+                    self.start(step, now, hooks, free, &mut commands);
+                    if commands[before..]
+                        .iter()
+                        .any(|c| matches!(c, Command::Attempt { .. }))
+                    {
+                        in_flight += 1;
+                    }
+                }
+                StepState::RetryWait { attempt, until } if *until <= now && free => {
+                    in_flight += 1;
+                    commands.push(Command::Attempt {
+                        step,
+                        attempt: attempt + 1,
+                        reconcile: self.reconciled(step),
+                    });
+                }
+                StepState::Waiting {
+                    deadline,
+                    escalated,
+                    ..
+                } if *deadline <= now => commands.push(self.time_out(step, *escalated, now, hooks)),
+                _ => {}
+            }
+        }
+        commands
+    }
+
+    /// A pending step whose dependencies settled: skip it, open its task, propose it, or
+    /// start its first attempt (when a slot is `free`).
+    fn start(
+        &self,
+        step: usize,
+        now: Timestamp,
+        hooks: &dyn Hooks,
+        free: bool,
+        commands: &mut Vec<Command>,
+    ) {
+        let spec = &self.spec.steps[step];
+        let skip = |reason: String| {
+            Command::Journal(Event::StepSkipped {
+                step,
+                reason,
+                at: now,
+            })
+        };
+        if let Some(upstream) = self.absent_required_arg(step) {
+            let reason = format!("upstream `{}` is absent", self.spec.steps[upstream].id);
+            commands.push(skip(reason));
+            return;
+        }
+        if !spec.is_human() && !free {
+            return;
+        }
+        if let Some(condition) = spec.condition.as_deref() {
+            let reason = match hooks.condition(step, &self.outputs) {
+                Ok(true) => None,
+                Ok(false) => Some(format!("condition `{condition}` is false")),
+                Err(CallError::Absent(dep)) => Some(format!(
+                    "condition reads absent `{}`",
+                    self.spec.steps.get(dep).map_or("?", |s| s.id.as_str())
+                )),
+                Err(error) => Some(format!("condition could not be evaluated: {error}")),
+            };
+            if let Some(reason) = reason {
+                commands.push(skip(reason));
+                return;
+            }
+        }
+        match &spec.kind {
+            StepKind::Human(human) => {
+                let timeout = spec.timeout.map_or(0, |t| t.as_millis() as u64);
+                commands.push(Command::Journal(Event::TaskOpened {
+                    step,
+                    assignee: human.assignee.clone(),
+                    prompt: human.prompt.clone(),
+                    deadline: now.saturating_add(timeout),
+                    at: now,
+                }));
+            }
+            StepKind::Action(action) if self.dry_run && action.effect == Effect::External => {
+                commands.push(Command::Journal(Event::EffectProposed {
+                    step,
+                    args: hooks.proposal(step, &self.outputs),
+                    at: now,
+                }));
+                commands.push(skip(
+                    "dry run: external effect proposed, not executed".to_owned(),
+                ));
+            }
+            StepKind::Action(_) => commands.push(Command::Attempt {
+                step,
+                attempt: 1,
+                reconcile: false,
+            }),
+        }
+    }
+
+    /// An attempt a crash interrupted. Recovery is a retry and obeys the same rule: an
+    /// external effect runs again only if it is idempotent (same key) or its reconcile says
+    /// it did not happen; otherwise its outcome is unknown and a person must decide.
+    fn recover(&self, step: usize, attempt: u32, now: Timestamp) -> Command {
+        match &self.spec.steps[step].kind {
+            StepKind::Action(action) if action.effect == Effect::External && !action.idempotent => {
+                if action.reconcile.is_some() {
+                    Command::Attempt {
+                        step,
+                        attempt,
+                        reconcile: true,
+                    }
+                } else {
+                    Command::Journal(Event::AttemptFailed {
+                        step,
+                        attempt,
+                        kind: ErrorKind::OutcomeUnknown,
+                        message: format!(
+                            "attempt {attempt} of the external effect `{}` ({}) was interrupted \
+                             and the step is neither idempotent nor reconciled: whether the \
+                             effect happened is unknown; check it, then retry or cancel the run",
+                            self.spec.steps[step].id, action.call.path
+                        ),
+                        retry_after: None,
+                        at: now,
+                    })
+                }
+            }
+            _ => Command::Attempt {
+                step,
+                attempt,
+                reconcile: false,
+            },
+        }
+    }
+
+    /// Whether a retry of `step` asks its reconcile function first.
+    fn reconciled(&self, step: usize) -> bool {
+        matches!(
+            &self.spec.steps[step].kind,
+            StepKind::Action(action) if action.effect == Effect::External && action.reconcile.is_some()
+        )
+    }
+
+    /// A human task's deadline passed: escalate once, decide as `on_timeout` says, or
+    /// expire.
+    fn time_out(&self, step: usize, escalated: bool, now: Timestamp, hooks: &dyn Hooks) -> Command {
+        let spec = &self.spec.steps[step];
+        let timeout = spec.timeout.map_or(0, |t| t.as_millis() as u64);
+        let on_timeout = match &spec.kind {
+            StepKind::Human(human) => Some(&human.on_timeout),
+            StepKind::Action(_) => None,
+        };
+        let expire = Command::Journal(Event::TaskExpired { step, at: now });
+        match on_timeout {
+            Some(OnTimeout::Escalate(group)) if !escalated => {
+                Command::Journal(Event::TaskEscalated {
+                    step,
+                    to: group.clone(),
+                    deadline: now.saturating_add(timeout),
+                    at: now,
+                })
+            }
+            Some(decide @ (OnTimeout::Approve | OnTimeout::Reject)) => {
+                let approved = matches!(decide, OnTimeout::Approve);
+                match hooks.timeout_decision(step, approved) {
+                    Ok(decision) => Command::Journal(Event::TaskDecided {
+                        step,
+                        by: TIMEOUT_DECIDER.to_owned(),
+                        decision,
+                        inbox: None,
+                        at: now,
+                    }),
+                    Err(_) => expire,
+                }
+            }
+            _ => expire,
+        }
+    }
+}

@@ -1,0 +1,701 @@
+//! Unit tests of the pure machine: scheduling, retries, compensation, human tasks,
+//! recovery after a crash, and admission of decisions.
+
+use serde_json::json;
+
+use super::*;
+use crate::error::ErrorKind;
+use crate::error::{DecisionError, RunError, RunId};
+use crate::journal::{Event, Timestamp};
+use crate::store::{InboxItem, Message};
+use crate::workflow::CallError;
+
+fn spec(source: &str) -> Spec {
+    let parsed = workflow_spec::parse::parse_str(source);
+    assert!(
+        parsed.errors.is_empty(),
+        "{:?}",
+        parsed.error().map(|e| e.to_string())
+    );
+    parsed.spec.expect("a valid spec")
+}
+
+fn started(machine: &mut Machine<'_>) {
+    machine.apply(&Event::RunStarted {
+        workflow: "W".into(),
+        fingerprint: String::new(),
+        input: json!({}),
+        seed: 3,
+        trace_id: String::new(),
+        dry_run: false,
+        deadline: None,
+        at: 0,
+    });
+}
+
+fn start(step: usize) -> Command {
+    Command::Attempt {
+        step,
+        attempt: 1,
+        reconcile: false,
+    }
+}
+
+fn next(machine: &Machine<'_>, now: Timestamp) -> Vec<Command> {
+    machine.next(now, &NoHooks)
+}
+
+fn run(machine: &mut Machine<'_>, step: usize, at: Timestamp) {
+    machine.apply(&Event::AttemptStarted {
+        step,
+        attempt: 1,
+        at,
+    });
+    machine.apply(&Event::StepSucceeded {
+        step,
+        output: json!(step),
+        at,
+    });
+}
+
+const DIAMOND: &str = "workflow W() {
+    step a -> u32 { action: f(), compensate: undo(a) }
+    step b -> u32 { action: g(a), compensate: undo(b) }
+    step c -> u32 { action: g(a) }
+    step d -> u32 { action: h(b, c) }
+}";
+
+#[test]
+fn a_diamond_runs_its_branches_together_and_completes() {
+    let spec = spec(DIAMOND);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    assert_eq!(next(&machine, 0), [start(0)]);
+    run(&mut machine, 0, 1);
+    assert_eq!(next(&machine, 1), [start(1), start(2)]);
+    run(&mut machine, 2, 2);
+    run(&mut machine, 1, 3);
+    assert_eq!(next(&machine, 3), [start(3)]);
+    run(&mut machine, 3, 4);
+    assert_eq!(machine.status(), Status::Completed);
+    assert_eq!(next(&machine, 4), [Command::Finish(Status::Completed)]);
+    assert_eq!(machine.completion_order(), [0, 2, 1, 3]);
+}
+
+#[test]
+fn the_in_flight_limit_holds_back_ready_steps() {
+    let spec = spec(DIAMOND);
+    let mut machine = Machine::new(&spec).with_max_in_flight(1);
+    started(&mut machine);
+    run(&mut machine, 0, 1);
+    assert_eq!(next(&machine, 1), [start(1)]);
+}
+
+#[test]
+fn a_transient_failure_waits_its_delay_then_retries() {
+    let spec = spec(
+        "workflow W() { step a -> u32 { action: f(), retry: { max_attempts: 2, backoff: fixed, initial: 5s, max: 5s, jitter: none } } }",
+    );
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    machine.apply(&Event::AttemptStarted {
+        step: 0,
+        attempt: 1,
+        at: 0,
+    });
+    machine.apply(&Event::AttemptFailed {
+        step: 0,
+        attempt: 1,
+        kind: ErrorKind::Unavailable,
+        message: "503".into(),
+        retry_after: None,
+        at: 100,
+    });
+    assert_eq!(
+        machine.states()[0],
+        StepState::RetryWait {
+            attempt: 1,
+            until: 5_100
+        }
+    );
+    assert_eq!(machine.next_wake(), Some(5_100));
+    assert!(next(&machine, 5_099).is_empty());
+    assert_eq!(
+        next(&machine, 5_100),
+        [Command::Attempt {
+            step: 0,
+            attempt: 2,
+            reconcile: false
+        }]
+    );
+    machine.apply(&Event::AttemptStarted {
+        step: 0,
+        attempt: 2,
+        at: 5_100,
+    });
+    machine.apply(&Event::AttemptFailed {
+        step: 0,
+        attempt: 2,
+        kind: ErrorKind::Unavailable,
+        message: "503".into(),
+        retry_after: None,
+        at: 5_200,
+    });
+    assert_eq!(
+        machine.status(),
+        Status::Failed,
+        "nothing to compensate, nothing in flight"
+    );
+    assert_eq!(next(&machine, 5_200), [Command::Finish(Status::Failed)]);
+}
+
+#[test]
+fn an_abort_compensates_in_reverse_completion_order() {
+    let spec = spec(DIAMOND);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    run(&mut machine, 0, 1);
+    run(&mut machine, 1, 2);
+    machine.apply(&Event::AttemptStarted {
+        step: 2,
+        attempt: 1,
+        at: 3,
+    });
+    machine.apply(&Event::AttemptFailed {
+        step: 2,
+        attempt: 1,
+        kind: ErrorKind::Validation,
+        message: "bad".into(),
+        retry_after: None,
+        at: 3,
+    });
+    assert_eq!(machine.status(), Status::Compensating);
+    assert_eq!(next(&machine, 3), [Command::Compensate { step: 1 }]);
+    machine.apply(&Event::CompensationStarted { step: 1, at: 3 });
+    assert!(
+        next(&machine, 3).is_empty(),
+        "a compensation in flight is not started twice"
+    );
+    machine.apply(&Event::Compensated {
+        step: 1,
+        error: None,
+        at: 4,
+    });
+    assert_eq!(next(&machine, 4), [Command::Compensate { step: 0 }]);
+    machine.apply(&Event::CompensationStarted { step: 0, at: 4 });
+    machine.apply(&Event::Compensated {
+        step: 0,
+        error: None,
+        at: 5,
+    });
+    assert_eq!(machine.status(), Status::Failed);
+    assert!(matches!(
+        machine.stop(),
+        Some(Stop::StepFailed {
+            step: 2,
+            attempts: 1,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_attempt_without_a_result_is_resumed_after_a_replay() {
+    let spec = spec(DIAMOND);
+    let events = [
+        Event::RunStarted {
+            workflow: "W".into(),
+            fingerprint: String::new(),
+            input: json!({}),
+            seed: 3,
+            trace_id: String::new(),
+            dry_run: false,
+            deadline: None,
+            at: 0,
+        },
+        Event::AttemptStarted {
+            step: 0,
+            attempt: 1,
+            at: 0,
+        },
+    ];
+    let machine = Machine::replay(&spec, &events);
+    assert_eq!(next(&machine, 10), [start(0)]);
+}
+
+const REVIEW: &str = r#"workflow W() {
+    human h -> Approval { assignee: "a", timeout: 1h, on_timeout: escalate("b"), prompt: "ok?" }
+}"#;
+
+fn opened(machine: &mut Machine<'_>) {
+    started(machine);
+    machine.apply(&Event::TaskOpened {
+        step: 0,
+        assignee: "a".into(),
+        prompt: Some("ok?".into()),
+        deadline: 3_600_000,
+        at: 0,
+    });
+}
+
+#[test]
+fn a_human_task_opens_with_its_assignee_and_deadline_then_escalates_once() {
+    let spec = spec(REVIEW);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    assert_eq!(
+        next(&machine, 1_000),
+        [Command::Journal(Event::TaskOpened {
+            step: 0,
+            assignee: "a".into(),
+            prompt: Some("ok?".into()),
+            deadline: 3_601_000,
+            at: 1_000,
+        })]
+    );
+    let mut machine = Machine::new(&spec);
+    opened(&mut machine);
+    assert!(next(&machine, 3_599_999).is_empty());
+    let escalation = Event::TaskEscalated {
+        step: 0,
+        to: "b".into(),
+        deadline: 7_200_000,
+        at: 3_600_000,
+    };
+    assert_eq!(
+        next(&machine, 3_600_000),
+        [Command::Journal(escalation.clone())]
+    );
+    machine.apply(&escalation);
+    assert_eq!(
+        next(&machine, 7_200_000),
+        [Command::Journal(Event::TaskExpired {
+            step: 0,
+            at: 7_200_000
+        })],
+        "escalation happens once"
+    );
+}
+
+/// Hooks that decide `on_timeout: approve | reject` as an `Approval` would.
+struct Approvals;
+
+impl Hooks for Approvals {
+    fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
+        Ok(true)
+    }
+    fn proposal(&self, step: usize, _: &[Option<Value>]) -> Value {
+        json!({ "step": step })
+    }
+    fn timeout_decision(&self, _: usize, approved: bool) -> Result<Value, CallError> {
+        Ok(json!({ "approved": approved, "by": "system", "comment": null }))
+    }
+    fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
+        match decision.get("approved") {
+            Some(Value::Bool(_)) => Ok(decision),
+            _ => Err(CallError::Decode {
+                step,
+                message: "missing field `approved`".into(),
+            }),
+        }
+    }
+}
+
+#[test]
+fn on_timeout_approve_records_the_decision_the_hooks_build() {
+    let spec = spec(
+        r#"workflow W() { human h -> Approval { assignee: "a", timeout: 1h, on_timeout: approve } }"#,
+    );
+    let mut machine = Machine::new(&spec);
+    opened(&mut machine);
+    assert_eq!(
+        machine.next(3_600_000, &Approvals),
+        [Command::Journal(Event::TaskDecided {
+            step: 0,
+            by: crate::human::TIMEOUT_DECIDER.into(),
+            decision: json!({ "approved": true, "by": "system", "comment": null }),
+            inbox: None,
+            at: 3_600_000,
+        })]
+    );
+    assert_eq!(
+        machine.next(3_600_000, &NoHooks),
+        [Command::Journal(Event::TaskExpired {
+            step: 0,
+            at: 3_600_000
+        })],
+        "without a decision to record, the task expires"
+    );
+}
+
+fn members_of(assignee: &str, by: &str) -> bool {
+    by.ends_with(&format!("@{assignee}"))
+}
+
+#[test]
+fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
+    let spec = spec(REVIEW);
+    let run = RunId(7);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    assert!(
+        matches!(
+            machine.admit(run, "h", "ana@a", 0, Some(&members_of)),
+            Err(DecisionError::UnknownTask { .. })
+        ),
+        "not open yet"
+    );
+    opened(&mut machine);
+    assert!(matches!(
+        machine.admit(run, "nope", "ana@a", 0, None),
+        Err(DecisionError::UnknownTask { .. })
+    ));
+    assert!(matches!(
+        machine.decide(run, "h", "eve@x", json!({"approved": true}), 10, &members_of, &Approvals),
+        Err(DecisionError::Unauthorized { assignee, .. }) if assignee == "a"
+    ));
+    assert!(matches!(
+        machine.decide(
+            run,
+            "h",
+            "ana@a",
+            json!({"approved": 1}),
+            10,
+            &members_of,
+            &Approvals
+        ),
+        Err(DecisionError::WrongType { .. })
+    ));
+    assert!(matches!(
+        machine.decide(
+            run,
+            "h",
+            "ana@a",
+            json!({"approved": true}),
+            3_600_000,
+            &members_of,
+            &Approvals
+        ),
+        Err(DecisionError::Expired { .. })
+    ));
+    assert_eq!(
+        machine.admit(run, "h", "eve@x", 10, None),
+        Ok(0),
+        "without an authorizer the approver is left to the owner"
+    );
+    let decided = machine
+        .decide(
+            run,
+            "h",
+            "ana@a",
+            json!({"approved": true, "by": "mallory"}),
+            10,
+            &members_of,
+            &Approvals,
+        )
+        .expect("admitted");
+    assert_eq!(
+        decided,
+        Event::TaskDecided {
+            step: 0,
+            by: "ana@a".into(),
+            decision: json!({"approved": true, "by": "ana@a"}),
+            inbox: None,
+            at: 10,
+        },
+        "the decision records who decided, not who they claimed to be"
+    );
+    machine.apply(&decided);
+    assert!(matches!(
+        machine.admit(run, "h", "bob@a", 11, Some(&members_of)),
+        Err(DecisionError::AlreadyDecided { by, .. }) if by == "ana@a"
+    ));
+}
+
+#[test]
+fn inbox_messages_become_decisions_or_refusals() {
+    let spec = spec(REVIEW);
+    let run = RunId(7);
+    let mut machine = Machine::new(&spec);
+    opened(&mut machine);
+    let item = |id: u64, by: &str, at: Timestamp| InboxItem {
+        id,
+        run,
+        message: Message::Decision {
+            step: "h".into(),
+            by: by.into(),
+            decision: json!({"approved": false, "comment": "no"}),
+        },
+        at,
+    };
+    let refused = machine.take_in(run, &item(4, "eve@x", 5), 20, &members_of, &Approvals);
+    assert!(matches!(
+        &refused,
+        Event::MessageRefused { inbox: 4, step: Some(0), code, .. } if code == "unauthorized"
+    ));
+    machine.apply(&refused);
+    assert_eq!(machine.inbox_cursor(), 4);
+    assert!(machine.open_tasks().next().is_some(), "the task stays open");
+    let late_but_sent_in_time = machine.take_in(
+        run,
+        &item(5, "ana@a", 3_599_999),
+        9_000_000,
+        &members_of,
+        &Approvals,
+    );
+    assert!(matches!(
+        &late_but_sent_in_time,
+        Event::TaskDecided {
+            inbox: Some(5),
+            at: 9_000_000,
+            ..
+        }
+    ));
+    machine.apply(&late_but_sent_in_time);
+    assert_eq!(machine.status(), Status::Completed);
+    let cancel = InboxItem {
+        id: 6,
+        run,
+        message: Message::Cancel { by: "ops".into() },
+        at: 9_000_001,
+    };
+    assert!(matches!(
+        machine.take_in(run, &cancel, 9_000_001, &members_of, &Approvals),
+        Event::MessageRefused { code, .. } if code == "finished"
+    ));
+}
+
+const CHARGE: &str = "workflow W() {
+    step charge -> u32 { action: f(), effect: external }
+}";
+
+fn interrupted(source: &str) -> Vec<Command> {
+    let spec = spec(source);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    machine.apply(&Event::AttemptStarted {
+        step: 0,
+        attempt: 1,
+        at: 0,
+    });
+    let journal = [
+        Event::RunStarted {
+            workflow: "W".into(),
+            fingerprint: String::new(),
+            input: json!({}),
+            seed: 3,
+            trace_id: String::new(),
+            dry_run: false,
+            deadline: None,
+            at: 0,
+        },
+        Event::AttemptStarted {
+            step: 0,
+            attempt: 1,
+            at: 0,
+        },
+    ];
+    let replayed = Machine::replay(&spec, &journal);
+    assert!(
+        next(&machine, 10).is_empty(),
+        "live: the attempt is in flight"
+    );
+    next(&replayed, 10)
+}
+
+#[test]
+fn an_interrupted_external_effect_is_never_repeated_blindly() {
+    let unknown = interrupted(CHARGE);
+    assert!(
+        matches!(
+            &unknown[..],
+            [Command::Journal(Event::AttemptFailed { kind: ErrorKind::OutcomeUnknown, attempt: 1, message, .. })]
+                if message.contains("`charge`") && message.contains("attempt 1")
+        ),
+        "{unknown:?}"
+    );
+    assert_eq!(
+        interrupted("workflow W() { step charge -> u32 { action: f(), effect: external, idempotent: true } }"),
+        [start(0)],
+        "idempotent: the same key makes a re-run safe"
+    );
+    assert_eq!(
+        interrupted(
+            "workflow W() { step charge -> u32 { action: f(), effect: external, reconcile: g() } }"
+        ),
+        [Command::Attempt {
+            step: 0,
+            attempt: 1,
+            reconcile: true
+        }],
+        "reconciled first"
+    );
+    assert_eq!(
+        interrupted("workflow W() { step work -> u32 { action: f() } }"),
+        [start(0)],
+        "internal steps run again"
+    );
+}
+
+#[test]
+fn an_unknown_outcome_fails_the_run_for_a_person_to_decide() {
+    let spec = spec(CHARGE);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    machine.apply(&Event::AttemptStarted {
+        step: 0,
+        attempt: 1,
+        at: 0,
+    });
+    let mut replayed = Machine::replay(
+        &spec,
+        &[
+            Event::RunStarted {
+                workflow: "W".into(),
+                fingerprint: String::new(),
+                input: json!({}),
+                seed: 3,
+                trace_id: String::new(),
+                dry_run: false,
+                deadline: None,
+                at: 0,
+            },
+            Event::AttemptStarted {
+                step: 0,
+                attempt: 1,
+                at: 0,
+            },
+        ],
+    );
+    for command in next(&replayed, 10) {
+        if let Command::Journal(event) = command {
+            replayed.apply(&event);
+        }
+    }
+    assert_eq!(replayed.status(), Status::Failed);
+    let (step, attempts, kind, _) = replayed.failure().expect("a failure to report");
+    assert_eq!(
+        (step.as_str(), attempts, kind),
+        ("charge", 1, ErrorKind::OutcomeUnknown)
+    );
+}
+
+#[test]
+fn an_interrupted_compensation_runs_again_after_a_replay() {
+    let spec = spec(DIAMOND);
+    let mut events = vec![Event::RunStarted {
+        workflow: "W".into(),
+        fingerprint: String::new(),
+        input: json!({}),
+        seed: 3,
+        trace_id: String::new(),
+        dry_run: false,
+        deadline: None,
+        at: 0,
+    }];
+    events.push(Event::AttemptStarted {
+        step: 0,
+        attempt: 1,
+        at: 1,
+    });
+    events.push(Event::StepSucceeded {
+        step: 0,
+        output: json!(0),
+        at: 1,
+    });
+    events.push(Event::AttemptStarted {
+        step: 1,
+        attempt: 1,
+        at: 2,
+    });
+    events.push(Event::AttemptFailed {
+        step: 1,
+        attempt: 1,
+        kind: ErrorKind::Validation,
+        message: "bad".into(),
+        retry_after: None,
+        at: 2,
+    });
+    events.push(Event::CompensationStarted { step: 0, at: 3 });
+    let replayed = Machine::replay(&spec, &events);
+    assert_eq!(next(&replayed, 4), [Command::Compensate { step: 0 }]);
+    let mut live = Machine::new(&spec);
+    for event in &events {
+        live.apply(event);
+    }
+    assert!(next(&live, 4).is_empty(), "live: it is in flight");
+}
+
+#[test]
+fn cancel_and_retry_are_the_machines_to_allow() {
+    let spec = spec(DIAMOND);
+    let run = RunId(1);
+    let mut machine = Machine::new(&spec);
+    started(&mut machine);
+    assert!(matches!(
+        machine.retry(run, "ops", 1),
+        Err(RunError::NotFailed(_))
+    ));
+    let cancel = machine
+        .cancel("ops", 1)
+        .expect("a running run can be cancelled");
+    machine.apply(&cancel);
+    assert_eq!(machine.status(), Status::Cancelled);
+    assert_eq!(machine.cancel("ops", 2), None, "once");
+}
+
+#[test]
+fn conditions_and_dry_runs_are_decided_here() {
+    let spec = spec(
+        "workflow W() {
+        step a -> u32 { action: f(), condition: false }
+        step b -> u32 { action: g(), effect: external }
+    }",
+    );
+    struct Never;
+    impl Hooks for Never {
+        fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
+            Ok(false)
+        }
+        fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+            json!({ "to": "x" })
+        }
+        fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {
+            Err(CallError::NoSuchCall(step))
+        }
+        fn decision(&self, _: usize, decision: Value) -> Result<Value, CallError> {
+            Ok(decision)
+        }
+    }
+    let mut machine = Machine::new(&spec);
+    machine.apply(&Event::RunStarted {
+        workflow: "W".into(),
+        fingerprint: String::new(),
+        input: json!({}),
+        seed: 3,
+        trace_id: String::new(),
+        dry_run: true,
+        deadline: None,
+        at: 0,
+    });
+    assert_eq!(
+        machine.next(5, &Never),
+        [
+            Command::Journal(Event::StepSkipped {
+                step: 0,
+                reason: "condition `false` is false".into(),
+                at: 5
+            }),
+            Command::Journal(Event::EffectProposed {
+                step: 1,
+                args: json!({ "to": "x" }),
+                at: 5
+            }),
+            Command::Journal(Event::StepSkipped {
+                step: 1,
+                reason: "dry run: external effect proposed, not executed".into(),
+                at: 5
+            }),
+        ]
+    );
+}

@@ -1,0 +1,440 @@
+//! The embedded default store: one SQLite file in WAL mode.
+//!
+//! Writes go through one dedicated writer thread that owns the write connection. It
+//! drains every request already queued into one transaction (each request inside its own
+//! savepoint, so a failing request is rolled back alone), commits once and then answers
+//! every request: concurrent runs share fsyncs instead of paying one per step (group
+//! commit). Reads use a second connection on the blocking pool; WAL lets them run beside
+//! the writer.
+//!
+//! Opening checks the file before writing anything: a file that is not a SQLite database,
+//! a database of another application, a corrupt database or one written by a newer
+//! version of this library is refused and left untouched.
+
+mod schema;
+mod sql;
+mod writer;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rusqlite::OpenFlags;
+use tokio::sync::oneshot;
+
+use self::schema::{check_header, Db, MIGRATIONS};
+use self::sql::{CommitRow, NewRunRow};
+use self::writer::{write_loop, Job, Request, Stats};
+use super::{
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+};
+use crate::error::RunId;
+use crate::journal::Timestamp;
+use crate::workflow::BoxFuture;
+
+/// When the writer commits. `Full` is the default: a commit survives a power loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Synchronous {
+    /// Sync the WAL on every commit (`PRAGMA synchronous = FULL`): durable across power
+    /// loss.
+    #[default]
+    Full,
+    /// Sync at checkpoints only (`NORMAL`): survives a process crash, but the last commits
+    /// may roll back after a power loss.
+    Normal,
+    /// Never sync (`OFF`): for tests and throwaway data.
+    Off,
+}
+
+impl Synchronous {
+    fn pragma_value(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Off => "OFF",
+        }
+    }
+}
+
+/// How [`SqliteStore::open_with`] opens the file.
+///
+/// ```
+/// use std::time::Duration;
+/// use workflow_core::store::{SqliteOptions, Synchronous};
+///
+/// let options = SqliteOptions {
+///     synchronous: Synchronous::Normal,
+///     busy_timeout: Duration::from_millis(500),
+///     ..SqliteOptions::default()
+/// };
+/// assert!(options.quick_check);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// When commits reach the disk ([`Synchronous::Full`] by default).
+    pub synchronous: Synchronous,
+    /// How long to wait for a file locked by another connection before failing with
+    /// [`StoreError::Locked`] (5 seconds by default).
+    pub busy_timeout: Duration,
+    /// Whether `open` runs `PRAGMA quick_check` on an existing file before using it (on
+    /// by default). It reads the whole file: turn it off for very large stores.
+    pub quick_check: bool,
+    /// The most write requests committed in one transaction (512 by default; at least 1).
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+            quick_check: true,
+            max_batch: 512,
+        }
+    }
+}
+
+/// The embedded default store: runs, journals and dead letters in one SQLite file (WAL
+/// mode). Appends from concurrent runs share commits (group commit); every future
+/// resolves only once its write is committed.
+///
+/// A write is queued when the method is called, not when its future is first polled.
+/// Dropping the store lets the writer finish what is queued, then stops it.
+///
+/// Under tokio's paused test clock, prefer [`MemoryStore`](super::MemoryStore): the
+/// runtime does not know that a write is in flight on the writer thread and may advance
+/// the paused clock while waiting for it.
+pub struct SqliteStore {
+    path: PathBuf,
+    /// The path as error messages show it.
+    shown: Arc<str>,
+    options: SqliteOptions,
+    writer: Option<mpsc::Sender<Box<dyn Job>>>,
+    writer_thread: Option<JoinHandle<()>>,
+    reader: Arc<Mutex<Db>>,
+    stats: Arc<Stats>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .field("journal_writes", &self.journal_writes())
+            .field("commits", &self.commits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// The schema version this library reads and writes.
+    pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+    /// The schema migrations in order (entry `i` moves version `i` to `i + 1`): for tools
+    /// and benchmarks that need the store's exact tables.
+    #[doc(hidden)]
+    pub const MIGRATIONS: &'static [&'static str] = MIGRATIONS;
+
+    /// Opens (or creates) the store at `path` with the default [`SqliteOptions`].
+    ///
+    /// Fails with [`StoreError::Corrupt`] when the file is not a store of ours,
+    /// [`StoreError::NewerSchema`] when a newer library wrote it and
+    /// [`StoreError::Locked`] when another connection keeps it locked past the busy
+    /// timeout. A refused file is left untouched.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) the store at `path`: checks the file, creates or migrates the
+    /// schema, and starts the writer thread. See [`SqliteStore::open`] for the errors.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let shown = path.display().to_string();
+        check_header(&path, &shown)?;
+
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let writer = Db::open(&path, &shown, flags, options.busy_timeout)?;
+        writer.prepare(&options)?;
+
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let reader = Db::open(&path, &shown, flags, options.busy_timeout)?;
+        let started = Instant::now();
+        reader
+            .conn
+            .pragma_update(None, "query_only", true)
+            .map_err(|e| reader.error(e, started))?;
+
+        let stats = Arc::new(Stats::default());
+        let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        let max_batch = options.max_batch.max(1);
+        let thread_stats = Arc::clone(&stats);
+        let writer_thread = std::thread::Builder::new()
+            .name("workflow-sqlite-writer".to_owned())
+            .spawn(move || write_loop(writer, receiver, max_batch, &thread_stats))
+            .map_err(|e| StoreError::Io(format!("{shown}: cannot start the writer thread: {e}")))?;
+
+        tracing::debug!(path = %shown, "opened the SQLite store");
+        Ok(SqliteStore {
+            path,
+            shown: Arc::from(shown),
+            options,
+            writer: Some(sender),
+            writer_thread: Some(writer_thread),
+            reader: Arc::new(Mutex::new(reader)),
+            stats,
+        })
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many journal entries this store wrote since it was opened (run creations
+    /// included), counted when their transaction commits.
+    pub fn journal_writes(&self) -> u64 {
+        self.stats.journal_writes.load(Ordering::Relaxed)
+    }
+
+    /// How many write transactions this store committed since it was opened. With
+    /// concurrent runs it stays below the number of writes: they share commits.
+    pub fn commits(&self) -> u64 {
+        self.stats.commits.load(Ordering::Relaxed)
+    }
+
+    /// Queues `work` for the writer thread; the future resolves once its batch commits.
+    fn write<T, F>(&self, work: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Db) -> Result<(T, u64), StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let request: Box<dyn Job> = Box::new(Request {
+            work: Some(work),
+            result: None,
+            reply,
+        });
+        let sent = match &self.writer {
+            Some(sender) => sender.send(request).is_ok(),
+            None => false,
+        };
+        let shown = Arc::clone(&self.shown);
+        let stopped = move || StoreError::Io(format!("{shown}: the store's writer thread stopped"));
+        Box::pin(async move {
+            if !sent {
+                return Err(stopped());
+            }
+            wait_for_writer(answer).await.ok_or_else(stopped)?
+        })
+    }
+
+    /// Runs `work` on the read connection, off the async runtime's threads.
+    fn read<T, F>(&self, work: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
+    {
+        let reader = Arc::clone(&self.reader);
+        let job = move || {
+            let db = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            if !db.conn.is_autocommit() {
+                // A read interrupted by a panic left its transaction open.
+                let _ = db.conn.execute_batch("ROLLBACK");
+            }
+            work(&db)
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let shown = Arc::clone(&self.shown);
+                Box::pin(async move {
+                    handle
+                        .spawn_blocking(job)
+                        .await
+                        .map_err(|e| StoreError::Io(format!("{shown}: read task failed: {e}")))?
+                })
+            }
+            // Outside a tokio runtime there is no blocking pool: read in place.
+            Err(_) => Box::pin(std::future::ready(job())),
+        }
+    }
+}
+
+/// Waits for the writer thread's answer; `None` if the writer is gone.
+///
+/// With the `test-util` feature the wait occupies a blocking-pool thread: tokio does not
+/// auto-advance paused time while blocking work is in flight, so a test under
+/// `start_paused` never sees its clock jump past a step timeout while a write is pending.
+#[cfg(feature = "test-util")]
+async fn wait_for_writer<T: Send + 'static>(answer: oneshot::Receiver<T>) -> Option<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::spawn_blocking(move || answer.blocking_recv().ok())
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => answer.await.ok(),
+    }
+}
+
+/// Waits for the writer thread's answer; `None` if the writer is gone.
+#[cfg(not(feature = "test-util"))]
+async fn wait_for_writer<T>(answer: oneshot::Receiver<T>) -> Option<T> {
+    answer.await.ok()
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop once the queued requests are written.
+        drop(self.writer.take());
+        if let Some(thread) = self.writer_thread.take() {
+            if thread.join().is_err() {
+                tracing::error!(path = %self.path.display(), "the SQLite writer thread panicked");
+            }
+        }
+    }
+}
+impl Store for SqliteStore {
+    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let events = match run.events.iter().map(sql::to_json).collect() {
+            Ok(events) => events,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let row = NewRunRow {
+            workflow: run.workflow.to_owned(),
+            fingerprint: run.fingerprint.to_owned(),
+            key: run.idempotency_key.map(str::to_owned),
+            events,
+            parent: run.parent,
+            owner: run.owner.map(|c| (c.owner.to_owned(), c.lease_ms, c.now)),
+            supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
+            at: run.at,
+        };
+        self.write(move |db| sql::create(db, &row))
+    }
+
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        match CommitRow::new(&commit) {
+            Ok(row) => self.write(move |db| sql::commit(db, &row)),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
+    fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
+        self.read(move |db| sql::load(db, run))
+    }
+
+    fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        self.read(move |db| sql::list_runs(db, &filter))
+    }
+
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        let owner = claim.claimant.owner.to_owned();
+        let workflows: Vec<String> = claim.workflows.iter().map(|w| (*w).to_owned()).collect();
+        let (lease_ms, now) = (claim.claimant.lease_ms, claim.claimant.now);
+        let (run, reclaim_own, limit) = (claim.run, claim.reclaim_own, claim.limit);
+        self.write(move |db| {
+            let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
+            sql::claim(
+                db,
+                &Claim {
+                    claimant: Claimant {
+                        owner: &owner,
+                        lease_ms,
+                        now,
+                    },
+                    workflows: &workflows,
+                    run,
+                    reclaim_own,
+                    limit,
+                },
+            )
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        claimant: Claimant<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        let owner = claimant.owner.to_owned();
+        let until = claimant.now.saturating_add(claimant.lease_ms);
+        self.write(move |db| sql::renew(db, &owner, until))
+    }
+
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let owner = owner.to_owned();
+        let runs = runs.map(<[RunId]>::to_vec);
+        self.write(move |db| sql::release(db, &owner, runs.as_deref()))
+    }
+
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>> {
+        let message = match sql::to_json(message) {
+            Ok(json) => json,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let key = key.map(str::to_owned);
+        self.write(move |db| sql::submit(db, run, &message, key.as_deref(), at))
+    }
+
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
+        self.read(move |db| sql::inbox(db, run, after))
+    }
+
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
+        self.read(move |db| sql::pending_inbox(db, after))
+    }
+
+    fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        self.read(sql::list_dead_letters)
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        workflow: &'a str,
+        spec_json: &'a str,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let fingerprint = fingerprint.to_owned();
+        let workflow = workflow.to_owned();
+        let spec = spec_json.to_owned();
+        self.write(move |db| sql::put_spec(db, &fingerprint, &workflow, &spec, at))
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let fingerprint = fingerprint.to_owned();
+        self.read(move |db| sql::spec(db, &fingerprint))
+    }
+
+    fn specs<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
+        let workflow = workflow.to_owned();
+        self.read(move |db| sql::specs(db, &workflow))
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,661 @@
+//! The store's statements: each function is one request, run inside the writer's
+//! transaction (writes) or on the read connection (reads). Writes return their value and
+//! how many journal entries they wrote.
+
+use rusqlite::{params, ErrorCode, OptionalExtension};
+
+use super::schema::{db_error, Db};
+use crate::error::{ErrorKind, RunId};
+use crate::journal::{Event, Timestamp};
+use crate::store::{
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
+    RunFilter, RunRecord, RunStatus, SpecRecord, StoreError, StoredRun, Submitted,
+};
+
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Io(format!("cannot serialize a journal entry: {e}")))
+}
+
+/// The owned parts of a [`crate::store::NewRun`], moved to the writer thread.
+#[derive(Debug)]
+pub(super) struct NewRunRow {
+    pub(super) workflow: String,
+    pub(super) fingerprint: String,
+    pub(super) key: Option<String>,
+    pub(super) events: Vec<String>,
+    pub(super) parent: Option<RunId>,
+    pub(super) owner: Option<(String, u64, Timestamp)>,
+    pub(super) supersedes: Option<(RunId, String)>,
+    pub(super) at: Timestamp,
+}
+
+/// The owned parts of a [`Commit`], moved to the writer thread.
+#[derive(Debug)]
+pub(super) struct CommitRow {
+    pub(super) run: RunId,
+    pub(super) seq: u64,
+    pub(super) events: Vec<String>,
+    pub(super) fence: Option<(String, u64)>,
+    pub(super) status: Option<(RunStatus, Option<String>)>,
+    pub(super) dead_letter: Option<Option<DeadLetter>>,
+    pub(super) inbox_cursor: Option<u64>,
+    pub(super) at: Timestamp,
+}
+
+impl CommitRow {
+    pub(super) fn new(commit: &Commit<'_>) -> Result<CommitRow, StoreError> {
+        Ok(CommitRow {
+            run: commit.run,
+            seq: commit.seq,
+            events: commit
+                .events
+                .iter()
+                .map(to_json)
+                .collect::<Result<_, _>>()?,
+            fence: commit.fence.map(|f| (f.owner.to_owned(), f.token)),
+            status: commit
+                .status
+                .map(|(status, note)| (status, note.map(str::to_owned))),
+            dead_letter: match commit.dead_letter {
+                DeadLetterChange::Keep => None,
+                DeadLetterChange::Put(letter) => Some(Some(letter.clone())),
+                DeadLetterChange::Remove => Some(None),
+            },
+            inbox_cursor: commit.inbox_cursor,
+            at: commit.at,
+        })
+    }
+}
+
+const RUN_COLUMNS: &str = "id, workflow, fingerprint, status, idempotency_key, note, parent, \
+                           owner, created_at, updated_at";
+
+/// A `runs` row as stored, before its status is checked.
+struct RawRun {
+    id: RunId,
+    workflow: String,
+    fingerprint: String,
+    status: String,
+    idempotency_key: Option<String>,
+    note: Option<String>,
+    parent: Option<u64>,
+    owner: Option<String>,
+    created_at: u64,
+    updated_at: u64,
+}
+
+fn raw_run(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        id: RunId(row.get(0)?),
+        workflow: row.get(1)?,
+        fingerprint: row.get(2)?,
+        status: row.get(3)?,
+        idempotency_key: row.get(4)?,
+        note: row.get(5)?,
+        parent: row.get(6)?,
+        owner: row.get(7)?,
+        created_at: row.get(8)?,
+        updated_at: row.get(9)?,
+    })
+}
+
+fn run_record(db: &Db, raw: RawRun) -> Result<RunRecord, StoreError> {
+    let Some(status) = RunStatus::parse(&raw.status) else {
+        return Err(db.corrupt(format!("{} has an unknown status `{}`", raw.id, raw.status)));
+    };
+    Ok(RunRecord {
+        id: raw.id,
+        workflow: raw.workflow,
+        fingerprint: raw.fingerprint,
+        status,
+        idempotency_key: raw.idempotency_key,
+        note: raw.note,
+        parent: raw.parent.map(RunId),
+        owner: raw.owner,
+        created_at: raw.created_at,
+        updated_at: raw.updated_at,
+    })
+}
+
+fn insert_events(db: &Db, run: RunId, from: u64, events: &[String]) -> Result<(), StoreError> {
+    let mut statement = db
+        .conn
+        .prepare_cached("INSERT INTO journal (run_id, seq, event) VALUES (?1, ?2, ?3)")
+        .map_err(db_error(db))?;
+    for (offset, event) in events.iter().enumerate() {
+        let seq = from + offset as u64;
+        match statement.execute(params![run.0, seq, event]) {
+            Ok(_) => {}
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                return Err(StoreError::Conflict { run, seq });
+            }
+            Err(e) => return Err(db_error(db)(e)),
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreError> {
+    let fail = db_error(db);
+    if let Some(key) = &new.key {
+        let existing = db
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE workflow = ?1 AND idempotency_key = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![new.workflow, key], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(&fail)?;
+        if let Some(id) = existing {
+            return Ok((Created::Existing(RunId(id)), 0));
+        }
+    }
+    if let Some((old, note)) = &new.supersedes {
+        let status: Option<String> = db
+            .conn
+            .prepare_cached("SELECT status FROM runs WHERE id = ?1")
+            .and_then(|mut s| s.query_row(params![old.0], |row| row.get(0)).optional())
+            .map_err(&fail)?;
+        match status.as_deref() {
+            None => return Err(StoreError::UnknownRun(*old)),
+            Some(status) if status != RunStatus::Parked.as_str() => {
+                return Err(StoreError::Conflict {
+                    run: *old,
+                    seq: journal_len(db, *old)?,
+                })
+            }
+            Some(_) => {}
+        }
+        db.conn
+            .prepare_cached(
+                "UPDATE runs SET status = ?2, note = ?3, owner = NULL, updated_at = ?4 WHERE id = ?1",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    old.0,
+                    RunStatus::Cancelled.as_str(),
+                    note,
+                    new.at
+                ])
+            })
+            .map_err(&fail)?;
+    }
+    let (owner, token, lease_until) = match &new.owner {
+        Some((owner, lease_ms, now)) => (Some(owner.as_str()), 1u64, now.saturating_add(*lease_ms)),
+        None => (None, 0, 0),
+    };
+    let id: u64 = db
+        .conn
+        .prepare_cached(
+            "INSERT INTO runs (workflow, fingerprint, status, idempotency_key, created_at,
+                               updated_at, parent, owner, lease_token, lease_until)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    new.workflow,
+                    new.fingerprint,
+                    RunStatus::Running.as_str(),
+                    new.key,
+                    new.at,
+                    new.parent.map(|p| p.0),
+                    owner,
+                    token,
+                    lease_until
+                ],
+                |row| row.get(0),
+            )
+        })
+        .map_err(&fail)?;
+    let run = RunId(id);
+    insert_events(db, run, 0, &new.events)?;
+    Ok((Created::New { run, token }, new.events.len() as u64))
+}
+
+fn journal_len(db: &Db, run: RunId) -> Result<u64, StoreError> {
+    db.conn
+        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1")
+        .and_then(|mut s| s.query_row(params![run.0], |row| row.get(0)))
+        .map_err(db_error(db))
+}
+
+pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreError> {
+    let fail = db_error(db);
+    let run = commit.run;
+    // The next entry is the journal's length: a taken or skipped sequence number is a
+    // conflict. The owner and token are read in the same statement.
+    let found: Option<(Option<String>, u64, u64)> = db
+        .conn
+        .prepare_cached(
+            "SELECT owner, lease_token,
+                    (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1)
+             FROM runs WHERE id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![run.0], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(&fail)?;
+    let Some((owner, token, next)) = found else {
+        return Err(StoreError::UnknownRun(run));
+    };
+    if let Some((fence_owner, fence_token)) = &commit.fence {
+        if owner.as_deref() != Some(fence_owner.as_str()) || token != *fence_token {
+            return Err(StoreError::Fenced {
+                run,
+                owner: fence_owner.clone(),
+            });
+        }
+    }
+    if next != commit.seq {
+        return Err(StoreError::Conflict {
+            run,
+            seq: commit.seq,
+        });
+    }
+    insert_events(db, run, commit.seq, &commit.events)?;
+    if let Some((status, note)) = &commit.status {
+        db.conn
+            .prepare_cached(
+                "UPDATE runs SET status = ?2, note = ?3, updated_at = ?4,
+                    owner = CASE WHEN ?2 = 'running' THEN owner ELSE NULL END
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![run.0, status.as_str(), note, commit.at]))
+            .map_err(&fail)?;
+    }
+    if let Some(cursor) = commit.inbox_cursor {
+        db.conn
+            .prepare_cached("UPDATE runs SET inbox_cursor = MAX(inbox_cursor, ?2) WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![run.0, cursor]))
+            .map_err(&fail)?;
+    }
+    match &commit.dead_letter {
+        None => {}
+        Some(Some(letter)) => put_dead_letter(db, letter)?,
+        Some(None) => {
+            db.conn
+                .prepare_cached("DELETE FROM dead_letters WHERE run_id = ?1")
+                .and_then(|mut s| s.execute(params![run.0]))
+                .map_err(&fail)?;
+        }
+    }
+    Ok(((), commit.events.len() as u64))
+}
+
+fn put_dead_letter(db: &Db, letter: &DeadLetter) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO dead_letters
+                (run_id, workflow, step, attempts, kind, message, trace_id, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                letter.run.0,
+                letter.workflow,
+                letter.step,
+                letter.attempts,
+                letter.kind.as_str(),
+                letter.message,
+                letter.trace_id,
+                letter.at,
+            ])
+        })
+        .map(drop)
+        .map_err(db_error(db))
+}
+
+/// A JSON array of strings, for `IN (SELECT value FROM json_each(?))`.
+fn json_list<T: serde::Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
+}
+
+pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), StoreError> {
+    let Claimant {
+        owner,
+        lease_ms,
+        now,
+    } = claim.claimant;
+    let limit = claim
+        .limit
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let mut leases = db
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET owner = ?1, lease_token = lease_token + 1, lease_until = ?2
+             WHERE id IN (
+                SELECT id FROM runs
+                WHERE status = 'running'
+                  AND workflow IN (SELECT value FROM json_each(?3))
+                  AND (?4 IS NULL OR id = ?4)
+                  AND (owner IS NULL
+                       OR (owner = ?1 AND ?5)
+                       OR (owner <> ?1 AND lease_until <= ?6))
+                ORDER BY id LIMIT ?7)
+             RETURNING id, lease_token",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![
+                    owner,
+                    now.saturating_add(lease_ms),
+                    json_list(claim.workflows),
+                    claim.run.map(|r| r.0),
+                    claim.reclaim_own,
+                    now,
+                    limit
+                ],
+                |row| {
+                    Ok(Lease {
+                        run: RunId(row.get(0)?),
+                        token: row.get(1)?,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<Vec<Lease>>>()
+        })
+        .map_err(db_error(db))?;
+    leases.sort_unstable_by_key(|lease| lease.run);
+    Ok((leases, 0))
+}
+
+pub(super) fn renew(
+    db: &Db,
+    owner: &str,
+    until: Timestamp,
+) -> Result<(Vec<RunId>, u64), StoreError> {
+    let mut runs = db
+        .conn
+        .prepare_cached("UPDATE runs SET lease_until = ?2 WHERE owner = ?1 RETURNING id")
+        .and_then(|mut s| {
+            s.query_map(params![owner, until], |row| Ok(RunId(row.get(0)?)))?
+                .collect::<rusqlite::Result<Vec<RunId>>>()
+        })
+        .map_err(db_error(db))?;
+    runs.sort_unstable();
+    Ok((runs, 0))
+}
+
+pub(super) fn release(
+    db: &Db,
+    owner: &str,
+    runs: Option<&[RunId]>,
+) -> Result<((), u64), StoreError> {
+    let ids = runs.map(|runs| json_list(&runs.iter().map(|r| r.0).collect::<Vec<_>>()));
+    db.conn
+        .prepare_cached(
+            "UPDATE runs SET owner = NULL
+             WHERE owner = ?1 AND (?2 IS NULL OR id IN (SELECT value FROM json_each(?2)))",
+        )
+        .and_then(|mut s| s.execute(params![owner, ids]))
+        .map_err(db_error(db))?;
+    Ok(((), 0))
+}
+
+pub(super) fn submit(
+    db: &Db,
+    run: RunId,
+    message: &str,
+    key: Option<&str>,
+    at: Timestamp,
+) -> Result<(Submitted, u64), StoreError> {
+    let fail = db_error(db);
+    if let Some(key) = key {
+        let existing: Option<u64> = db
+            .conn
+            .prepare_cached("SELECT id FROM inbox WHERE run_id = ?1 AND key = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![run.0, key], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(&fail)?;
+        if let Some(id) = existing {
+            return Ok((Submitted::Duplicate(id), 0));
+        }
+    }
+    let status: Option<String> = db
+        .conn
+        .prepare_cached("SELECT status FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row(params![run.0], |row| row.get(0)).optional())
+        .map_err(&fail)?;
+    match status.as_deref().map(RunStatus::parse) {
+        None => return Err(StoreError::UnknownRun(run)),
+        Some(Some(status)) if status.is_finished() => return Err(StoreError::Finished(run)),
+        Some(_) => {}
+    }
+    let id: u64 = db
+        .conn
+        .prepare_cached(
+            "INSERT INTO inbox (run_id, key, message, at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+        )
+        .and_then(|mut s| s.query_row(params![run.0, key, message, at], |row| row.get(0)))
+        .map_err(&fail)?;
+    Ok((Submitted::New(id), 0))
+}
+
+pub(super) fn inbox(db: &Db, run: RunId, after: u64) -> Result<Vec<InboxItem>, StoreError> {
+    let fail = db_error(db);
+    let exists: Option<u64> = db
+        .conn
+        .prepare_cached("SELECT id FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row(params![run.0], |row| row.get(0)).optional())
+        .map_err(&fail)?;
+    if exists.is_none() {
+        return Err(StoreError::UnknownRun(run));
+    }
+    let rows = db
+        .conn
+        .prepare_cached(
+            "SELECT id, message, at FROM inbox WHERE run_id = ?1 AND id > ?2 ORDER BY id",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![run.0, after], |row| {
+                Ok((row.get::<_, u64>(0)?, row.get::<_, String>(1)?, row.get(2)?))
+            })?
+            .collect::<rusqlite::Result<Vec<(u64, String, u64)>>>()
+        })
+        .map_err(&fail)?;
+    rows.into_iter()
+        .map(|(id, text, at)| {
+            let message: Message = serde_json::from_str(&text).map_err(|e| {
+                db.corrupt(format!("inbox message {id} of {run} does not decode: {e}"))
+            })?;
+            Ok(InboxItem {
+                id,
+                run,
+                message,
+                at,
+            })
+        })
+        .collect()
+}
+
+pub(super) fn pending_inbox(db: &Db, after: u64) -> Result<(Vec<RunId>, u64), StoreError> {
+    let fail = db_error(db);
+    let runs = db
+        .conn
+        .prepare_cached(
+            "SELECT DISTINCT i.run_id FROM inbox i JOIN runs r ON r.id = i.run_id
+             WHERE i.id > ?1 AND i.id > r.inbox_cursor
+               AND r.status IN ('running', 'parked')
+             ORDER BY i.run_id",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![after], |row| Ok(RunId(row.get(0)?)))?
+                .collect::<rusqlite::Result<Vec<RunId>>>()
+        })
+        .map_err(&fail)?;
+    let last: u64 = db
+        .conn
+        .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM inbox")
+        .and_then(|mut s| s.query_row([], |row| row.get(0)))
+        .map_err(&fail)?;
+    Ok((runs, last.max(after)))
+}
+
+pub(super) fn load(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError> {
+    let fail = db_error(db);
+    // One read transaction: the row and the journal from the same snapshot.
+    let snapshot = db.conn.unchecked_transaction().map_err(&fail)?;
+    let raw = db
+        .conn
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+        .and_then(|mut s| s.query_row(params![run.0], raw_run).optional())
+        .map_err(&fail)?;
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let record = run_record(db, raw)?;
+    let mut statement = db
+        .conn
+        .prepare_cached("SELECT seq, event FROM journal WHERE run_id = ?1 ORDER BY seq")
+        .map_err(&fail)?;
+    let mut rows = statement.query(params![run.0]).map_err(&fail)?;
+    let mut events = Vec::new();
+    while let Some(row) = rows.next().map_err(&fail)? {
+        let seq: u64 = row.get(0).map_err(&fail)?;
+        let bad = |reason: String| StoreError::BadRow { run, seq, reason };
+        let text = row
+            .get_ref(1)
+            .map_err(&fail)?
+            .as_str()
+            .map_err(|e| bad(format!("the entry is not text: {e}")))?;
+        events.push(serde_json::from_str::<Event>(text).map_err(|e| bad(e.to_string()))?);
+    }
+    drop(rows);
+    drop(statement);
+    snapshot.commit().map_err(&fail)?;
+    Ok(Some(StoredRun { record, events }))
+}
+
+pub(super) fn list_runs(db: &Db, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+    let fail = db_error(db);
+    let limit = filter
+        .limit
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let raws = db
+        .conn
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs
+             WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
+               AND (?3 IS NULL OR id < ?3)
+             ORDER BY id DESC LIMIT ?4"
+        ))
+        .and_then(|mut s| {
+            s.query_map(
+                params![
+                    filter.workflow,
+                    filter.status.map(RunStatus::as_str),
+                    filter.before.map(|r| r.0),
+                    limit
+                ],
+                raw_run,
+            )?
+            .collect::<rusqlite::Result<Vec<RawRun>>>()
+        })
+        .map_err(&fail)?;
+    raws.into_iter().map(|raw| run_record(db, raw)).collect()
+}
+
+/// A `dead_letters` row as stored, before its kind is checked.
+type RawLetter = (RunId, String, String, u32, String, String, String, u64);
+
+pub(super) fn list_dead_letters(db: &Db) -> Result<Vec<DeadLetter>, StoreError> {
+    let fail = db_error(db);
+    let raws = db
+        .conn
+        .prepare_cached(
+            "SELECT run_id, workflow, step, attempts, kind, message, trace_id, at
+             FROM dead_letters ORDER BY run_id DESC",
+        )
+        .and_then(|mut s| {
+            s.query_map([], |row| -> rusqlite::Result<RawLetter> {
+                Ok((
+                    RunId(row.get(0)?),
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                    row.get(6)?,
+                    row.get(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<RawLetter>>>()
+        })
+        .map_err(&fail)?;
+    raws.into_iter()
+        .map(
+            |(run, workflow, step, attempts, kind, message, trace_id, at)| {
+                let kind = kind
+                    .parse::<ErrorKind>()
+                    .map_err(|e| db.corrupt(format!("the dead letter of {run}: {e}")))?;
+                Ok(DeadLetter {
+                    run,
+                    workflow,
+                    step,
+                    attempts,
+                    kind,
+                    message,
+                    trace_id,
+                    at,
+                })
+            },
+        )
+        .collect()
+}
+
+pub(super) fn put_spec(
+    db: &Db,
+    fingerprint: &str,
+    workflow: &str,
+    spec: &str,
+    at: Timestamp,
+) -> Result<((), u64), StoreError> {
+    db.conn
+        .prepare_cached(
+            "INSERT INTO specs (fingerprint, spec, workflow, first_registered, last_registered)
+             VALUES (?1, ?2, ?3, ?4, ?4)
+             ON CONFLICT (fingerprint) DO UPDATE
+                SET last_registered = MAX(last_registered, excluded.last_registered)",
+        )
+        .and_then(|mut s| s.execute(params![fingerprint, spec, workflow, at]))
+        .map_err(db_error(db))?;
+    Ok(((), 0))
+}
+
+pub(super) fn spec(db: &Db, fingerprint: &str) -> Result<Option<String>, StoreError> {
+    db.conn
+        .prepare_cached("SELECT spec FROM specs WHERE fingerprint = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![fingerprint], |row| row.get::<_, String>(0))
+                .optional()
+        })
+        .map_err(db_error(db))
+}
+
+pub(super) fn specs(db: &Db, workflow: &str) -> Result<Vec<SpecRecord>, StoreError> {
+    db.conn
+        .prepare_cached(
+            "SELECT fingerprint, workflow, spec, first_registered, last_registered FROM specs
+             WHERE workflow = ?1 ORDER BY last_registered DESC, first_registered DESC",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![workflow], |row| {
+                Ok(SpecRecord {
+                    fingerprint: row.get(0)?,
+                    workflow: row.get(1)?,
+                    spec: row.get(2)?,
+                    first_registered: row.get(3)?,
+                    last_registered: row.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<SpecRecord>>>()
+        })
+        .map_err(db_error(db))
+}
