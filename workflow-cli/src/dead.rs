@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 use workflow_core::admin;
-use workflow_core::store::{RunStatus, SqliteStore, Store};
+use workflow_core::store::{RunStatus, Store};
 use workflow_core::RunError;
 
 use crate::cli::RetryArgs;
@@ -16,7 +16,7 @@ use crate::store::Specs;
 use crate::text::{now_ms, relative, rfc3339, short, table, timestamp};
 
 /// Runs `workflow dead list`.
-pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
+pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
     let letters = store.dead_letters().await?;
     if json {
         let letters: Vec<Value> = letters
@@ -79,7 +79,7 @@ pub fn operator(who: Option<&str>) -> String {
 
 /// Runs `workflow dead retry`: [`admin::retry_dead_letter`], one transaction, checked
 /// against the versions of the workflow engines registered most recently.
-pub async fn retry(store: &SqliteStore, args: &RetryArgs, json: bool) -> Result<String> {
+pub async fn retry(store: &dyn Store, args: &RetryArgs, json: bool) -> Result<String> {
     let run = args.run;
     let who = operator(args.who.as_deref());
     let stored = load(store, run).await?;

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use workflow_core::store::SqliteStore;
+use workflow_core::store::Store;
 
 use crate::cli::{Cli, Command, DeadCommand, RunsCommand, TasksCommand};
 use crate::error::Result;
@@ -60,10 +60,10 @@ fn run(cli: Cli) -> Result<String> {
             let (store, runtime) = open(&cli.store)?;
             runtime.block_on(async {
                 match &command {
-                    RunsCommand::List(args) => runs::list(&store, args, json).await,
-                    RunsCommand::Show(args) => runs::show(&store, args, json).await,
-                    RunsCommand::Cancel(args) => runs::cancel(&store, args, json).await,
-                    RunsCommand::Restart(args) => runs::restart(&store, args, json).await,
+                    RunsCommand::List(args) => runs::list(&*store, args, json).await,
+                    RunsCommand::Show(args) => runs::show(&*store, args, json).await,
+                    RunsCommand::Cancel(args) => runs::cancel(&*store, args, json).await,
+                    RunsCommand::Restart(args) => runs::restart(&*store, args, json).await,
                 }
             })
         }
@@ -71,7 +71,7 @@ fn run(cli: Cli) -> Result<String> {
             let (store, runtime) = open(&cli.store)?;
             let approved = matches!(command, TasksCommand::Approve(_));
             let (task, who, verdict, wait) = match command {
-                TasksCommand::List => return runtime.block_on(tasks::list(&store, json)),
+                TasksCommand::List => return runtime.block_on(tasks::list(&*store, json)),
                 TasksCommand::Approve(args) | TasksCommand::Reject(args) => {
                     let verdict = Verdict::Approval {
                         approved,
@@ -83,14 +83,14 @@ fn run(cli: Cli) -> Result<String> {
                     (args.task, args.who, Verdict::Json(args.decision), args.wait)
                 }
             };
-            runtime.block_on(tasks::decide(&store, &task, &who, &verdict, wait, json))
+            runtime.block_on(tasks::decide(&*store, &task, &who, &verdict, wait, json))
         }
         Command::Dead(command) => {
             let (store, runtime) = open(&cli.store)?;
             runtime.block_on(async {
                 match &command {
-                    DeadCommand::List => dead::list(&store, json).await,
-                    DeadCommand::Retry(args) => dead::retry(&store, args, json).await,
+                    DeadCommand::List => dead::list(&*store, json).await,
+                    DeadCommand::Retry(args) => dead::retry(&*store, args, json).await,
                 }
             })
         }
@@ -98,7 +98,7 @@ fn run(cli: Cli) -> Result<String> {
 }
 
 /// The store at `path` and a runtime for its async API.
-fn open(path: &Path) -> Result<(SqliteStore, tokio::runtime::Runtime)> {
+fn open(path: &Path) -> Result<(Box<dyn Store>, tokio::runtime::Runtime)> {
     let store = store::open(path)?;
     let runtime = store::runtime()?;
     Ok((store, runtime))

@@ -8,7 +8,7 @@ use workflow_core::admin;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
-use workflow_core::store::{RunFilter, RunRecord, RunStatus, SqliteStore, Store, StoredRun};
+use workflow_core::store::{RunFilter, RunRecord, RunStatus, Store, StoredRun};
 use workflow_core::RunId;
 use workflow_spec::render::{mermaid_with_states, StepMark};
 use workflow_spec::StepKind;
@@ -19,7 +19,7 @@ use crate::store::{step_name, Specs};
 use crate::text::{duration, now_ms, offset, relative, rfc3339, short, table, timestamp};
 
 /// Runs `workflow runs list`.
-pub async fn list(store: &SqliteStore, args: &RunsListArgs, json: bool) -> Result<String> {
+pub async fn list(store: &dyn Store, args: &RunsListArgs, json: bool) -> Result<String> {
     let filter = RunFilter {
         workflow: args.workflow.clone(),
         status: args.status.map(Into::into),
@@ -76,7 +76,7 @@ pub fn record_json(run: &RunRecord) -> Value {
 }
 
 /// Loads a run, or fails with `unknown run run-7`.
-pub async fn load(store: &SqliteStore, run: RunId) -> Result<StoredRun> {
+pub async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun> {
     store
         .load(run)
         .await?
@@ -84,7 +84,7 @@ pub async fn load(store: &SqliteStore, run: RunId) -> Result<StoredRun> {
 }
 
 /// Runs `workflow runs show`.
-pub async fn show(store: &SqliteStore, args: &RunsShowArgs, json: bool) -> Result<String> {
+pub async fn show(store: &dyn Store, args: &RunsShowArgs, json: bool) -> Result<String> {
     let stored = load(store, args.run).await?;
     let mut specs = Specs::default();
     let spec = specs.get(store, &stored.record.fingerprint).await?.cloned();
@@ -146,7 +146,7 @@ pub fn mark(state: &StepState) -> StepMark {
 /// Runs `workflow runs cancel`: a parked run is cancelled at once
 /// ([`admin::cancel_parked`]); a running one gets a cancellation in its inbox
 /// ([`admin::submit_cancel`]) for the engine that drives it.
-pub async fn cancel(store: &SqliteStore, args: &OperatorArgs, json: bool) -> Result<String> {
+pub async fn cancel(store: &dyn Store, args: &OperatorArgs, json: bool) -> Result<String> {
     let run = args.run;
     let who = crate::dead::operator(args.who.as_deref());
     let record = load(store, run).await?.record;
@@ -193,7 +193,7 @@ pub async fn cancel(store: &SqliteStore, args: &OperatorArgs, json: bool) -> Res
 
 /// Runs `workflow runs restart`: [`admin::restart_parked`] under the newest registered
 /// spec of the run's workflow.
-pub async fn restart(store: &SqliteStore, args: &OperatorArgs, json: bool) -> Result<String> {
+pub async fn restart(store: &dyn Store, args: &OperatorArgs, json: bool) -> Result<String> {
     let run = args.run;
     let who = crate::dead::operator(args.who.as_deref());
     let record = load(store, run).await?.record;

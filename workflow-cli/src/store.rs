@@ -9,8 +9,13 @@ use workflow_core::store::{SqliteStore, Store};
 
 use crate::error::{CliError, Result};
 
+/// Opens the store `--store` names; a missing SQLite file is an error, never created.
+pub fn open(path: &Path) -> Result<Box<dyn Store>> {
+    open_sqlite(path).map(|store| Box::new(store) as Box<dyn Store>)
+}
+
 /// Opens the SQLite store at `path`; a missing file is an error, never created.
-pub fn open(path: &Path) -> Result<SqliteStore> {
+fn open_sqlite(path: &Path) -> Result<SqliteStore> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(CliError::new(format!(
             "{} is a directory, not a store",

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use workflow_core::admin;
 use workflow_core::journal::Event;
 use workflow_core::spec::Spec;
-use workflow_core::store::{SqliteStore, Store};
+use workflow_core::store::Store;
 use workflow_core::{DecisionError, RunId};
 
 use crate::cli::TaskRef;
@@ -26,7 +26,7 @@ use crate::text::{duration, now_ms, relative, rfc3339, short, table, timestamp};
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// Runs `workflow tasks list`.
-pub async fn list(store: &SqliteStore, json: bool) -> Result<String> {
+pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
     let tasks = admin::open_tasks(store).await?;
 
     let now = now_ms();
@@ -107,7 +107,7 @@ pub enum Verdict {
 
 /// Runs `workflow tasks approve | reject | decide`.
 pub async fn decide(
-    store: &SqliteStore,
+    store: &dyn Store,
     task: &TaskRef,
     who: &str,
     verdict: &Verdict,
