@@ -202,3 +202,52 @@ fn verify(store_path: &Path, ledger_path: &Path, runs: u64) {
         .unwrap();
     println!("{applied} effects applied, {executions} executions (re-runs deduplicated by key)");
 }
+
+/// Killed in the middle of an external effect that is neither idempotent nor reconciled:
+/// the restarted driver does not pay again; the run goes to an operator as
+/// `outcome_unknown`.
+#[test]
+fn a_kill_inside_an_unguarded_effect_is_not_repeated_on_restart() {
+    let dir = temp_dir();
+    let store = dir.join("blind.db");
+    let ledger = dir.join("blind-ledger.db");
+    let run = |kill: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crash_driver"));
+        command
+            .args([store.to_str().unwrap(), ledger.to_str().unwrap(), "1", "1"])
+            .env("CRASH_WORKFLOW", "blind")
+            .env("RUST_LOG", "off")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if kill {
+            command.env("KILL_IN_EFFECT", "1");
+        }
+        command.output().unwrap()
+    };
+    let killed = run(true);
+    assert_eq!(killed.status.code(), None, "killed by a signal: {killed:?}");
+    integrity_ok(&store);
+    let resumed = run(false);
+    assert_eq!(
+        resumed.status.code(),
+        Some(3),
+        "the outcome is unknown: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let ledger = Connection::open(&ledger).unwrap();
+    let executions: i64 = ledger
+        .query_row("SELECT count(*) FROM executions", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(executions, 1, "the payment ran once");
+    let store = SqliteStore::open(&store).unwrap();
+    let letters = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(store.dead_letters())
+        .unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!((letters[0].step.as_str(), letters[0].attempts), ("pay", 1));
+    assert_eq!(letters[0].kind, workflow_core::ErrorKind::OutcomeUnknown);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,7 +19,10 @@ pub mod model;
 pub mod render;
 pub mod retry;
 
+/// The syn parser and the compile-time checks, for the `workflow!` macro and the CLI. Not
+/// a stable API: it may change in any release.
 #[cfg(feature = "parse")]
+#[doc(hidden)]
 pub mod parse;
 
 pub use kind::ErrorKind;

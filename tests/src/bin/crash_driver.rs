@@ -5,6 +5,11 @@
 //!
 //! Usage: `crash_driver STORE LEDGER FIRST_RUN RUNS` with optional `CRASH_AT=point:n`
 //! (kill itself with SIGKILL at the n-th time the engine reaches `point`).
+//!
+//! With `CRASH_WORKFLOW=blind` it runs `Blind` instead: a payment that is an external
+//! effect, neither idempotent nor reconciled; with `KILL_IN_EFFECT=1` the process kills
+//! itself right after the payment was applied and before its result is journaled. A run
+//! whose outcome became unknown makes the driver exit with code 3.
 
 use std::error::Error;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -116,6 +121,23 @@ mod work {
     pub async fn total(_ledger: &Ledger, b: u64, c: u64, d: u64) -> Result<u64, StepError> {
         Ok(b + c + d)
     }
+
+    /// Applies the payment with the run's key, and with `KILL_IN_EFFECT` dies right after:
+    /// the payment happened, its result was never journaled.
+    pub async fn pay(ledger: &Ledger, ctx: &StepContext, amount: u64) -> Result<u64, StepError> {
+        let paid = ledger.apply(&ctx.idempotency_key, amount)?;
+        if std::env::var_os("KILL_IN_EFFECT").is_some() {
+            super::kill_self();
+        }
+        Ok(paid)
+    }
+}
+
+workflow! {
+    /// One payment that is neither idempotent nor reconciled.
+    pub workflow Blind(order: u64) env Ledger {
+        step pay -> u64 { action: work::pay(env, ctx, order), effect: external }
+    }
 }
 
 workflow! {
@@ -167,6 +189,23 @@ async fn main() -> Result<(), Box<dyn Error>> {
         });
     }
     let engine = builder.build();
+    if std::env::var("CRASH_WORKFLOW").as_deref() == Ok("blind") {
+        engine.register::<Blind>(Ledger::open(ledger)?)?;
+        engine.resume_all().await?;
+        let run = engine
+            .start_with::<Blind>(
+                BlindInput { order: first },
+                StartOptions::key(format!("blind-{first}")),
+            )
+            .await?;
+        return match run.outputs().await {
+            Err(RunError::Failed { error, .. }) if error.kind() == ErrorKind::OutcomeUnknown => {
+                eprintln!("outcome unknown: {}", error.message());
+                std::process::exit(3)
+            }
+            other => other.map(drop).map_err(Into::into),
+        };
+    }
     engine.register::<Crashy>(Ledger::open(ledger)?)?;
     engine.resume_all().await?;
     let mut handles = Vec::new();

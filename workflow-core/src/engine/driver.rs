@@ -694,13 +694,3 @@ impl<W: Workflow> Driver<W> {
         self.engine.unindex_task(self.run, step);
     }
 }
-
-/// Whether a run's journal says it finished, and how: for waiters of runs not driven here.
-pub(super) fn replayed_finish(spec: &Spec, events: &[Event]) -> Option<Finished> {
-    let machine = Machine::replay(spec, events);
-    machine.status().is_terminal().then(|| Finished {
-        status: machine.status(),
-        outputs: machine.outputs().to_vec(),
-        stop: machine.stop().cloned(),
-    })
-}

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::driver::{replayed_finish, Msg};
+use super::driver::Msg;
 use super::registry::{Registered, Registration};
 use super::{Engine, Finished, RunHandle, RunRef, StartOptions, FOREIGN_POLL};
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
+use crate::machine::Machine;
 use crate::store::{Claim, Commit, Created, NewRun, RunStatus, StoreError, StoredRun};
 use crate::workflow::Workflow;
 
@@ -475,4 +476,14 @@ pub(super) fn run_started(
         deadline,
         at,
     }
+}
+
+/// Whether a run's journal says it finished, and how: for waiters of runs not driven here.
+fn replayed_finish(spec: &workflow_spec::Spec, events: &[Event]) -> Option<Finished> {
+    let machine = Machine::replay(spec, events);
+    machine.status().is_terminal().then(|| Finished {
+        status: machine.status(),
+        outputs: machine.outputs().to_vec(),
+        stop: machine.stop().cloned(),
+    })
 }

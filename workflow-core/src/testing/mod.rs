@@ -21,6 +21,10 @@
 //! # }
 //! ```
 
+mod faulty;
+
+pub use self::faulty::{FaultyStore, Write};
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};

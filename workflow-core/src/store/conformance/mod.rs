@@ -1,0 +1,216 @@
+//! The [`Store`] conformance suite: every promise of the trait's documentation, written
+//! once and run against every store.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use std::sync::Arc;
+//! use workflow_core::store::{conformance, MemoryStore, Store};
+//!
+//! conformance::run(|| async { Arc::new(MemoryStore::new()) as Arc<dyn Store> }).await;
+//! # }
+//! ```
+//!
+//! Each check gets a fresh, empty store from the factory. Checks that need a lease to
+//! lapse wait a few milliseconds of real time, so stores that keep time by their own clock
+//! (a database server) pass the same checks as stores that use the caller's.
+
+mod inbox;
+mod owners;
+mod runs;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::{
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Fence, Message, NewRun,
+    RunFilter, RunStatus, Store, StoreError, Submitted,
+};
+use crate::error::{ErrorKind, RunId};
+use crate::journal::{Event, Timestamp};
+use crate::workflow::BoxFuture;
+
+/// One check: it panics when the store breaks a promise.
+pub type Check = fn(Arc<dyn Store>) -> BoxFuture<'static, ()>;
+
+/// Every check, by name.
+pub const CHECKS: &[(&str, Check)] = &[
+    ("a created run loads back", |s| {
+        Box::pin(runs::created_runs_load_back(s))
+    }),
+    ("idempotency keys name one run per workflow", |s| {
+        Box::pin(runs::idempotency_keys(s))
+    }),
+    ("commits append at the expected length only", |s| {
+        Box::pin(runs::commits_append_in_order(s))
+    }),
+    ("a refused commit writes nothing", |s| {
+        Box::pin(runs::refused_commits_write_nothing(s))
+    }),
+    ("statuses, notes and dead letters", |s| {
+        Box::pin(runs::statuses_and_dead_letters(s))
+    }),
+    ("runs are filtered and paged newest first", |s| {
+        Box::pin(runs::runs_are_filtered_and_paged(s))
+    }),
+    ("claims honour owners", |s| {
+        Box::pin(owners::claims_honour_owners(s))
+    }),
+    ("a lapsed lease is taken over and its owner fenced", |s| {
+        Box::pin(owners::lapsed_leases_are_taken_over(s))
+    }),
+    ("renewed leases hold and released runs are free", |s| {
+        Box::pin(owners::renew_and_release(s))
+    }),
+    ("a run created claimed is its creator's", |s| {
+        Box::pin(owners::created_claimed(s))
+    }),
+    ("finishing releases the owner", |s| {
+        Box::pin(owners::finishing_releases(s))
+    }),
+    ("the inbox keeps messages in order, once per key", |s| {
+        Box::pin(inbox::inbox_in_order(s))
+    }),
+    ("taken-in messages are no longer pending", |s| {
+        Box::pin(inbox::pending_inbox(s))
+    }),
+    ("specs are written once, registrations noted", |s| {
+        Box::pin(inbox::specs_and_registrations(s))
+    }),
+    ("a restart supersedes a parked run atomically", |s| {
+        Box::pin(runs::supersede_parked(s))
+    }),
+    ("every journal event round-trips", |s| {
+        Box::pin(runs::events_round_trip(s))
+    }),
+];
+
+/// Runs every check, each on a fresh store from `make`, and panics naming every check
+/// that failed.
+pub async fn run<F, Fut>(mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let mut failed = Vec::new();
+    for (name, check) in CHECKS {
+        let store = make().await;
+        if let Err(error) = tokio::spawn(check(store)).await {
+            let message = if error.is_panic() {
+                let panic = error.into_panic();
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default()
+            } else {
+                error.to_string()
+            };
+            failed.push(format!("{name}: {message}"));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} conformance checks failed:\n{}",
+        failed.len(),
+        CHECKS.len(),
+        failed.join("\n")
+    );
+}
+
+fn wall_clock() -> Timestamp {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn started(workflow: &str, at: Timestamp) -> Event {
+    Event::RunStarted {
+        workflow: workflow.to_owned(),
+        fingerprint: "fp1".to_owned(),
+        input: json!({ "user": "ada", "tags": ["a", "b"] }),
+        seed: 42,
+        trace_id: "trace-1".to_owned(),
+        dry_run: false,
+        deadline: Some(at + 60_000),
+        at,
+    }
+}
+
+fn attempt(step: usize, at: Timestamp) -> Event {
+    Event::AttemptStarted {
+        step,
+        attempt: 1,
+        at,
+    }
+}
+
+fn new_run<'a>(workflow: &'a str, key: Option<&'a str>, events: &'a [Event]) -> NewRun<'a> {
+    NewRun {
+        workflow,
+        fingerprint: "fp1",
+        idempotency_key: key,
+        events,
+        parent: None,
+        owner: None,
+        supersedes: None,
+        at: events.first().map_or(0, Event::at),
+    }
+}
+
+async fn create(store: &dyn Store, workflow: &str, key: Option<&str>) -> Created {
+    let events = [started(workflow, 1_000)];
+    store
+        .create_run(new_run(workflow, key, &events))
+        .await
+        .expect("create a run")
+}
+
+async fn events_of(store: &dyn Store, run: RunId) -> Vec<Event> {
+    store
+        .load(run)
+        .await
+        .expect("load")
+        .expect("the run exists")
+        .events
+}
+
+fn claimant(owner: &str, lease_ms: u64) -> Claimant<'_> {
+    Claimant {
+        owner,
+        lease_ms,
+        now: wall_clock(),
+    }
+}
+
+fn claim<'a>(claimant: Claimant<'a>, workflows: &'a [&'a str]) -> Claim<'a> {
+    Claim {
+        claimant,
+        workflows,
+        run: None,
+        reclaim_own: false,
+        limit: None,
+    }
+}
+
+fn letter(run: RunId) -> DeadLetter {
+    DeadLetter {
+        run,
+        workflow: "onboard".to_owned(),
+        step: "send_welcome_email".to_owned(),
+        attempts: 3,
+        kind: ErrorKind::Unavailable,
+        message: "smtp down".to_owned(),
+        trace_id: format!("trace-{}", run.0),
+        at: 5_000,
+    }
+}
+
+fn with_status(run: RunId, seq: u64, status: RunStatus, note: Option<&str>) -> Commit<'_> {
+    Commit {
+        status: Some((status, note)),
+        ..Commit::events(run, seq, &[], 2_000)
+    }
+}

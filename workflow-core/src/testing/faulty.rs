@@ -1,0 +1,207 @@
+//! A store that fails on demand: for testing what the engine and the admin operations do
+//! when a write does not land (a full disk, a lost connection, a crash in the middle of an
+//! operation): every write either lands whole or not at all, and nothing is half done.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::RunId;
+use crate::journal::Timestamp;
+use crate::store::{
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+};
+use crate::workflow::BoxFuture;
+
+/// The writes a [`FaultyStore`] can refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// [`Store::create_run`].
+    Create,
+    /// [`Store::commit`].
+    Commit,
+    /// [`Store::submit`].
+    Submit,
+}
+
+/// Wraps a store and refuses the next writes of a kind with a given error, writing
+/// nothing, as a store whose disk is full or whose connection dropped would.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::sync::Arc;
+/// use workflow_core::store::{MemoryStore, StoreError};
+/// use workflow_core::testing::{FaultyStore, Write};
+///
+/// let store = FaultyStore::new(Arc::new(MemoryStore::new()));
+/// store.fail_next(Write::Commit, 1, StoreError::Io("disk full".into()));
+/// assert_eq!(store.failures(), 0);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct FaultyStore {
+    inner: Arc<dyn Store>,
+    faults: Arc<Mutex<Vec<(Write, usize, StoreError)>>>,
+    failures: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field("failures", &self.failures())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultyStore {
+    /// A store that passes everything to `inner` until told to fail.
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        FaultyStore {
+            inner,
+            faults: Arc::new(Mutex::new(Vec::new())),
+            failures: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Refuses the next `times` writes of kind `write` with `error`.
+    pub fn fail_next(&self, write: Write, times: usize, error: StoreError) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((write, times, error));
+    }
+
+    /// Refuses writes of kind `write` with `error` until [`FaultyStore::heal`].
+    pub fn fail_always(&self, write: Write, error: StoreError) {
+        self.fail_next(write, usize::MAX, error);
+    }
+
+    /// Stops refusing anything.
+    pub fn heal(&self) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// How many writes were refused so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The error to refuse a write of kind `write` with, if one is armed.
+    fn fault(&self, write: Write) -> Option<StoreError> {
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let index = faults.iter().position(|(w, n, _)| *w == write && *n > 0)?;
+        let (_, times, error) = &mut faults[index];
+        *times = times.saturating_sub(1);
+        let error = error.clone();
+        faults.retain(|(_, n, _)| *n > 0);
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        Some(error)
+    }
+}
+
+fn refused<'a, T: Send + 'a>(error: StoreError) -> BoxFuture<'a, Result<T, StoreError>> {
+    Box::pin(std::future::ready(Err(error)))
+}
+
+impl Store for FaultyStore {
+    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
+        match self.fault(Write::Create) {
+            Some(error) => refused(error),
+            None => self.inner.create_run(run),
+        }
+    }
+
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        match self.fault(Write::Commit) {
+            Some(error) => refused(error),
+            None => self.inner.commit(commit),
+        }
+    }
+
+    fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
+        self.inner.load(run)
+    }
+
+    fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        self.inner.runs(filter)
+    }
+
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        self.inner.claim(claim)
+    }
+
+    fn renew<'a>(
+        &'a self,
+        claimant: Claimant<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        self.inner.renew(claimant)
+    }
+
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.release(owner, runs)
+    }
+
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>> {
+        match self.fault(Write::Submit) {
+            Some(error) => refused(error),
+            None => self.inner.submit(run, message, key, at),
+        }
+    }
+
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
+        self.inner.inbox(run, after)
+    }
+
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
+        self.inner.pending_inbox(after)
+    }
+
+    fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        self.inner.dead_letters()
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        workflow: &'a str,
+        spec_json: &'a str,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.put_spec(fingerprint, workflow, spec_json, at)
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.inner.spec(fingerprint)
+    }
+
+    fn specs<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
+        self.inner.specs(workflow)
+    }
+
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
+    fn multi_worker(&self) -> bool {
+        self.inner.multi_worker()
+    }
+}
