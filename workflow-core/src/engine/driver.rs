@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 use workflow_spec::{Arg, Spec, StepKind};
 
+use super::plan::{plan, Launch, Start};
 use super::registry::WorkflowHooks;
 use super::work::{self, Call, Done};
 use super::{Engine, Finished, Live};
@@ -18,7 +19,7 @@ use crate::clock::until;
 use crate::context::StepContext;
 use crate::error::{DecisionError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
-use crate::machine::{Command, Machine, Status};
+use crate::machine::{Machine, Status};
 use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
 use crate::workflow::Workflow;
 
@@ -38,18 +39,6 @@ pub(super) enum Msg {
     Inbox,
 }
 
-/// Work to start once the commit that journals its start is durable.
-enum Start {
-    Attempt {
-        step: usize,
-        attempt: u32,
-        reconcile: bool,
-    },
-    Compensation {
-        step: usize,
-    },
-}
-
 /// How a driver stopped.
 enum DriveEnd {
     /// The run finished; waiters were told.
@@ -61,13 +50,15 @@ enum DriveEnd {
     Stopped,
 }
 
-/// Starts driving a run this engine owns under `token`, from its journal.
+/// Starts driving a run this engine owns under `token`, from `launch` (its journal
+/// replayed, or the plan it was created with); a run whose journal cannot be driven (its
+/// inputs no longer decode) is parked.
 pub(super) fn launch<W: Workflow>(
     engine: Engine,
     env: Arc<W::Env>,
     run: RunId,
     token: u64,
-    events: Vec<Event>,
+    launch: Result<Launch<W>, (RunError, u64)>,
 ) {
     let (mailbox_tx, mailbox) = mpsc::unbounded_channel();
     let (done_tx, done) = watch::channel(None);
@@ -82,27 +73,21 @@ pub(super) fn launch<W: Workflow>(
     if engine.inner.store.shared() || engine.inner.store.multi_worker() {
         engine.ensure_poller();
     }
-    let trace_id = match events.first() {
-        Some(Event::RunStarted { trace_id, .. }) => trace_id.clone(),
-        _ => String::new(),
-    };
+    let trace_id = launch
+        .as_ref()
+        .map(|launch| launch.trace_id.clone())
+        .unwrap_or_default();
     let span = tracing::info_span!("run", workflow = W::NAME, run = %run, trace_id = %trace_id);
     let live = engine.clone();
-    let seq = events.len() as u64;
     let handle = tokio::spawn(
         async move {
-            let end = match Driver::<W>::new(
-                engine.clone(),
-                run,
-                token,
-                env,
-                events,
-                mailbox,
-                trace_id,
-                done_tx,
-            ) {
-                Ok(driver) => driver.drive().await,
-                Err(error) => {
+            let end = match launch {
+                Ok(launch) => {
+                    let driver =
+                        Driver::<W>::new(engine.clone(), run, token, env, launch, mailbox, done_tx);
+                    driver.drive().await
+                }
+                Err((error, seq)) => {
                     tracing::error!(error = %error, "cannot drive the run; parking it");
                     engine
                         .park(run, token, seq, &format!("parked: {error}"))
@@ -143,37 +128,26 @@ struct Driver<W: Workflow> {
 }
 
 impl<W: Workflow> Driver<W> {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         engine: Engine,
         run: RunId,
         token: u64,
         env: Arc<W::Env>,
-        events: Vec<Event>,
+        launch: Launch<W>,
         mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
-        trace_id: String,
         done: watch::Sender<Option<Arc<Finished>>>,
-    ) -> Result<Self, RunError> {
-        let machine =
-            Machine::replay(W::spec(), &events).with_max_in_flight(engine.inner.max_in_flight);
-        let input_value = machine.input().cloned().unwrap_or(Value::Null);
-        let input: W::Input =
-            serde_json::from_value(input_value).map_err(|error| RunError::Decode {
-                run,
-                step: "<input>".into(),
-                message: error.to_string(),
-            })?;
-        let driver = Driver {
+    ) -> Self {
+        let mut driver = Driver {
             engine,
             run,
             token,
             env,
-            input: Arc::new(input),
-            machine,
-            seq: events.len() as u64,
+            input: launch.input,
+            machine: launch.machine,
+            seq: launch.seq,
             pending: Vec::new(),
             starts: Vec::new(),
-            trace_id,
+            trace_id: launch.trace_id,
             work: JoinSet::new(),
             mailbox,
             done,
@@ -181,7 +155,11 @@ impl<W: Workflow> Driver<W> {
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
         }
-        Ok(driver)
+        // Work the run was created with: journaled already, started now.
+        for start in launch.starts {
+            driver.start(start);
+        }
+        driver
     }
 
     fn now(&self) -> Timestamp {
@@ -269,48 +247,27 @@ impl<W: Workflow> Driver<W> {
     }
 
     fn plan(&mut self) -> Option<Status> {
-        loop {
-            let now = self.now();
-            let commands = {
-                let hooks = WorkflowHooks::<W> { input: &self.input };
-                self.machine.next(now, &hooks)
-            };
-            if commands.is_empty() {
-                return None;
-            }
-            for command in commands {
-                match command {
-                    Command::Journal(event) => self.record(event),
-                    Command::Attempt {
-                        step,
-                        attempt,
-                        reconcile,
-                    } => {
-                        self.record(Event::AttemptStarted {
-                            step,
-                            attempt,
-                            at: now,
-                        });
-                        self.starts.push(Start::Attempt {
-                            step,
-                            attempt,
-                            reconcile,
-                        });
-                    }
-                    Command::Compensate { step } => {
-                        self.record(Event::CompensationStarted { step, at: now });
-                        self.starts.push(Start::Compensation { step });
-                    }
-                    Command::Finish(status) => return Some(status),
-                }
-            }
+        let now = self.now();
+        let planned = plan::<W>(&mut self.machine, &self.input, now);
+        for event in &planned.events {
+            self.note(event);
         }
+        self.pending.extend(planned.events);
+        self.starts.extend(planned.starts);
+        planned.finish
     }
 
     /// Applies an event the machine decided or an outcome reported, to be committed with
     /// the next commit.
     fn record(&mut self, event: Event) {
-        match &event {
+        self.note(&event);
+        self.machine.apply(&event);
+        self.pending.push(event);
+    }
+
+    /// Logs an event and keeps the index of open tasks in step with it.
+    fn note(&self, event: &Event) {
+        match event {
             Event::TaskOpened {
                 step,
                 assignee,
@@ -370,8 +327,6 @@ impl<W: Workflow> Driver<W> {
             Event::Cancelled { by, .. } => tracing::warn!(by = by.as_str(), "run cancelled"),
             _ => {}
         }
-        self.machine.apply(&event);
-        self.pending.push(event);
     }
 
     /// Commits the pending events (with the run's end, when it finished) under this
@@ -456,7 +411,7 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    fn start(&mut self, start: Start) {
+    pub(super) fn start(&mut self, start: Start) {
         match start {
             Start::Attempt {
                 step,

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::driver::Msg;
+use super::plan::Options;
 use super::registry::{Registered, Registration};
 use super::{Engine, Finished, RunHandle, RunRef, StartOptions, FOREIGN_POLL};
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::Machine;
-use crate::store::{Claim, Commit, Created, NewRun, RunStatus, StoreError, StoredRun};
+use crate::store::{Claim, Commit, Created, RunStatus, StoreError, StoredRun};
 use crate::workflow::Workflow;
 
 impl Engine {
@@ -57,20 +58,12 @@ impl Engine {
             .registry
             .typed::<W>()
             .ok_or_else(|| RunError::NotRegistered(W::NAME.to_owned()))?;
-        registration.store_spec(self).await?;
         let input = serde_json::to_value(&input).map_err(|error| RunError::Decode {
             run: RunId(0),
             step: "<input>".into(),
             message: error.to_string(),
         })?;
-        let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
-        let key = options.idempotency_key.as_deref();
-        let created = self
-            .create(&*registration, input, key, options.dry_run, deadline)
-            .await?;
-        if let Created::Existing(id) = created {
-            tracing::info!(workflow = W::NAME, run = %id, key = ?key, "start deduplicated by idempotency key");
-        }
+        let created = self.create(&*registration, input, &options).await?;
         Ok(RunHandle::new(
             RunRef {
                 engine: self.clone(),
@@ -99,41 +92,47 @@ impl Engine {
         ))
     }
 
-    /// Creates a run with its `RunStarted` event (a fresh jitter seed, the trace id derived
-    /// from it), owned by this engine, and launches it; or returns the run its idempotency
-    /// key names.
+    /// Starts a run of a registered workflow by its journaled name, with its inputs as
+    /// JSON (they are checked against the workflow's input type): for front ends that do
+    /// not know the workflow's Rust type. New runs start on the newest registered version.
+    /// Returns the run and whether this start created it (an idempotency key that was used
+    /// before names the existing run).
+    pub async fn start_json(
+        &self,
+        workflow: &str,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<(RunId, bool), RunError> {
+        let registered = self
+            .inner
+            .registry
+            .any(workflow)
+            .ok_or_else(|| RunError::NotRegistered(workflow.to_owned()))?;
+        let created = self.create(&*registered, input, &options).await?;
+        Ok((created.id(), matches!(created, Created::New { .. })))
+    }
+
     async fn create(
         &self,
         registered: &dyn Registered,
         input: Value,
-        idempotency_key: Option<&str>,
-        dry_run: bool,
-        deadline: Option<Timestamp>,
+        options: &StartOptions,
     ) -> Result<Created, RunError> {
-        let now = self.now();
-        let started = run_started(registered, input, self.next_seed(), dry_run, deadline, now);
-        let events = [started];
-        let created = self
-            .inner
-            .store
-            .create_run(NewRun {
-                workflow: registered.name(),
-                fingerprint: registered.fingerprint(),
-                idempotency_key,
-                events: &events,
-                parent: None,
-                owner: Some(self.claimant()),
-                supersedes: None,
-                at: now,
-            })
+        let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
+        let key = options.idempotency_key.as_deref();
+        let created = registered
+            .create(
+                self,
+                input,
+                Options {
+                    idempotency_key: key,
+                    dry_run: options.dry_run,
+                    deadline,
+                },
+            )
             .await?;
-        if let Created::New { run, token } = created {
-            tracing::info!(workflow = registered.name(), run = %run, "run started");
-            let [started] = events;
-            if self.inner.events.receiver_count() > 0 {
-                let _ = self.inner.events.send((run, started.clone()));
-            }
-            registered.launch(self.clone(), run, token, vec![started]);
+        if let Created::Existing(id) = created {
+            tracing::info!(workflow = registered.name(), run = %id, key = ?key, "start deduplicated by idempotency key");
         }
         Ok(created)
     }
@@ -454,27 +453,6 @@ impl Engine {
         crate::admin::stored_spec(&*self.inner.store, &record.fingerprint)
             .await
             .map(|spec| spec.map(Arc::new))
-    }
-}
-
-/// The first event of a run.
-pub(super) fn run_started(
-    registered: &dyn Registered,
-    input: Value,
-    seed: u64,
-    dry_run: bool,
-    deadline: Option<Timestamp>,
-    at: Timestamp,
-) -> Event {
-    Event::RunStarted {
-        workflow: registered.name().to_owned(),
-        fingerprint: registered.fingerprint().to_owned(),
-        input,
-        seed,
-        trace_id: format!("{seed:016x}"),
-        dry_run,
-        deadline,
-        at,
     }
 }
 

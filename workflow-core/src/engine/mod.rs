@@ -15,6 +15,7 @@ mod builder;
 mod driver;
 mod handle;
 mod lifecycle;
+mod plan;
 mod poller;
 mod registry;
 mod work;

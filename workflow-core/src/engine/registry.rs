@@ -8,9 +8,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use workflow_spec::Spec;
 
+use super::plan::{Launch, Options};
 use super::Engine;
+use crate::error::RunError;
 use crate::journal::{Event, Value};
 use crate::machine::Hooks;
+use crate::store::Created;
 use crate::store::StoreError;
 use crate::workflow::{BoxFuture, CallError, Workflow};
 
@@ -24,8 +27,15 @@ pub(super) trait Registered: Send + Sync + 'static {
     fn spec(&self) -> &'static Spec;
     /// Records the spec in the store once, for tools that lack the workflow's code.
     fn store_spec<'a>(&'a self, engine: &'a Engine) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// Starts driving a run this engine owns under `token`.
+    /// Starts driving a run this engine owns under `token`, from its journal.
     fn launch(&self, engine: Engine, run: crate::RunId, token: u64, events: Vec<Event>);
+    /// Creates a run (its inputs as JSON) owned by this engine, and launches it.
+    fn create<'a>(
+        &'a self,
+        engine: &'a Engine,
+        input: Value,
+        options: Options<'a>,
+    ) -> BoxFuture<'a, Result<Created, RunError>>;
     /// Checks a decision against the type of human `step`.
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
@@ -76,7 +86,20 @@ impl<W: Workflow> Registered for Registration<W> {
     }
 
     fn launch(&self, engine: Engine, run: crate::RunId, token: u64, events: Vec<Event>) {
-        super::driver::launch::<W>(engine, Arc::clone(&self.env), run, token, events);
+        let launch = Launch::<W>::replay(&engine, run, &events);
+        super::driver::launch::<W>(engine, Arc::clone(&self.env), run, token, launch);
+    }
+
+    fn create<'a>(
+        &'a self,
+        engine: &'a Engine,
+        input: Value,
+        options: Options<'a>,
+    ) -> BoxFuture<'a, Result<Created, RunError>> {
+        Box::pin(async move {
+            self.store_spec(engine).await?;
+            super::plan::create::<W>(engine, Arc::clone(&self.env), input, options).await
+        })
     }
 
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {

@@ -1,0 +1,75 @@
+//! One commit per step boundary: a step's result and the starts it makes ready are one
+//! transaction, a run's creation rides with its first start and its end with its last
+//! result. Counted on both stores, so the figure cannot regress silently.
+
+use std::sync::Arc;
+
+use workflow_core::prelude::*;
+use workflow_core::store::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
+
+async fn add(n: u32) -> Result<u32, StepError> {
+    Ok(n + 1)
+}
+
+workflow! {
+    /// Ten steps in a chain.
+    workflow Chain(n: u32) {
+        step s1 -> u32 { action: add(n) }
+        step s2 -> u32 { action: add(s1) }
+        step s3 -> u32 { action: add(s2) }
+        step s4 -> u32 { action: add(s3) }
+        step s5 -> u32 { action: add(s4) }
+        step s6 -> u32 { action: add(s5) }
+        step s7 -> u32 { action: add(s6) }
+        step s8 -> u32 { action: add(s7) }
+        step s9 -> u32 { action: add(s8) }
+        step s10 -> u32 { action: add(s9) }
+    }
+}
+
+/// Creation with the first start, nine boundaries, the last result with the run's end.
+const COMMITS_PER_RUN: u64 = 11;
+
+#[tokio::test]
+async fn a_ten_step_run_is_eleven_commits_in_memory() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::builder().shared_store(store.clone()).build();
+    engine.register::<Chain>(()).unwrap();
+    let outputs = engine
+        .start::<Chain>(ChainInput { n: 0 })
+        .await
+        .unwrap()
+        .outputs()
+        .await
+        .unwrap();
+    assert_eq!(outputs.s10, 10);
+    assert_eq!(store.commits(), COMMITS_PER_RUN);
+    assert_eq!(
+        store.journal_writes(),
+        21,
+        "run_started + 10 starts + 10 results"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_step_run_is_eleven_commits_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("workflow-commits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("commits.db");
+    let _ = std::fs::remove_file(&path);
+    let options = SqliteOptions {
+        synchronous: Synchronous::Off,
+        ..SqliteOptions::default()
+    };
+    let store = Arc::new(SqliteStore::open_with(&path, options).unwrap());
+    let engine = Engine::builder().shared_store(store.clone()).build();
+    engine.register::<Chain>(()).unwrap();
+    let run = engine.start::<Chain>(ChainInput { n: 0 }).await.unwrap();
+    assert_eq!(run.outputs().await.unwrap().s10, 10);
+    // The spec's registration is one more transaction, made before the run was created.
+    assert_eq!(store.commits(), 1 + COMMITS_PER_RUN);
+    assert_eq!(store.journal_writes(), 21);
+    drop(engine);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}

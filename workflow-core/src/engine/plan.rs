@@ -1,0 +1,202 @@
+//! What a run does before anything runs: the machine's plan (the events it decides and
+//! the work they start), the state a driver starts from, and the creation of a run, whose
+//! first starts are journaled in the same transaction as the run itself.
+
+use std::sync::Arc;
+
+use super::registry::WorkflowHooks;
+use super::Engine;
+use crate::error::{RunError, RunId};
+use crate::journal::{Event, Timestamp, Value};
+use crate::machine::{Command, Machine, Status};
+use crate::store::{Created, NewRun};
+use crate::workflow::Workflow;
+
+/// Work to start once the commit that journals its start is durable.
+pub(super) enum Start {
+    Attempt {
+        step: usize,
+        attempt: u32,
+        reconcile: bool,
+    },
+    Compensation {
+        step: usize,
+    },
+}
+
+/// What the machine decided in one go.
+pub(super) struct Planned {
+    /// Events to journal, already applied to the machine.
+    pub(super) events: Vec<Event>,
+    /// The work those events start.
+    pub(super) starts: Vec<Start>,
+    /// The run's end, when it reached one.
+    pub(super) finish: Option<Status>,
+}
+
+/// Asks the machine until it has nothing more to decide at `now`, applying each event it
+/// decides (and the start of each attempt and compensation) as it goes.
+pub(super) fn plan<W: Workflow>(
+    machine: &mut Machine<'static>,
+    input: &W::Input,
+    now: Timestamp,
+) -> Planned {
+    let mut planned = Planned {
+        events: Vec::new(),
+        starts: Vec::new(),
+        finish: None,
+    };
+    loop {
+        let commands = machine.next(now, &WorkflowHooks::<W> { input });
+        if commands.is_empty() {
+            return planned;
+        }
+        for command in commands {
+            let event = match command {
+                Command::Journal(event) => event,
+                Command::Attempt {
+                    step,
+                    attempt,
+                    reconcile,
+                } => {
+                    planned.starts.push(Start::Attempt {
+                        step,
+                        attempt,
+                        reconcile,
+                    });
+                    Event::AttemptStarted {
+                        step,
+                        attempt,
+                        at: now,
+                    }
+                }
+                Command::Compensate { step } => {
+                    planned.starts.push(Start::Compensation { step });
+                    Event::CompensationStarted { step, at: now }
+                }
+                Command::Finish(status) => {
+                    planned.finish = Some(status);
+                    return planned;
+                }
+            };
+            machine.apply(&event);
+            planned.events.push(event);
+        }
+    }
+}
+
+/// The state a driver starts from.
+pub(super) struct Launch<W: Workflow> {
+    pub(super) machine: Machine<'static>,
+    pub(super) input: Arc<W::Input>,
+    /// The journal's committed length.
+    pub(super) seq: u64,
+    /// Journaled work to start now.
+    pub(super) starts: Vec<Start>,
+    pub(super) trace_id: String,
+}
+
+impl<W: Workflow> Launch<W> {
+    /// A run resumed from its journal. Fails (with the journal's length, to park the run)
+    /// when its inputs no longer decode.
+    pub(super) fn replay(
+        engine: &Engine,
+        run: RunId,
+        events: &[Event],
+    ) -> Result<Self, (RunError, u64)> {
+        let seq = events.len() as u64;
+        let machine =
+            Machine::replay(W::spec(), events).with_max_in_flight(engine.inner.max_in_flight);
+        let input = decode_input::<W>(run, machine.input().cloned()).map_err(|e| (e, seq))?;
+        Ok(Launch {
+            machine,
+            input: Arc::new(input),
+            seq,
+            starts: Vec::new(),
+            trace_id: trace_id(events),
+        })
+    }
+}
+
+fn decode_input<W: Workflow>(run: RunId, input: Option<Value>) -> Result<W::Input, RunError> {
+    serde_json::from_value(input.unwrap_or(Value::Null)).map_err(|error| RunError::Decode {
+        run,
+        step: "<input>".into(),
+        message: error.to_string(),
+    })
+}
+
+fn trace_id(events: &[Event]) -> String {
+    match events.first() {
+        Some(Event::RunStarted { trace_id, .. }) => trace_id.clone(),
+        _ => String::new(),
+    }
+}
+
+/// How a run is started.
+pub(super) struct Options<'a> {
+    pub(super) idempotency_key: Option<&'a str>,
+    pub(super) dry_run: bool,
+    pub(super) deadline: Option<Timestamp>,
+}
+
+/// Creates a run of `W` owned by this engine, with its `RunStarted` event (a fresh jitter
+/// seed, the trace id derived from it) and whatever the machine starts with, in one
+/// transaction, and launches it; or returns the run its idempotency key names.
+pub(super) async fn create<W: Workflow>(
+    engine: &Engine,
+    env: Arc<W::Env>,
+    input: Value,
+    options: Options<'_>,
+) -> Result<Created, RunError> {
+    let typed = decode_input::<W>(RunId(0), Some(input.clone()))?;
+    let now = engine.now();
+    let seed = engine.next_seed();
+    let started = Event::RunStarted {
+        workflow: W::NAME.to_owned(),
+        fingerprint: W::FINGERPRINT.to_owned(),
+        input,
+        seed,
+        trace_id: format!("{seed:016x}"),
+        dry_run: options.dry_run,
+        deadline: options.deadline,
+        at: now,
+    };
+    let mut machine = Machine::new(W::spec()).with_max_in_flight(engine.inner.max_in_flight);
+    machine.apply(&started);
+    let planned = plan::<W>(&mut machine, &typed, now);
+    let mut events = Vec::with_capacity(planned.events.len() + 1);
+    events.push(started);
+    events.extend(planned.events);
+    let created = engine
+        .inner
+        .store
+        .create_run(NewRun {
+            workflow: W::NAME,
+            fingerprint: W::FINGERPRINT,
+            idempotency_key: options.idempotency_key,
+            events: &events,
+            parent: None,
+            owner: Some(engine.claimant()),
+            supersedes: None,
+            at: now,
+        })
+        .await?;
+    if let Created::New { run, token } = created {
+        tracing::info!(workflow = W::NAME, run = %run, "run started");
+        let launch = Launch::<W> {
+            machine,
+            input: Arc::new(typed),
+            seq: events.len() as u64,
+            starts: planned.starts,
+            trace_id: format!("{seed:016x}"),
+        };
+        if engine.inner.events.receiver_count() > 0 {
+            for event in events {
+                let _ = engine.inner.events.send((run, event));
+            }
+        }
+        super::driver::launch::<W>(engine.clone(), env, run, token, Ok(launch));
+    }
+    Ok(created)
+}
