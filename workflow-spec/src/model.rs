@@ -216,7 +216,7 @@ pub fn format_duration(duration: Duration) -> String {
         (1_000, 1_000, "s"),
     ];
     for (size, from, unit) in UNITS {
-        if ms >= from && ms % size == 0 {
+        if ms >= from && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
