@@ -56,6 +56,11 @@ pub enum Command {
     /// List failed runs (dead letters) and retry them.
     #[command(subcommand)]
     Dead(DeadCommand),
+
+    /// Verify a store: SQLite's integrity check, then the checksum of every journal entry,
+    /// run, spec, dead letter and inbox message. Prints each damaged row and run; exits
+    /// with 1 when anything is damaged. Reads only.
+    Check,
 }
 
 /// The arguments of `workflow diagram`.

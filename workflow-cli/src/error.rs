@@ -14,6 +14,8 @@ pub struct CliError {
     pub message: String,
     /// Errors located in a source file, printed before the message.
     pub located: Vec<Located>,
+    /// A report for stdout that goes with the failure (what `workflow check` found).
+    pub report: Option<String>,
 }
 
 /// An error at a place in a source file.
@@ -38,6 +40,15 @@ impl CliError {
         CliError {
             message: message.into(),
             located: Vec::new(),
+            report: None,
+        }
+    }
+
+    /// A failure that comes with a report for stdout.
+    pub fn with_report(message: impl Into<String>, report: String) -> Self {
+        CliError {
+            report: Some(report),
+            ..CliError::new(message)
         }
     }
 
@@ -46,6 +57,7 @@ impl CliError {
         CliError {
             message: message.into(),
             located,
+            report: None,
         }
     }
 

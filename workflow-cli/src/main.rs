@@ -9,11 +9,14 @@
 //!   checked by the run's machine and left in the run's inbox for the engine that drives
 //!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
+//! - `workflow check`: verifies a store (SQLite's integrity check and every row's
+//!   checksum) and lists what is damaged.
 //!
 //! Store commands open the SQLite file the engine writes (`--store`, `WORKFLOW_STORE`,
 //! default `workflow.db`) and never create it. `--json` prints JSON on stdout for every
 //! command. Errors are one line on stderr with exit code 1; usage errors exit with 2.
 
+mod check;
 mod cli;
 mod dead;
 mod diagram;
@@ -40,6 +43,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(out) => write_stdout(&out),
         Err(error) => {
+            if let Some(report) = &error.report {
+                write_stdout(report);
+            }
             let text = if json {
                 error.to_json()
             } else {
@@ -84,6 +90,10 @@ fn run(cli: Cli) -> Result<String> {
                 }
             };
             runtime.block_on(tasks::decide(&*store, &task, &who, &verdict, wait, json))
+        }
+        Command::Check => {
+            let runtime = store::runtime()?;
+            runtime.block_on(check::run(&cli.store, json))
         }
         Command::Dead(command) => {
             let (store, runtime) = open(&cli.store)?;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use workflow_core::spec::Spec;
-use workflow_core::store::{SqliteStore, Store};
+use workflow_core::store::{SqliteOptions, SqliteStore, Store};
 
 use crate::error::{CliError, Result};
 
@@ -14,14 +14,33 @@ pub fn open(path: &Path) -> Result<Box<dyn Store>> {
     open_sqlite(path).map(|store| Box::new(store) as Box<dyn Store>)
 }
 
+/// Opens the store `--store` names for `workflow check`: without the quick check at
+/// opening, since the check runs the full one itself.
+pub fn open_for_check(path: &Path) -> Result<Box<dyn Store>> {
+    exists(path)?;
+    let options = SqliteOptions {
+        quick_check: false,
+        ..SqliteOptions::default()
+    };
+    SqliteStore::open_with(path, options)
+        .map(|store| Box::new(store) as Box<dyn Store>)
+        .map_err(CliError::from)
+}
+
 /// Opens the SQLite store at `path`; a missing file is an error, never created.
 fn open_sqlite(path: &Path) -> Result<SqliteStore> {
+    exists(path)?;
+    SqliteStore::open(path).map_err(CliError::from)
+}
+
+/// Fails unless `path` is a file.
+fn exists(path: &Path) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(CliError::new(format!(
             "{} is a directory, not a store",
             path.display()
         ))),
-        Ok(_) => SqliteStore::open(path).map_err(CliError::from),
+        Ok(_) => Ok(()),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Err(CliError::new(format!(
             "no store at {} (give its path with --store or WORKFLOW_STORE)",
             path.display()

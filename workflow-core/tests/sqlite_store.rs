@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use workflow_core::journal::Event;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, NewRun, RunStatus,
+    checksum, Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, NewRun, RunStatus,
     SqliteOptions, SqliteStore, Store, StoreError, Synchronous,
 };
 use workflow_core::{ErrorKind, RunId};
@@ -246,7 +246,7 @@ async fn concurrent_appends_share_commits() {
 fn refused_untouched(path: &Path, bytes: &[u8]) -> String {
     std::fs::write(path, bytes).expect("write the file");
     let error = SqliteStore::open(path).expect_err("a bad file is refused");
-    let StoreError::Corrupt {
+    let StoreError::CorruptFile {
         path: shown,
         reason,
     } = &error
@@ -308,7 +308,7 @@ fn a_database_of_another_application_is_refused() {
     let bytes = std::fs::read(&path).expect("read");
     let error = SqliteStore::open(&path).expect_err("refused");
     assert!(
-        matches!(&error, StoreError::Corrupt { reason, .. } if reason.contains("customers")),
+        matches!(&error, StoreError::CorruptFile { reason, .. } if reason.contains("customers")),
         "{error:?}"
     );
     assert_eq!(std::fs::read(&path).expect("read"), bytes);
@@ -407,7 +407,7 @@ fn a_new_file_locked_by_another_connection_is_reported() {
 }
 
 #[tokio::test]
-async fn a_journal_row_that_does_not_decode_is_a_bad_row() {
+async fn a_journal_row_without_its_checksum_is_damaged_and_one_that_does_not_decode_is_a_bad_row() {
     let dir = TempDir::new("badrow");
     let path = dir.file("store.db");
     let store = SqliteStore::open(&path).expect("open");
@@ -416,12 +416,24 @@ async fn a_journal_row_that_does_not_decode_is_a_bad_row() {
         .await
         .expect("append");
 
+    // A row an unknown writer put there, without a checksum: damaged.
+    let unknown = r#"{"event":"no_such_event","at":3}"#;
     raw(&path)
         .execute(
             "INSERT INTO journal (run_id, seq, event) VALUES (?1, 2, ?2)",
-            rusqlite::params![run.0, r#"{"event":"no_such_event","at":3}"#],
+            rusqlite::params![run.0, unknown],
         )
-        .expect("insert a bad row");
+        .expect("insert a row");
+    let error = store.load(run).await.expect_err("damaged");
+    assert_eq!(error, StoreError::Corrupt { run, seq: 2 });
+    // The same row with its checksum (a newer version wrote an event this one does not
+    // know): it is intact but does not decode.
+    raw(&path)
+        .execute(
+            "UPDATE journal SET crc = ?2 WHERE run_id = ?1 AND seq = 2",
+            rusqlite::params![run.0, checksum::entry(run, 2, unknown)],
+        )
+        .expect("its checksum");
     let error = store.load(run).await.expect_err("bad row");
     assert!(
         matches!(&error, StoreError::BadRow { run: r, seq: 2, reason } if *r == run && reason.contains("no_such_event")),

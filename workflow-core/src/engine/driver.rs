@@ -50,6 +50,23 @@ enum DriveEnd {
     Stopped,
 }
 
+/// The longest pause between two tries of a write the store refused.
+const MAX_STORE_PAUSE: Duration = Duration::from_secs(5);
+
+/// Whether a store failure may clear without anyone touching the run: the disk fills up
+/// and frees, a file system or a server comes back.
+fn clears_by_itself(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::DiskFull { .. }
+            | StoreError::ReadOnly { .. }
+            | StoreError::PermissionDenied { .. }
+            | StoreError::Locked { .. }
+            | StoreError::Unreachable { .. }
+            | StoreError::Io(_)
+    )
+}
+
 /// Starts driving a run this engine owns under `token`, from `launch` (its journal
 /// replayed, or the plan it was created with); a run whose journal cannot be driven (its
 /// inputs no longer decode) is parked.
@@ -197,6 +214,11 @@ impl<W: Workflow> Driver<W> {
 
     /// Drives the run until it finishes (`Some`) or hibernates (`None`).
     async fn drive_inner(&mut self) -> Result<Option<Finished>, StoreError> {
+        if self.engine.inner.log_payloads {
+            if let Some(input) = self.machine.input() {
+                tracing::debug!(input = %input, "the run's inputs");
+            }
+        }
         // Messages sent while nobody drove the run come first.
         self.take_inbox().await?;
         loop {
@@ -292,12 +314,15 @@ impl<W: Workflow> Driver<W> {
                 );
                 self.index_task(*step, to, *deadline, true);
             }
-            Event::TaskDecided { step, by, .. } => {
-                tracing::info!(
-                    step = self.step_id(*step),
-                    by = by.as_str(),
-                    "human task decided"
-                );
+            Event::TaskDecided {
+                step, by, decision, ..
+            } => {
+                let step_id = self.step_id(*step);
+                if self.engine.inner.log_payloads {
+                    tracing::info!(step = step_id, by = by.as_str(), decision = %decision, "human task decided");
+                } else {
+                    tracing::info!(step = step_id, by = by.as_str(), "human task decided");
+                }
                 self.unindex_task(*step);
             }
             Event::TaskExpired { step, .. } => {
@@ -375,7 +400,7 @@ impl<W: Workflow> Driver<W> {
             inbox_cursor: cursor,
             at: self.now(),
         };
-        self.engine.inner.store.commit(commit).await?;
+        self.commit_until_durable(commit).await?;
         if results {
             self.engine.inner.fault("after_result_append");
         }
@@ -401,6 +426,34 @@ impl<W: Workflow> Driver<W> {
             self.start(start);
         }
         Ok(())
+    }
+
+    /// Commits, waiting out failures of the store that clear by themselves (a full disk,
+    /// a read-only or unreachable store, a lock): nothing is started or acknowledged until
+    /// the commit lands, and the run carries on from where it was when it does. Failures
+    /// that do not clear (the run was taken over, its history is damaged) stop the driver.
+    async fn commit_until_durable(&self, commit: Commit<'_>) -> Result<(), StoreError> {
+        let mut pause = Duration::from_millis(100);
+        let mut failures = 0u32;
+        loop {
+            match self.engine.inner.store.commit(commit).await {
+                Ok(()) => {
+                    if failures > 0 {
+                        tracing::warn!(run = %self.run, failures, "the store accepts writes again; the run carries on");
+                    }
+                    return Ok(());
+                }
+                Err(error) if clears_by_itself(&error) => {
+                    if failures == 0 {
+                        tracing::error!(run = %self.run, error = %error, "the store refused a write; retrying until it accepts writes again");
+                    }
+                    failures += 1;
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_STORE_PAUSE);
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     fn finished(&self, status: Status) -> Finished {

@@ -192,8 +192,13 @@ impl Engine {
         }
         let mut resumed = 0;
         for lease in leases {
-            if self.resume_claimed(lease.run, lease.token).await? {
-                resumed += 1;
+            match self.resume_claimed(lease.run, lease.token).await {
+                Ok(true) => resumed += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(run = %lease.run, error = %error, "cannot resume the run");
+                    return Err(error);
+                }
             }
         }
         Ok(resumed)
@@ -224,7 +229,14 @@ impl Engine {
     /// Launches a run this engine just claimed, on the registration of the version it
     /// started on; parks it when no registration matches. Returns whether it launched.
     pub(super) async fn resume_claimed(&self, run: RunId, token: u64) -> Result<bool, RunError> {
-        let stored = self.stored(run).await?;
+        let stored = match self.stored(run).await {
+            Ok(stored) => stored,
+            Err(RunError::Store(error)) if is_damage(&error) => {
+                self.set_damaged(run, error).await;
+                return Ok(false);
+            }
+            Err(error) => return Err(error),
+        };
         let record = &stored.record;
         let Some(registered) = self
             .inner
@@ -248,6 +260,32 @@ impl Engine {
         tracing::info!(run = %run, events = stored.events.len(), "resuming run from its journal");
         registered.launch(self.clone(), run, token, stored.events);
         Ok(true)
+    }
+
+    /// Never drives a run whose stored history fails verification: it is listed as
+    /// damaged (not failed, not dead-lettered) and its claim is given up.
+    async fn set_damaged(&self, run: RunId, error: StoreError) {
+        tracing::error!(run = %run, error = %error, "the run's stored history is damaged; it is not driven (see `workflow check`)");
+        self.inner
+            .damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run, error);
+        if let Err(error) = self
+            .inner
+            .store
+            .release(&self.inner.owner, Some(&[run]))
+            .await
+        {
+            tracing::warn!(run = %run, error = %error, "cannot give up the claim of a damaged run");
+        }
+    }
+
+    /// The runs this engine refused to drive because their stored history is damaged,
+    /// with what was found.
+    pub fn damaged(&self) -> Vec<(RunId, StoreError)> {
+        let damaged = self.inner.damaged.lock().unwrap_or_else(|p| p.into_inner());
+        damaged.iter().map(|(run, e)| (*run, e.clone())).collect()
     }
 
     /// Takes up a running run that no live engine drives (its owner died, it was retried or
@@ -340,6 +378,10 @@ impl Engine {
             Ok((registered, events)) => {
                 registered.launch(self.clone(), run, token, events);
                 Ok(true)
+            }
+            Err(RunError::Store(error)) if is_damage(&error) => {
+                self.set_damaged(run, error).await;
+                Ok(false)
             }
             Err(error) => {
                 self.inner.lock_hibernating().insert(run, token);
@@ -464,4 +506,12 @@ fn replayed_finish(spec: &workflow_spec::Spec, events: &[Event]) -> Option<Finis
         outputs: machine.outputs().to_vec(),
         stop: machine.stop().cloned(),
     })
+}
+
+/// Whether a store error says stored data is damaged.
+fn is_damage(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::Corrupt { .. } | StoreError::CorruptRow { .. } | StoreError::BadRow { .. }
+    )
 }

@@ -104,6 +104,8 @@ struct Inner {
     poller: Mutex<Option<tokio::task::AbortHandle>>,
     /// The highest inbox message id the poller has seen.
     inbox_seen: AtomicU64,
+    /// Runs whose stored history failed verification: never driven.
+    damaged: Mutex<BTreeMap<RunId, crate::store::StoreError>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,6 +191,7 @@ impl Engine {
                 wake_lock: tokio::sync::Mutex::new(()),
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
+                damaged: Mutex::new(BTreeMap::new()),
             }),
         }
     }

@@ -26,10 +26,16 @@
 //!   `inbox_cursor`, so [`Store::inbox`] after that cursor is what is still pending.
 //! - **Status changes ride with journal entries**: a run's status, note and dead letter
 //!   change in the same commit as the entries that explain them.
+//! - **Damage is reported, never read as truth.** Durable stores keep a checksum with every
+//!   journal entry and row and verify it on every read: a mismatch is
+//!   [`StoreError::Corrupt`] (a journal entry) or [`StoreError::CorruptRow`], and a read
+//!   never rewrites what it found. [`Store::verify`] checks a whole store.
 //!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
 
+#[doc(hidden)]
+pub mod checksum;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod memory;
@@ -72,12 +78,54 @@ pub enum StoreError {
     /// The run is finished: it takes no more messages.
     #[error("{0} is finished")]
     Finished(RunId),
-    /// The store file is not a valid store (it is left untouched).
+    /// The store file is not a valid store, or SQLite found it damaged (it is left
+    /// untouched).
     #[error("{path} is not a workflow store or is corrupt: {reason}")]
-    Corrupt {
+    CorruptFile {
         /// The file.
         path: String,
         /// What was found.
+        reason: String,
+    },
+    /// A journal entry is damaged: its checksum does not match what it says, or it is
+    /// missing from the middle of the journal. The run is not driven on a damaged history.
+    #[error("{run}: journal entry {seq} is damaged (its checksum does not match); the run is not driven")]
+    Corrupt {
+        /// The run.
+        run: RunId,
+        /// The entry.
+        seq: u64,
+    },
+    /// A stored row other than a journal entry is damaged: a run's row, a spec, a dead
+    /// letter or an inbox message (`table` and `key` name it).
+    #[error("the {table} row {key} is damaged (its checksum does not match)")]
+    CorruptRow {
+        /// The kind of row: `runs`, `specs`, `dead_letters`, `inbox`.
+        table: String,
+        /// Which one: a run id, a fingerprint, a message id.
+        key: String,
+    },
+    /// The disk is full: nothing of the write was kept. Writes succeed again once space is
+    /// freed.
+    #[error("{path}: the disk is full; the write was not made")]
+    DiskFull {
+        /// The file.
+        path: String,
+    },
+    /// The store cannot be written: a read-only file system, directory or file.
+    #[error("{path} cannot be written: {reason}")]
+    ReadOnly {
+        /// The file.
+        path: String,
+        /// Why, as the system said it.
+        reason: String,
+    },
+    /// The store's file or directory may not be read or written by this process.
+    #[error("{path}: permission denied: {reason}")]
+    PermissionDenied {
+        /// The file.
+        path: String,
+        /// Why, as the system said it.
         reason: String,
     },
     /// The store file stayed locked by another process past the wait limit.
@@ -469,6 +517,37 @@ pub struct SpecRecord {
     pub last_registered: Timestamp,
 }
 
+/// What [`Store::verify`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// What the database's own integrity check reported, when it found problems.
+    pub integrity: Vec<String>,
+    /// Every damaged row.
+    pub damaged: Vec<Damage>,
+    /// How many rows were checked.
+    pub rows: u64,
+}
+
+impl Verification {
+    /// Whether nothing is damaged.
+    pub fn is_clean(&self) -> bool {
+        self.integrity.is_empty() && self.damaged.is_empty()
+    }
+}
+
+/// One damaged row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Damage {
+    /// The kind of row: `runs`, `journal`, `specs`, `dead_letters`, `inbox`.
+    pub table: String,
+    /// The run it belongs to, when it belongs to one.
+    pub run: Option<RunId>,
+    /// Which row: a journal sequence number, a run id, a fingerprint, a message id.
+    pub key: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
 /// Durable storage of runs, journals, inboxes, dead letters and specs. The module docs
 /// say what every implementation guarantees.
 pub trait Store: Send + Sync + 'static {
@@ -542,6 +621,12 @@ pub trait Store: Send + Sync + 'static {
     /// The specs recorded for a workflow, most recently registered first.
     fn specs<'a>(&'a self, workflow: &'a str)
         -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>>;
+
+    /// Verifies the store: every row's checksum (and, for a file, the database's own
+    /// integrity check). Reads only; damaged rows are reported, not repaired.
+    fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
+        Box::pin(std::future::ready(Ok(Verification::default())))
+    }
 
     /// Whether other processes may write to this store (a file or a server), so engines
     /// should look for messages they did not write themselves.

@@ -134,3 +134,31 @@ pub(super) async fn specs_and_registrations(store: Arc<dyn Store>) {
     assert_eq!(specs[1].workflow, "onboard");
     assert_eq!(store.specs("offboard").await.expect("specs").len(), 1);
 }
+
+pub(super) async fn a_written_store_verifies_clean(store: Arc<dyn Store>) {
+    let run = create(&*store, "onboard", Some("evt-1")).await.id();
+    let letter = letter(run);
+    let failed = [attempt(0, 1_100)];
+    store
+        .commit(Commit {
+            status: Some((RunStatus::Failed, Some("boom"))),
+            dead_letter: DeadLetterChange::Put(&letter),
+            ..Commit::events(run, 1, &failed, 1_100)
+        })
+        .await
+        .expect("fail");
+    let other = create(&*store, "onboard", None).await.id();
+    let cancel = Message::Cancel {
+        by: "ops".to_owned(),
+    };
+    store
+        .submit(other, &cancel, Some("k"), 1_200)
+        .await
+        .expect("submit");
+    store
+        .put_spec("fp1", "onboard", "{}", 1_300)
+        .await
+        .expect("spec");
+    let verification = store.verify().await.expect("verify");
+    assert!(verification.is_clean(), "{verification:?}");
+}

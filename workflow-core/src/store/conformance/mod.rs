@@ -82,6 +82,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("a restart supersedes a parked run atomically", |s| {
         Box::pin(runs::supersede_parked(s))
     }),
+    ("a written store verifies clean", |s| {
+        Box::pin(inbox::a_written_store_verifies_clean(s))
+    }),
     ("every journal event round-trips", |s| {
         Box::pin(runs::events_round_trip(s))
     }),

@@ -11,6 +11,7 @@
 //! a database of another application, a corrupt database or one written by a newer
 //! version of this library is refused and left untouched.
 
+mod check;
 mod schema;
 mod sql;
 mod writer;
@@ -30,7 +31,7 @@ use self::sql::{CommitRow, NewRunRow};
 use self::writer::{write_loop, Job, Request, Stats};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -85,6 +86,10 @@ pub struct SqliteOptions {
     pub quick_check: bool,
     /// The most write requests committed in one transaction (512 by default; at least 1).
     pub max_batch: usize,
+    /// The largest the file may grow, in bytes (no limit by default). Past it a write
+    /// fails with [`StoreError::DiskFull`], as on a full disk; engines wait and retry
+    /// until it is raised ([`SqliteStore::set_max_size`]) or space is freed.
+    pub max_size: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -94,6 +99,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             quick_check: true,
             max_batch: 512,
+            max_size: None,
         }
     }
 }
@@ -141,7 +147,7 @@ impl SqliteStore {
 
     /// Opens (or creates) the store at `path` with the default [`SqliteOptions`].
     ///
-    /// Fails with [`StoreError::Corrupt`] when the file is not a store of ours,
+    /// Fails with [`StoreError::CorruptFile`] when the file is not a store of ours,
     /// [`StoreError::NewerSchema`] when a newer library wrote it and
     /// [`StoreError::Locked`] when another connection keeps it locked past the busy
     /// timeout. A refused file is left untouched.
@@ -209,6 +215,14 @@ impl SqliteStore {
     /// concurrent runs it stays below the number of writes: they share commits.
     pub fn commits(&self) -> u64 {
         self.stats.commits.load(Ordering::Relaxed)
+    }
+
+    /// Changes the largest size the file may grow to (`None`: no limit), at once.
+    pub fn set_max_size(
+        &self,
+        max_size: Option<u64>,
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
+        self.write(move |db| db.set_max_size(max_size).map(|()| ((), 0)))
     }
 
     /// Queues `work` for the writer thread; the future resolves once its batch commits.
@@ -432,6 +446,10 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
         let workflow = workflow.to_owned();
         self.read(move |db| sql::specs(db, &workflow))
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
+        self.read(check::verify)
     }
 
     fn shared(&self) -> bool {

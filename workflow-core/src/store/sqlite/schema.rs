@@ -70,7 +70,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE specs ADD COLUMN first_registered INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE specs ADD COLUMN last_registered INTEGER NOT NULL DEFAULT 0;
     UPDATE specs SET workflow = COALESCE(json_extract(spec, '$.name'), '');",
+    // Version 4: a checksum with every row (computed for existing rows by `backfill`, in
+    // the same transaction).
+    "ALTER TABLE runs ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE journal ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE specs ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE dead_letters ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE inbox ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;",
 ];
+
+/// The schema version whose migration adds the checksums.
+const CHECKSUMS: usize = 4;
 
 /// The tables a store of the current schema version has.
 const TABLES: [&str; 5] = ["runs", "journal", "dead_letters", "specs", "inbox"];
@@ -93,7 +103,7 @@ pub(super) fn check_header(path: &Path, shown: &str) -> Result<(), StoreError> {
     file.take(HEADER_LEN as u64)
         .read_to_end(&mut header)
         .map_err(|e| StoreError::Io(format!("{shown}: {e}")))?;
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: String| StoreError::CorruptFile {
         path: shown.to_owned(),
         reason,
     };
@@ -144,7 +154,7 @@ impl Db {
     }
 
     pub(super) fn corrupt(&self, reason: String) -> StoreError {
-        StoreError::Corrupt {
+        StoreError::CorruptFile {
             path: self.path.clone(),
             reason,
         }
@@ -189,6 +199,7 @@ impl Db {
         self.conn
             .pragma_update(None, "foreign_keys", true)
             .map_err(|e| self.error(e, started))?;
+        self.set_max_size(options.max_size)?;
 
         // Always take the write lock once: another process may have migrated the file
         // since the checks above, and a file held locked is reported now, not at the
@@ -207,6 +218,21 @@ impl Db {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         result.and(ended)
+    }
+
+    /// Caps the file's size (in whole pages; `None` lifts the cap).
+    pub(super) fn set_max_size(&self, max_size: Option<u64>) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let page_size: u64 = self
+            .conn
+            .pragma_query_value(None, "page_size", |row| row.get(0))
+            .map_err(|e| self.error(e, started))?;
+        let pages = max_size.map_or(u64::from(u32::MAX - 1), |bytes| {
+            (bytes / page_size.max(1)).max(1)
+        });
+        self.conn
+            .pragma_update(None, "max_page_count", pages)
+            .map_err(|e| self.error(e, started))
     }
 
     /// The application id, the schema version and our kind of tables (reads only).
@@ -268,6 +294,9 @@ impl Db {
             self.conn
                 .execute_batch(migration)
                 .map_err(|e| self.error(e, started))?;
+            if from + 1 == CHECKSUMS {
+                super::check::backfill(self)?;
+            }
         }
         if version < SqliteStore::SCHEMA_VERSION || application_id != APPLICATION_ID {
             self.conn
@@ -289,13 +318,44 @@ impl Db {
     }
 }
 
+/// Why SQLite could not open a file, as the file system says it.
+fn cannot_open(path: &str, error: &rusqlite::Error) -> StoreError {
+    let probe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path);
+    match probe.map_err(|e| e.kind()) {
+        Err(std::io::ErrorKind::PermissionDenied) => StoreError::PermissionDenied {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        },
+        Err(std::io::ErrorKind::ReadOnlyFilesystem) => StoreError::ReadOnly {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        },
+        _ => StoreError::Io(format!("{path}: {error}")),
+    }
+}
+
 pub(super) fn error_for(path: &str, error: rusqlite::Error, started: Instant) -> StoreError {
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked {
             path: path.to_owned(),
             waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         },
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+        Some(ErrorCode::DiskFull) => StoreError::DiskFull {
+            path: path.to_owned(),
+        },
+        Some(ErrorCode::ReadOnly) => StoreError::ReadOnly {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        },
+        Some(ErrorCode::PermissionDenied) => StoreError::PermissionDenied {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        },
+        Some(ErrorCode::CannotOpen) => cannot_open(path, &error),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::CorruptFile {
             path: path.to_owned(),
             reason: error.to_string(),
         },

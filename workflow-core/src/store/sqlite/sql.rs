@@ -7,6 +7,7 @@ use rusqlite::{params, ErrorCode, OptionalExtension};
 use super::schema::{db_error, Db};
 use crate::error::{ErrorKind, RunId};
 use crate::journal::{Event, Timestamp};
+use crate::store::checksum;
 use crate::store::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
     RunFilter, RunRecord, RunStatus, SpecRecord, StoreError, StoredRun, Submitted,
@@ -69,7 +70,7 @@ impl CommitRow {
 }
 
 const RUN_COLUMNS: &str = "id, workflow, fingerprint, status, idempotency_key, note, parent, \
-                           owner, created_at, updated_at";
+                           owner, created_at, updated_at, inbox_cursor, crc";
 
 /// A `runs` row as stored, before its status is checked.
 struct RawRun {
@@ -83,6 +84,41 @@ struct RawRun {
     owner: Option<String>,
     created_at: u64,
     updated_at: u64,
+    inbox_cursor: u64,
+    crc: u32,
+}
+
+impl RawRun {
+    fn row(&self) -> checksum::RunRow<'_> {
+        checksum::RunRow {
+            id: self.id,
+            workflow: &self.workflow,
+            fingerprint: &self.fingerprint,
+            status: &self.status,
+            idempotency_key: self.idempotency_key.as_deref(),
+            note: self.note.as_deref(),
+            parent: self.parent,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            inbox_cursor: self.inbox_cursor,
+        }
+    }
+
+    /// The row, or the damage its checksum shows.
+    fn verified(self) -> Result<RawRun, StoreError> {
+        if self.row().checksum() == self.crc {
+            Ok(self)
+        } else {
+            Err(damaged_run(self.id))
+        }
+    }
+}
+
+fn damaged_run(run: RunId) -> StoreError {
+    StoreError::CorruptRow {
+        table: "runs".to_owned(),
+        key: run.to_string(),
+    }
 }
 
 fn raw_run(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
@@ -97,10 +133,13 @@ fn raw_run(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
         owner: row.get(7)?,
         created_at: row.get(8)?,
         updated_at: row.get(9)?,
+        inbox_cursor: row.get(10)?,
+        crc: row.get(11)?,
     })
 }
 
 fn run_record(db: &Db, raw: RawRun) -> Result<RunRecord, StoreError> {
+    let raw = raw.verified()?;
     let Some(status) = RunStatus::parse(&raw.status) else {
         return Err(db.corrupt(format!("{} has an unknown status `{}`", raw.id, raw.status)));
     };
@@ -121,11 +160,12 @@ fn run_record(db: &Db, raw: RawRun) -> Result<RunRecord, StoreError> {
 fn insert_events(db: &Db, run: RunId, from: u64, events: &[String]) -> Result<(), StoreError> {
     let mut statement = db
         .conn
-        .prepare_cached("INSERT INTO journal (run_id, seq, event) VALUES (?1, ?2, ?3)")
+        .prepare_cached("INSERT INTO journal (run_id, seq, event, crc) VALUES (?1, ?2, ?3, ?4)")
         .map_err(db_error(db))?;
     for (offset, event) in events.iter().enumerate() {
         let seq = from + offset as u64;
-        match statement.execute(params![run.0, seq, event]) {
+        let crc = checksum::entry(run, seq, event);
+        match statement.execute(params![run.0, seq, event, crc]) {
             Ok(_) => {}
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
                 return Err(StoreError::Conflict { run, seq });
@@ -152,34 +192,22 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
         }
     }
     if let Some((old, note)) = &new.supersedes {
-        let status: Option<String> = db
-            .conn
-            .prepare_cached("SELECT status FROM runs WHERE id = ?1")
-            .and_then(|mut s| s.query_row(params![old.0], |row| row.get(0)).optional())
-            .map_err(&fail)?;
-        match status.as_deref() {
-            None => return Err(StoreError::UnknownRun(*old)),
-            Some(status) if status != RunStatus::Parked.as_str() => {
-                return Err(StoreError::Conflict {
-                    run: *old,
-                    seq: journal_len(db, *old)?,
-                })
-            }
-            Some(_) => {}
+        let Some(raw) = run_row(db, *old)? else {
+            return Err(StoreError::UnknownRun(*old));
+        };
+        if raw.status != RunStatus::Parked.as_str() {
+            return Err(StoreError::Conflict {
+                run: *old,
+                seq: journal_len(db, *old)?,
+            });
         }
-        db.conn
-            .prepare_cached(
-                "UPDATE runs SET status = ?2, note = ?3, owner = NULL, updated_at = ?4 WHERE id = ?1",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    old.0,
-                    RunStatus::Cancelled.as_str(),
-                    note,
-                    new.at
-                ])
-            })
-            .map_err(&fail)?;
+        let cancelled = RawRun {
+            status: RunStatus::Cancelled.as_str().to_owned(),
+            note: Some(note.clone()),
+            updated_at: new.at,
+            ..raw
+        };
+        update_run(db, &cancelled, true)?;
     }
     let (owner, token, lease_until) = match &new.owner {
         Some((owner, lease_ms, now)) => (Some(owner.as_str()), 1u64, now.saturating_add(*lease_ms)),
@@ -210,6 +238,23 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
         })
         .map_err(&fail)?;
     let run = RunId(id);
+    let crc = checksum::RunRow {
+        id: run,
+        workflow: &new.workflow,
+        fingerprint: &new.fingerprint,
+        status: RunStatus::Running.as_str(),
+        idempotency_key: new.key.as_deref(),
+        note: None,
+        parent: new.parent.map(|p| p.0),
+        created_at: new.at,
+        updated_at: new.at,
+        inbox_cursor: 0,
+    }
+    .checksum();
+    db.conn
+        .prepare_cached("UPDATE runs SET crc = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![id, crc]))
+        .map_err(&fail)?;
     insert_events(db, run, 0, &new.events)?;
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
@@ -221,11 +266,45 @@ fn journal_len(db: &Db, run: RunId) -> Result<u64, StoreError> {
         .map_err(db_error(db))
 }
 
+/// A run's row, verified against its checksum.
+fn run_row(db: &Db, run: RunId) -> Result<Option<RawRun>, StoreError> {
+    let raw = db
+        .conn
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+        .and_then(|mut s| s.query_row(params![run.0], raw_run).optional())
+        .map_err(db_error(db))?;
+    raw.map(RawRun::verified).transpose()
+}
+
+/// Writes a run's status, note, update time and inbox cursor with their new checksum;
+/// `release` clears the owner too.
+fn update_run(db: &Db, raw: &RawRun, release: bool) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached(
+            "UPDATE runs SET status = ?2, note = ?3, updated_at = ?4, inbox_cursor = ?5, crc = ?6,
+                owner = CASE WHEN ?7 THEN NULL ELSE owner END
+             WHERE id = ?1",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                raw.id.0,
+                raw.status,
+                raw.note,
+                raw.updated_at,
+                raw.inbox_cursor,
+                raw.row().checksum(),
+                release
+            ])
+        })
+        .map(drop)
+        .map_err(db_error(db))
+}
+
 pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreError> {
     let fail = db_error(db);
     let run = commit.run;
     // The next entry is the journal's length: a taken or skipped sequence number is a
-    // conflict. The owner and token are read in the same statement.
+    // conflict. The owner and token are read with it.
     let found: Option<(Option<String>, u64, u64)> = db
         .conn
         .prepare_cached(
@@ -258,21 +337,22 @@ pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreErro
         });
     }
     insert_events(db, run, commit.seq, &commit.events)?;
-    if let Some((status, note)) = &commit.status {
-        db.conn
-            .prepare_cached(
-                "UPDATE runs SET status = ?2, note = ?3, updated_at = ?4,
-                    owner = CASE WHEN ?2 = 'running' THEN owner ELSE NULL END
-                 WHERE id = ?1",
-            )
-            .and_then(|mut s| s.execute(params![run.0, status.as_str(), note, commit.at]))
-            .map_err(&fail)?;
-    }
-    if let Some(cursor) = commit.inbox_cursor {
-        db.conn
-            .prepare_cached("UPDATE runs SET inbox_cursor = MAX(inbox_cursor, ?2) WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![run.0, cursor]))
-            .map_err(&fail)?;
+    // The run's row changes only with its status or its inbox cursor: a plain append
+    // writes the journal alone.
+    if commit.status.is_some() || commit.inbox_cursor.is_some() {
+        let raw = run_row(db, run)?.ok_or(StoreError::UnknownRun(run))?;
+        let mut changed = RawRun {
+            inbox_cursor: raw.inbox_cursor.max(commit.inbox_cursor.unwrap_or(0)),
+            ..raw
+        };
+        let mut release = false;
+        if let Some((status, note)) = &commit.status {
+            changed.status = status.as_str().to_owned();
+            changed.note = note.clone();
+            changed.updated_at = commit.at;
+            release = !status.is_driven();
+        }
+        update_run(db, &changed, release)?;
     }
     match &commit.dead_letter {
         None => {}
@@ -291,8 +371,8 @@ fn put_dead_letter(db: &Db, letter: &DeadLetter) -> Result<(), StoreError> {
     db.conn
         .prepare_cached(
             "INSERT OR REPLACE INTO dead_letters
-                (run_id, workflow, step, attempts, kind, message, trace_id, at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                (run_id, workflow, step, attempts, kind, message, trace_id, at, crc)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -304,6 +384,7 @@ fn put_dead_letter(db: &Db, letter: &DeadLetter) -> Result<(), StoreError> {
                 letter.message,
                 letter.trace_id,
                 letter.at,
+                checksum::dead_letter(letter),
             ])
         })
         .map(drop)
@@ -435,6 +516,10 @@ pub(super) fn submit(
         )
         .and_then(|mut s| s.query_row(params![run.0, key, message, at], |row| row.get(0)))
         .map_err(&fail)?;
+    db.conn
+        .prepare_cached("UPDATE inbox SET crc = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![id, checksum::inbox(id, run, key, message, at)]))
+        .map_err(&fail)?;
     Ok((Submitted::New(id), 0))
 }
 
@@ -451,17 +536,29 @@ pub(super) fn inbox(db: &Db, run: RunId, after: u64) -> Result<Vec<InboxItem>, S
     let rows = db
         .conn
         .prepare_cached(
-            "SELECT id, message, at FROM inbox WHERE run_id = ?1 AND id > ?2 ORDER BY id",
+            "SELECT id, message, at, key, crc FROM inbox WHERE run_id = ?1 AND id > ?2 ORDER BY id",
         )
         .and_then(|mut s| {
             s.query_map(params![run.0, after], |row| {
-                Ok((row.get::<_, u64>(0)?, row.get::<_, String>(1)?, row.get(2)?))
+                Ok((
+                    row.get::<_, u64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, u32>(4)?,
+                ))
             })?
-            .collect::<rusqlite::Result<Vec<(u64, String, u64)>>>()
+            .collect::<rusqlite::Result<Vec<(u64, String, u64, Option<String>, u32)>>>()
         })
         .map_err(&fail)?;
     rows.into_iter()
-        .map(|(id, text, at)| {
+        .map(|(id, text, at, key, crc)| {
+            if checksum::inbox(id, run, key.as_deref(), &text, at) != crc {
+                return Err(StoreError::CorruptRow {
+                    table: "inbox".to_owned(),
+                    key: id.to_string(),
+                });
+            }
             let message: Message = serde_json::from_str(&text).map_err(|e| {
                 db.corrupt(format!("inbox message {id} of {run} does not decode: {e}"))
             })?;
@@ -513,18 +610,29 @@ pub(super) fn load(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError>
     let record = run_record(db, raw)?;
     let mut statement = db
         .conn
-        .prepare_cached("SELECT seq, event FROM journal WHERE run_id = ?1 ORDER BY seq")
+        .prepare_cached("SELECT seq, event, crc FROM journal WHERE run_id = ?1 ORDER BY seq")
         .map_err(&fail)?;
     let mut rows = statement.query(params![run.0]).map_err(&fail)?;
     let mut events = Vec::new();
     while let Some(row) = rows.next().map_err(&fail)? {
         let seq: u64 = row.get(0).map_err(&fail)?;
+        let expected = events.len() as u64;
+        if seq != expected {
+            // An entry is missing from the middle of the journal.
+            return Err(StoreError::Corrupt {
+                run,
+                seq: expected.min(seq),
+            });
+        }
+        let text = match row.get_ref(1).map_err(&fail)?.as_str() {
+            Ok(text) => text,
+            Err(_) => return Err(StoreError::Corrupt { run, seq }),
+        };
+        let crc: u32 = row.get(2).map_err(&fail)?;
+        if checksum::entry(run, seq, text) != crc {
+            return Err(StoreError::Corrupt { run, seq });
+        }
         let bad = |reason: String| StoreError::BadRow { run, seq, reason };
-        let text = row
-            .get_ref(1)
-            .map_err(&fail)?
-            .as_str()
-            .map_err(|e| bad(format!("the entry is not text: {e}")))?;
         events.push(serde_json::from_str::<Event>(text).map_err(|e| bad(e.to_string()))?);
     }
     drop(rows);
@@ -562,15 +670,15 @@ pub(super) fn list_runs(db: &Db, filter: &RunFilter) -> Result<Vec<RunRecord>, S
     raws.into_iter().map(|raw| run_record(db, raw)).collect()
 }
 
-/// A `dead_letters` row as stored, before its kind is checked.
-type RawLetter = (RunId, String, String, u32, String, String, String, u64);
+/// A `dead_letters` row as stored, before its kind and checksum are checked.
+type RawLetter = (RunId, String, String, u32, String, String, String, u64, u32);
 
 pub(super) fn list_dead_letters(db: &Db) -> Result<Vec<DeadLetter>, StoreError> {
     let fail = db_error(db);
     let raws = db
         .conn
         .prepare_cached(
-            "SELECT run_id, workflow, step, attempts, kind, message, trace_id, at
+            "SELECT run_id, workflow, step, attempts, kind, message, trace_id, at, crc
              FROM dead_letters ORDER BY run_id DESC",
         )
         .and_then(|mut s| {
@@ -584,6 +692,7 @@ pub(super) fn list_dead_letters(db: &Db) -> Result<Vec<DeadLetter>, StoreError> 
                     row.get(5)?,
                     row.get(6)?,
                     row.get(7)?,
+                    row.get(8)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<RawLetter>>>()
@@ -591,11 +700,13 @@ pub(super) fn list_dead_letters(db: &Db) -> Result<Vec<DeadLetter>, StoreError> 
         .map_err(&fail)?;
     raws.into_iter()
         .map(
-            |(run, workflow, step, attempts, kind, message, trace_id, at)| {
-                let kind = kind
-                    .parse::<ErrorKind>()
-                    .map_err(|e| db.corrupt(format!("the dead letter of {run}: {e}")))?;
-                Ok(DeadLetter {
+            |(run, workflow, step, attempts, kind, message, trace_id, at, crc)| {
+                let damaged = || StoreError::CorruptRow {
+                    table: "dead_letters".to_owned(),
+                    key: run.to_string(),
+                };
+                let kind = kind.parse::<ErrorKind>().map_err(|_| damaged())?;
+                let letter = DeadLetter {
                     run,
                     workflow,
                     step,
@@ -604,7 +715,11 @@ pub(super) fn list_dead_letters(db: &Db) -> Result<Vec<DeadLetter>, StoreError> 
                     message,
                     trace_id,
                     at,
-                })
+                };
+                if checksum::dead_letter(&letter) != crc {
+                    return Err(damaged());
+                }
+                Ok(letter)
             },
         )
         .collect()
@@ -619,43 +734,80 @@ pub(super) fn put_spec(
 ) -> Result<((), u64), StoreError> {
     db.conn
         .prepare_cached(
-            "INSERT INTO specs (fingerprint, spec, workflow, first_registered, last_registered)
-             VALUES (?1, ?2, ?3, ?4, ?4)
+            "INSERT INTO specs (fingerprint, spec, workflow, first_registered, last_registered, crc)
+             VALUES (?1, ?2, ?3, ?4, ?4, ?5)
              ON CONFLICT (fingerprint) DO UPDATE
                 SET last_registered = MAX(last_registered, excluded.last_registered)",
         )
-        .and_then(|mut s| s.execute(params![fingerprint, spec, workflow, at]))
+        .and_then(|mut s| {
+            s.execute(params![
+                fingerprint,
+                spec,
+                workflow,
+                at,
+                checksum::spec(fingerprint, workflow, spec)
+            ])
+        })
         .map_err(db_error(db))?;
     Ok(((), 0))
 }
 
+fn damaged_spec(fingerprint: &str) -> StoreError {
+    StoreError::CorruptRow {
+        table: "specs".to_owned(),
+        key: fingerprint.to_owned(),
+    }
+}
+
 pub(super) fn spec(db: &Db, fingerprint: &str) -> Result<Option<String>, StoreError> {
-    db.conn
-        .prepare_cached("SELECT spec FROM specs WHERE fingerprint = ?1")
+    let row: Option<(String, String, u32)> = db
+        .conn
+        .prepare_cached("SELECT spec, workflow, crc FROM specs WHERE fingerprint = ?1")
         .and_then(|mut s| {
-            s.query_row(params![fingerprint], |row| row.get::<_, String>(0))
-                .optional()
+            s.query_row(params![fingerprint], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()
         })
-        .map_err(db_error(db))
+        .map_err(db_error(db))?;
+    match row {
+        Some((spec, workflow, crc)) if checksum::spec(fingerprint, &workflow, &spec) != crc => {
+            Err(damaged_spec(fingerprint))
+        }
+        row => Ok(row.map(|(spec, _, _)| spec)),
+    }
 }
 
 pub(super) fn specs(db: &Db, workflow: &str) -> Result<Vec<SpecRecord>, StoreError> {
-    db.conn
+    let rows = db
+        .conn
         .prepare_cached(
-            "SELECT fingerprint, workflow, spec, first_registered, last_registered FROM specs
+            "SELECT fingerprint, workflow, spec, first_registered, last_registered, crc FROM specs
              WHERE workflow = ?1 ORDER BY last_registered DESC, first_registered DESC",
         )
         .and_then(|mut s| {
             s.query_map(params![workflow], |row| {
-                Ok(SpecRecord {
-                    fingerprint: row.get(0)?,
-                    workflow: row.get(1)?,
-                    spec: row.get(2)?,
-                    first_registered: row.get(3)?,
-                    last_registered: row.get(4)?,
-                })
+                Ok((
+                    SpecRecord {
+                        fingerprint: row.get(0)?,
+                        workflow: row.get(1)?,
+                        spec: row.get(2)?,
+                        first_registered: row.get(3)?,
+                        last_registered: row.get(4)?,
+                    },
+                    row.get::<_, u32>(5)?,
+                ))
             })?
-            .collect::<rusqlite::Result<Vec<SpecRecord>>>()
+            .collect::<rusqlite::Result<Vec<(SpecRecord, u32)>>>()
         })
-        .map_err(db_error(db))
+        .map_err(db_error(db))?;
+    rows.into_iter()
+        .map(|(record, crc)| {
+            if checksum::spec(&record.fingerprint, &record.workflow, &record.spec) == crc {
+                Ok(record)
+            } else {
+                Err(damaged_spec(&record.fingerprint))
+            }
+        })
+        .collect()
 }
