@@ -15,6 +15,7 @@ const AREAS: &[&str] = &[
     "conditions",
     "types",
     "recovery",
+    "versions",
 ];
 
 #[test]

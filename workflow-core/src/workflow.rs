@@ -95,7 +95,9 @@ pub trait Workflow: Sized + Send + Sync + 'static {
     /// Typed handles for the human steps of a run.
     type Tasks: From<crate::engine::RunRef> + Send + Sync + 'static;
 
-    /// The workflow's name.
+    /// The name runs are journaled under (store rows, idempotency keys
+    /// `workflow/run/step`, registrations): `#[workflow(name = "...")]` when the spec sets
+    /// it, else the type name. Two versions of one workflow share it.
     const NAME: &'static str;
     /// The fingerprint of the spec, computed at compile time.
     const FINGERPRINT: &'static str;

@@ -97,6 +97,14 @@ impl Gen<'_> {
         &self.ast.name
     }
 
+    /// The name runs are journaled under: `#[workflow(name = "...")]`, else the type name.
+    fn journaled_name(&self) -> String {
+        self.ast
+            .journal_name
+            .as_ref()
+            .map_or_else(|| self.ast.name.to_string(), syn::LitStr::value)
+    }
+
     fn ident(&self, suffix: &str) -> Ident {
         format_ident!("{}{}", self.ast.name, suffix, span = self.ast.name.span())
     }
@@ -140,6 +148,13 @@ impl Gen<'_> {
         let mut docs = ast.docs.clone();
         if docs.is_empty() {
             docs.push(format!("The `{name}` workflow."));
+        }
+        if let Some(journaled) = &ast.journal_name {
+            docs.push(String::new());
+            docs.push(format!(
+                "Runs are journaled under the name `{}` (`#[workflow(name = ...)]`), so another version of this workflow can be registered next to it.",
+                journaled.value()
+            ));
         }
         docs.push(String::new());
         docs.push("# Steps".into());
@@ -297,7 +312,7 @@ impl Gen<'_> {
         let outputs_ident = self.ident("Outputs");
         let tasks_ident = self.ident("Tasks");
         let env = self.env_ty();
-        let workflow_name = name.to_string();
+        let workflow_name = self.journaled_name();
         let fingerprint = spec.fingerprint();
         let json = serde_json::to_string(spec).unwrap_or_default();
         let mermaid = render::mermaid(spec);
@@ -604,7 +619,7 @@ impl Gen<'_> {
         let outputs_ident = self.ident("Outputs");
         let tasks_ident = self.ident("Tasks");
         let env = self.env_ty();
-        let workflow_name = name.to_string();
+        let workflow_name = self.journaled_name();
         quote! {
             impl #name {
                 /// The workflow's diagram as Mermaid source (empty: the spec has errors).

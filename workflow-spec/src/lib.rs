@@ -3,6 +3,7 @@
 //! This crate is shared by the macro, the runtime and the CLI. It holds:
 //! - [`model`]: the checked model of a workflow ([`Spec`], [`Step`], ...);
 //! - [`retry`]: retry policies, their validation and their delay schedule;
+//! - [`fingerprint`]: the behavioural fingerprint runs are pinned to;
 //! - [`graph`]: topological order and cycle finding;
 //! - [`render`]: Mermaid, DOT and SVG renderers, pure functions of a [`Spec`];
 //! - `parse` (feature `parse`): the syn parser and every compile-time check.
@@ -13,6 +14,7 @@
     unreachable_pub
 )]
 
+pub mod fingerprint;
 pub mod graph;
 pub mod kind;
 pub mod model;

@@ -12,10 +12,16 @@ use serde::{Deserialize, Serialize};
 use crate::retry::RetryPolicy;
 
 /// A whole workflow: its name, inputs, environment type and steps.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spec {
-    /// The workflow's type name, e.g. `UserOnboarding`.
+    /// The workflow's Rust type name, e.g. `UserOnboardingV1`: what diagrams, docs and the
+    /// CLI's `--workflow` show. Runs are journaled under [`Spec::journaled_name`].
     pub name: String,
+    /// The name set with `#[workflow(name = "UserOnboarding")]`, so that two versions of
+    /// one workflow (two Rust types) share it; `None` when the attribute is absent.
+    /// Read the name runs are journaled under through [`Spec::journaled_name`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_name: Option<String>,
     /// The doc comment on the workflow, without the `///` markers.
     pub doc: String,
     /// The journaled inputs, in declaration order.
@@ -188,23 +194,13 @@ impl Spec {
             .map(|(index, _)| index)
     }
 
-    /// A stable fingerprint of the spec: 16 hex digits of FNV-1a over its canonical JSON.
-    ///
-    /// Computed at compile time by the macro and recorded with every run, so that a run
-    /// started under one spec is never driven by the machine of another.
-    pub fn fingerprint(&self) -> String {
-        let json = serde_json::to_string(self).unwrap_or_default();
-        format!("{:016x}", fnv1a(json.as_bytes()))
+    /// The name runs of this workflow are journaled under: the store's `workflow` column,
+    /// the first part of every idempotency key (`workflow/run/step`) and the name it is
+    /// registered by. It is the `#[workflow(name = "...")]` attribute when present, else
+    /// the type name.
+    pub fn journaled_name(&self) -> &str {
+        self.journal_name.as_deref().unwrap_or(&self.name)
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
 }
 
 /// Formats a duration the way specs write it: `48h`, `2m`, `1500ms`, `7d`.

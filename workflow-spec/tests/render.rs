@@ -78,6 +78,7 @@ fn action_parts(step: &mut Step) -> &mut ActionStep {
 fn spec(name: &str, steps: Vec<Step>) -> Spec {
     Spec {
         name: name.to_owned(),
+        journal_name: None,
         doc: String::new(),
         inputs: Vec::new(),
         env: None,
@@ -143,6 +144,7 @@ fn onboarding() -> Spec {
 
     Spec {
         name: "UserOnboarding".to_owned(),
+        journal_name: None,
         doc: "Onboard a new user from signup to first value.".to_owned(),
         inputs: vec![Input {
             name: "signup".to_owned(),

@@ -24,8 +24,10 @@ use crate::retry::{Backoff, Jitter};
 
 /// A whole `workflow!` invocation.
 pub struct WorkflowAst {
-    /// Outer attributes other than docs (kept for the generated type).
+    /// Outer attributes other than docs and `#[workflow(...)]` (kept for the generated type).
     pub attrs: Vec<Attribute>,
+    /// `#[workflow(name = "...")]`: the name runs are journaled under, if set.
+    pub journal_name: Option<LitStr>,
     /// Doc lines.
     pub docs: Vec<String>,
     /// `pub`, `pub(crate)` or nothing.
@@ -275,6 +277,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
         }
     };
     let (docs, attrs) = split_docs(attrs);
+    let (journal_name, attrs) = super::attr::workflow_attrs(cx, attrs);
     let body;
     let braced = (|| -> syn::Result<_> {
         let body;
@@ -290,6 +293,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
             cx.push(error);
             return Some(WorkflowAst {
                 attrs,
+                journal_name,
                 docs,
                 vis,
                 name,
@@ -319,6 +323,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
     }
     Some(WorkflowAst {
         attrs,
+        journal_name,
         docs,
         vis,
         name,

@@ -5,6 +5,7 @@
 //! every error found, and the lowered [`Spec`] when there were none.
 
 pub mod ast;
+pub mod attr;
 pub mod check;
 pub mod ctxt;
 mod nesting;
@@ -249,6 +250,7 @@ fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
         .collect();
     Spec {
         name: ast.name.to_string(),
+        journal_name: ast.journal_name.as_ref().map(syn::LitStr::value),
         doc: ast.docs.join("\n"),
         inputs: ast
             .inputs

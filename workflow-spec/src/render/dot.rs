@@ -19,7 +19,7 @@ use super::text::{condition_label, edges, has_edge_in, node_names, node_text, on
 /// use workflow_spec::render::dot;
 /// use workflow_spec::Spec;
 ///
-/// let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+/// let spec = Spec { name: "Empty".into(), ..Spec::default() };
 /// assert!(dot(&spec).starts_with("digraph \"Empty\" {"));
 /// ```
 pub fn dot(spec: &Spec) -> String {

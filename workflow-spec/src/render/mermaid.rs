@@ -20,7 +20,7 @@ use super::text::{condition_label, edges, has_edge_in, node_names, node_text, on
 /// use workflow_spec::render::mermaid;
 /// use workflow_spec::Spec;
 ///
-/// let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+/// let spec = Spec { name: "Empty".into(), ..Spec::default() };
 /// assert_eq!(mermaid(&spec), "flowchart TD\n");
 /// ```
 pub fn mermaid(spec: &Spec) -> String {

@@ -23,7 +23,7 @@
 //! use workflow_spec::render;
 //! use workflow_spec::Spec;
 //!
-//! let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+//! let spec = Spec { name: "Empty".into(), ..Spec::default() };
 //! assert!(render::mermaid(&spec).starts_with("flowchart TD"));
 //! assert!(render::dot(&spec).starts_with("digraph"));
 //! assert!(render::svg(&spec).starts_with("<svg"));

@@ -85,7 +85,7 @@ impl StepMark {
 /// use workflow_spec::render::{mermaid, mermaid_with_states, StepMark};
 /// use workflow_spec::Spec;
 ///
-/// let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+/// let spec = Spec { name: "Empty".into(), ..Spec::default() };
 /// assert_eq!(mermaid_with_states(&spec, &[]), mermaid(&spec));
 /// ```
 pub fn mermaid_with_states(spec: &Spec, marks: &[StepMark]) -> String {
@@ -126,7 +126,7 @@ pub fn mermaid_with_states(spec: &Spec, marks: &[StepMark]) -> String {
 /// use workflow_spec::render::{svg_with_states, StepMark};
 /// use workflow_spec::Spec;
 ///
-/// let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+/// let spec = Spec { name: "Empty".into(), ..Spec::default() };
 /// assert!(svg_with_states(&spec, &[StepMark::Done]).ends_with("</svg>\n"));
 /// ```
 pub fn svg_with_states(spec: &Spec, marks: &[StepMark]) -> String {
@@ -228,6 +228,7 @@ mod tests {
     fn spec() -> Spec {
         Spec {
             name: "Review".to_owned(),
+            journal_name: None,
             doc: String::new(),
             inputs: vec![],
             env: None,

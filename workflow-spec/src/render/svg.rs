@@ -49,7 +49,7 @@ const HUMAN_STROKE: &str = "#b7791f";
 /// use workflow_spec::render::svg;
 /// use workflow_spec::Spec;
 ///
-/// let spec = Spec { name: "Empty".into(), doc: String::new(), inputs: vec![], env: None, steps: vec![] };
+/// let spec = Spec { name: "Empty".into(), ..Spec::default() };
 /// let svg = svg(&spec);
 /// assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
 /// assert!(svg.ends_with("</svg>\n"));
