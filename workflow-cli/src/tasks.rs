@@ -60,7 +60,7 @@ pub fn open_tasks(run: &RunRecord, spec: Option<&Spec>, events: &[Event]) -> Vec
         journaled.flatten().or_else(|| {
             spec.and_then(|spec| match &spec.steps.get(step)?.kind {
                 StepKind::Human(human) => human.prompt.clone(),
-                StepKind::Action(_) => None,
+                StepKind::Action(_) | StepKind::Child(_) | StepKind::Event(_) => None,
             })
         })
     };

@@ -1966,7 +1966,7 @@ impl<W: Workflow> Driver<W> {
         let spec = &self.spec().steps[step];
         let prompt = match &spec.kind {
             StepKind::Human(human) => human.prompt.clone(),
-            StepKind::Action(_) => None,
+            StepKind::Action(_) | StepKind::Child(_) | StepKind::Event(_) => None,
         };
         self.engine.inner.lock_tasks().insert(
             (self.run, step),

@@ -42,7 +42,9 @@ pub use machine::{Command, Machine, Status, StepState};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{MemoryStore, Store, StoreError};
-pub use workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
+pub use workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 pub use workflow_macros::workflow;
 pub use workflow_spec::{self as spec, RetryPolicy, Spec};
 

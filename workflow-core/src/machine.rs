@@ -728,7 +728,7 @@ impl<'s> Machine<'s> {
     pub fn on_timeout(&self, step: usize) -> Option<&'s OnTimeout> {
         match &self.spec.steps.get(step)?.kind {
             StepKind::Human(human) => Some(&human.on_timeout),
-            StepKind::Action(_) => None,
+            StepKind::Action(_) | StepKind::Child(_) | StepKind::Event(_) => None,
         }
     }
 }

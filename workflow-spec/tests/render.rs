@@ -39,6 +39,7 @@ fn action(id: &str, output: &str, call: Call, deps: Vec<usize>) -> Step {
             reconcile: None,
             effect: Effect::Internal,
             idempotent: false,
+            for_each: None,
         }),
         deps,
         on_failure: OnFailure::Abort,
@@ -71,7 +72,7 @@ fn human(id: &str, assignee: &str, on_timeout: OnTimeout, deps: Vec<usize>) -> S
 fn action_parts(step: &mut Step) -> &mut ActionStep {
     match &mut step.kind {
         StepKind::Action(action) => action,
-        StepKind::Human(_) => panic!("{} is not an action step", step.id),
+        _ => panic!("{} is not an action step", step.id),
     }
 }
 

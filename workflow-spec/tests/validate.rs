@@ -147,7 +147,7 @@ fn the_design_spec_lowers_to_its_model() {
             assert!(!action.idempotent);
             assert!(action.compensate.is_none() && action.reconcile.is_none());
         }
-        StepKind::Human(_) => panic!("send_welcome_email is an action"),
+        _ => panic!("send_welcome_email is an action"),
     }
 
     let provision = &spec.steps[2];
@@ -177,7 +177,7 @@ fn the_design_spec_lowers_to_its_model() {
             );
             assert_eq!(human.prompt, None);
         }
-        StepKind::Action(_) => panic!("human_review is a checkpoint"),
+        _ => panic!("human_review is a checkpoint"),
     }
     assert_eq!(
         spec.steps[4].condition.as_deref(),
@@ -313,7 +313,7 @@ fn every_key_lowers() {
         .iter()
         .map(|s| match &s.kind {
             StepKind::Human(h) => h.on_timeout.clone(),
-            StepKind::Action(_) => panic!("a checkpoint"),
+            _ => panic!("a checkpoint"),
         })
         .collect();
     assert_eq!(
@@ -492,7 +492,7 @@ fn keys_are_checked_with_suggestions() {
     assert_says(
         &message,
         &[
-            "expected `step` or `human`, found `stepp`",
+            "expected `step`, `human` or `event`, found `stepp`",
             "did you mean `step`?",
         ],
     );
