@@ -87,11 +87,7 @@ impl Gen<'_> {
             } else {
                 self.outputs_field_ty(index)
             };
-            let doc = if self.optional(index) {
-                format!("The output of `{field}`; `None` when it failed under `continue` or was skipped.")
-            } else {
-                format!("The output of `{field}`.")
-            };
+            let doc = output_doc(&ast.steps[index], self.optional(index));
             quote!(#[doc = #doc] pub #field: #ty,)
         });
         let variants = variant_names(&steps.iter().map(|&i| &ast.steps[i].id).collect::<Vec<_>>());
@@ -218,6 +214,30 @@ fn what(step: &StepAst) -> String {
     }
 }
 
+/// The doc of a step's field in `…Outputs`.
+fn output_doc(step: &StepAst, optional: bool) -> String {
+    let id = step.id.unraw();
+    let fields = &step.fields;
+    let what = match (step.kw, &fields.for_each, &fields.workflow, &fields.action) {
+        (StepKw::Step, Some(_), _, _) => format!("The outputs of `{id}`, one per item, in order"),
+        (StepKw::Step, None, Some(child), None) => format!(
+            "The outputs of child workflow `{}`, run by `{id}`",
+            tokens_to_string(&child.path)
+        ),
+        (StepKw::Event, _, _, _) => format!("The payload of event `{id}`"),
+        (StepKw::Human, _, _, _) => format!("The decision of `{id}`"),
+        _ => format!("The output of `{id}`"),
+    };
+    if !optional {
+        return format!("{what}.");
+    }
+    let absent = match step.kw {
+        StepKw::Event => "no event came before its deadline, or it was skipped",
+        _ => "it failed under `continue` or was skipped",
+    };
+    format!("{what}; `None` when {absent}.")
+}
+
 /// `# Child workflows`: each child workflow and the step that runs it.
 fn children_section(ast: &WorkflowAst) -> Vec<String> {
     let lines: Vec<String> = ast
@@ -266,11 +286,11 @@ fn events_section(ast: &WorkflowAst) -> Vec<String> {
                     format!(" within {}", format_duration(d.value))
                 });
             let then = match &step.fields.on_timeout {
-                Some((_, OnTimeoutAst::Continue)) => "goes on without it",
-                _ => "fails",
+                Some((_, OnTimeoutAst::Continue)) => "the step settles without it",
+                _ => "the run fails",
             };
             format!(
-                "- `{}`: a `{payload}` sent into the run{timeout}; without one the run {then}.",
+                "- `{}`: a `{payload}` sent into the run{timeout}; if none comes, {then}.",
                 step.id.unraw()
             )
         })
