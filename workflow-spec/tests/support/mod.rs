@@ -42,6 +42,38 @@ pub const FULFIL: &str = r#"
 "#;
 
 #[cfg(feature = "parse")]
+/// The onboarding spec of DESIGN.md (the body of its `workflow!`).
+pub const ONBOARDING: &str = r#"
+    /// Onboard a new user from signup to first value.
+    pub workflow UserOnboarding(signup: Signup) env Services {
+        step create_account -> User {
+            action: accounts::create_user_record(env, signup),
+            on_failure: abort,
+        }
+        step send_welcome_email -> Receipt {
+            action: mail::send_welcome(env, ctx, create_account),
+            effect: external,
+            on_failure: continue,
+        }
+        step provision_workspace -> Workspace {
+            action: workspaces::create(env, ctx, create_account),
+            retry: { max_attempts: 3, backoff: exponential, initial: 1s, max: 60s, jitter: full },
+            timeout: 2m,
+        }
+        human human_review -> Approval {
+            assignee: "trust_and_safety_team",
+            depends_on: [provision_workspace],
+            timeout: 48h,
+            on_timeout: escalate("trust_and_safety_leads"),
+        }
+        step activate_account -> () {
+            action: accounts::set_active(env, create_account),
+            depends_on: [human_review],
+            condition: human_review.approved,
+        }
+    }
+"#;
+
 /// Every error message of a parse.
 pub fn messages(parsed: &Parsed) -> Vec<String> {
     parsed.errors.iter().map(ToString::to_string).collect()
@@ -70,6 +102,7 @@ pub fn one_error(source: &str) -> String {
         "expected exactly one error in {source}\ngot {errors:#?}"
     );
     assert!(parsed.spec.is_none(), "a spec with errors is not lowered");
+    assert!(parsed.ast.is_some(), "the header was readable");
     errors.remove(0)
 }
 
