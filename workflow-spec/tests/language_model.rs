@@ -115,6 +115,17 @@ fn an_event_lowers_with_its_deadline_and_makes_downstream_optional() {
 }
 
 #[test]
+fn the_child_name_filled_in_at_run_time_leaves_the_fingerprint_alone() {
+    let compiled = spec(FULFIL);
+    let mut at_run_time = compiled.clone();
+    if let StepKind::Child(child) = &mut at_run_time.steps[2].kind {
+        child.name = Some("Shipping".into());
+    }
+    assert_ne!(compiled, at_run_time);
+    assert_eq!(compiled.fingerprint(), at_run_time.fingerprint());
+}
+
+#[test]
 fn the_model_round_trips_through_json() {
     let spec = spec(FULFIL);
     let json = serde_json::to_string(&spec).expect("serializes");
