@@ -21,7 +21,7 @@ use proc_macro2::TokenStream;
 use workflow_spec::render;
 
 /// The macro's codegen, compiled into this benchmark as it is into the proc-macro crate.
-#[path = "../../workflow-macros/src/expand.rs"]
+#[path = "../../workflow-macros/src/expand/mod.rs"]
 mod expand;
 
 const SIZES: [usize; 3] = [10, 100, 1000];

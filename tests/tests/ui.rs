@@ -16,6 +16,9 @@ const AREAS: &[&str] = &[
     "types",
     "recovery",
     "versions",
+    "map",
+    "child",
+    "event",
 ];
 
 #[test]

@@ -43,7 +43,9 @@ pub use engine::{
 };
 pub use error::{DecisionError, ErrorKind, RunError, RunId, StepError};
 pub use human::{HumanTask, TaskInfo, TIMEOUT_DECIDER};
-pub use workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
+pub use workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 pub use workflow_macros::workflow;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;

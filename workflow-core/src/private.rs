@@ -13,7 +13,9 @@ pub use crate::error::StepError;
 pub use crate::human::HumanTask;
 pub use crate::journal::Value;
 pub use crate::machine::Machine;
-pub use crate::workflow::{BoxFuture, CallError, Invocation, OutputSource, Workflow};
+pub use crate::workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -97,6 +99,99 @@ pub fn timeout_decision<T: Serialize + From<crate::Approval>>(
 /// A value for a dry-run proposal.
 pub fn propose<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// The source of a map step, typed by its items: made once per generated function from a
+/// closure evaluating the `for_each` expression, so that the item type flows from the
+/// source to the action's parameter (a mismatch is a type error at the spec's argument).
+///
+/// Only [`map_source`] states the bounds on the source (iterable, items serializable), so
+/// a source that breaks them is reported once, at the source in the spec.
+pub struct MapSource<'f, In, T> {
+    items: Box<ItemsFn<'f, In>>,
+    decode: fn(&Value) -> Result<T, serde_json::Error>,
+}
+
+impl<In, T> std::fmt::Debug for MapSource<'_, In, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapSource").finish_non_exhaustive()
+    }
+}
+
+/// Evaluates a map's source and serializes its items.
+type ItemsFn<'f, In> = dyn Fn(&In, &dyn OutputSource) -> Result<Vec<Value>, CallError> + 'f;
+
+/// Wraps the source closure of a map step.
+pub fn map_source<'f, In, F, I>(source: F) -> MapSource<'f, In, I::Item>
+where
+    F: Fn(&In, &dyn OutputSource) -> Result<I, CallError> + 'f,
+    I: IntoIterator,
+    I::Item: Serialize + DeserializeOwned,
+{
+    MapSource {
+        items: Box::new(move |input, outputs| {
+            source(input, outputs)?
+                .into_iter()
+                .map(|item| encode(&item).map_err(CallError::Step))
+                .collect()
+        }),
+        decode: |value| serde::Deserialize::deserialize(value),
+    }
+}
+
+impl<In, T> MapSource<'_, In, T> {
+    /// Evaluates the source and serializes its items, in order.
+    pub fn items(&self, input: &In, outputs: &dyn OutputSource) -> Result<Vec<Value>, CallError> {
+        (self.items)(input, outputs)
+    }
+
+    /// The item the call is made for, decoded: `Err(NoItem)` without one.
+    pub fn item(&self, outputs: &dyn OutputSource, step: usize) -> Result<T, CallError> {
+        let (index, value) = outputs.item().ok_or(CallError::NoItem(step))?;
+        (self.decode)(value).map_err(|error| CallError::Decode {
+            step,
+            message: format!("item #{index}: {error}"),
+        })
+    }
+}
+
+/// The item a call of a map step is made for, as JSON, for a dry-run proposal.
+pub fn item_value(outputs: &dyn OutputSource) -> Value {
+    outputs
+        .item()
+        .map_or(Value::Null, |(_, value)| value.clone())
+}
+
+/// The start of the child run of workflow `W` with `input`.
+pub fn child_start<W: Workflow>(input: &W::Input) -> Result<ChildStart, CallError> {
+    Ok(ChildStart {
+        workflow: W::NAME,
+        fingerprint: W::FINGERPRINT,
+        input: encode(input).map_err(CallError::Step)?,
+    })
+}
+
+/// Holds when `O` is the outputs type of workflow `W`: a child step's declared output must
+/// be its child's `…Outputs`.
+pub fn child_outputs<W: Workflow<Outputs = O>, O>() {}
+
+/// `depth`, or one more than a child's depth if that is deeper.
+pub const fn deeper(depth: usize, child: usize) -> usize {
+    if child + 1 > depth {
+        child + 1
+    } else {
+        depth
+    }
+}
+
+/// Fills in the journaled name of child workflow `step` in a spec being built: the macro
+/// cannot see another invocation, so the generated `spec()` asks the child type.
+pub fn name_child(spec: &mut workflow_spec::Spec, step: usize, name: &str) {
+    if let Some(workflow_spec::StepKind::Child(child)) =
+        spec.steps.get_mut(step).map(|step| &mut step.kind)
+    {
+        child.name = Some(name.to_owned());
+    }
 }
 
 /// The spec the macro embedded as JSON. It was serialized by the same model at compile

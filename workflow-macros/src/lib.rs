@@ -6,6 +6,8 @@
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 mod expand;
+#[cfg(test)]
+mod tests;
 
 /// Declares a workflow: its inputs, environment, steps and human checkpoints.
 ///

@@ -8,16 +8,19 @@
 //! - in: the inputs (names and types), the environment type, and per step its index, id,
 //!   kind, output type, dependencies, call paths and arguments, `on_failure`, timeout,
 //!   retry policy, condition, effect, `idempotent`, compensation and reconciliation,
-//!   assignee and `on_timeout`;
+//!   assignee and `on_timeout`; a map's source, concurrency and `on_item_failure`; a
+//!   child's workflow path and its inputs by field; an event's `on_timeout`;
 //! - out: doc comments, a human step's prompt, the Rust type name and the journaled name
 //!   (so that renaming `UserOnboarding` to `UserOnboardingV1` under
-//!   `#[workflow(name = "UserOnboarding")]` keeps its runs), and anything derived from the
-//!   rest (`optional`);
+//!   `#[workflow(name = "UserOnboarding")]` keeps its runs), a map's binding name (local
+//!   to its step), a child's journaled name (filled in at run time), and anything derived
+//!   from the rest (`optional`);
 //! - types, paths, literals and conditions are compared as normalised tokens: whitespace
 //!   only separates two words, so how the spec was formatted, or how the token printer
 //!   spaces `Vec < User >` or `| a |`, does not matter; string and character literals are
 //!   kept as written;
-//! - lists whose order means nothing (`depends_on`, `retry_on`) are sorted.
+//! - lists whose order means nothing (`depends_on`, `retry_on`, a child's fields) are
+//!   sorted.
 //!
 //! Fields added to the model later are projected only when a spec uses them, so a new
 //! release does not re-fingerprint the specs of runs already in flight.
@@ -25,7 +28,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::model::{Arg, Call, OnTimeout, Spec, Step, StepKind};
+use crate::model::{Arg, Call, ChildStep, OnTimeout, Spec, Step, StepKind};
 use crate::retry::RetryPolicy;
 
 /// The version of the projection, its first line. Changing the projection in a way that
@@ -71,6 +74,8 @@ fn step_behaviour(out: &mut String, index: usize, step: &Step) {
     let kind = match &step.kind {
         StepKind::Action(_) => "action",
         StepKind::Human(_) => "human",
+        StepKind::Child(_) => "child",
+        StepKind::Event(_) => "event",
     };
     line(out, 0, &format!("step {index} {} {kind}", step.id));
     line(out, 1, &format!("output {}", normalise(&step.output)));
@@ -104,6 +109,20 @@ fn step_behaviour(out: &mut String, index: usize, step: &Step) {
             );
             line(out, 1, &format!("effect {:?}", action.effect));
             line(out, 1, &format!("idempotent {}", action.idempotent));
+            // Projected only for map steps (and without the binding's name, which is
+            // local to the step), so plain steps keep their fingerprint.
+            if let Some(for_each) = &action.for_each {
+                line(
+                    out,
+                    1,
+                    &format!(
+                        "for_each {} concurrency={} on_item_failure={:?}",
+                        normalise(&for_each.source),
+                        for_each.concurrency,
+                        for_each.on_item_failure
+                    ),
+                );
+            }
         }
         StepKind::Human(human) => {
             line(out, 1, &format!("assignee {}", quote(&human.assignee)));
@@ -115,7 +134,21 @@ fn step_behaviour(out: &mut String, index: usize, step: &Step) {
             };
             line(out, 1, &format!("on_timeout {on_timeout}"));
         }
+        StepKind::Child(child) => line(out, 1, &format!("workflow {}", child_call(child))),
+        StepKind::Event(event) => line(out, 1, &format!("on_timeout {:?}", event.on_timeout)),
     }
+}
+
+/// `path(field=arg, ...)` with the fields sorted: a struct literal's order means nothing.
+/// The child's journaled name is left out: the generated `spec()` fills it in at run time.
+fn child_call(child: &ChildStep) -> String {
+    let mut args: Vec<String> = child
+        .args
+        .iter()
+        .map(|input| format!("{}={}", input.field, arg(&input.arg)))
+        .collect();
+    args.sort();
+    format!("{}({})", normalise(&child.workflow), args.join(", "))
 }
 
 fn retry_behaviour(retry: &RetryPolicy) -> String {
@@ -152,6 +185,7 @@ fn arg(arg: &Arg) -> String {
         Arg::Env => "env".to_owned(),
         Arg::Ctx => "ctx".to_owned(),
         Arg::Literal(literal) => format!("literal {}", normalise(literal)),
+        Arg::Item => "item".to_owned(),
     }
 }
 

@@ -29,7 +29,8 @@ pub mod parse;
 
 pub use kind::ErrorKind;
 pub use model::{
-    format_duration, ActionStep, Arg, Call, Effect, HumanStep, Input, OnFailure, OnTimeout, Spec,
-    Step, StepKind,
+    format_duration, ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach,
+    HumanStep, Input, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec, Step, StepKind,
+    DEFAULT_CONCURRENCY,
 };
 pub use retry::{Backoff, Jitter, PolicyError, PolicyField, RetryPolicy};

@@ -41,24 +41,28 @@ pub struct Input {
     pub ty: String,
 }
 
-/// One node of the workflow: an action step or a human checkpoint.
+/// One node of the workflow: an action step (possibly a map over items), a child workflow,
+/// a human checkpoint or an event wait.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// The step id, unique in the workflow.
     pub id: String,
     /// The doc comment on the step.
     pub doc: String,
-    /// The output type as written after `->`.
+    /// The output type as written after `->`. For a map step it is one item's output; the
+    /// step's journaled output is [`Step::output_type`].
     pub output: String,
     /// What the step does.
     pub kind: StepKind,
-    /// Every dependency (named arguments and `depends_on`), by step index, first mention first.
+    /// Every dependency (named arguments of the action or the child workflow, steps read by a
+    /// map's source, and `depends_on`), by step index, first mention first.
     pub deps: Vec<usize>,
     /// What a failure of this step does to the run.
     pub on_failure: OnFailure,
-    /// The timeout of one attempt (action) or of the task (human checkpoint).
+    /// The timeout of one attempt (action; of one item's attempt in a map), of the task
+    /// (human checkpoint), of the wait (event), or of the child run (child workflow).
     pub timeout: Option<Duration>,
-    /// The retry policy; `None` means exactly one attempt.
+    /// The retry policy (per item in a map); `None` means exactly one attempt.
     pub retry: Option<RetryPolicy>,
     /// The condition expression, as written; false means the step is skipped.
     pub condition: Option<String>,
@@ -73,11 +77,46 @@ impl Step {
         matches!(self.kind, StepKind::Human { .. })
     }
 
-    /// The action call of an action step.
+    /// Whether this step waits for an event sent into the run.
+    pub fn is_event(&self) -> bool {
+        matches!(self.kind, StepKind::Event(_))
+    }
+
+    /// The action call of an action step (of each item, for a map step).
     pub fn action(&self) -> Option<&Call> {
         match &self.kind {
             StepKind::Action(action) => Some(&action.call),
-            StepKind::Human(_) => None,
+            StepKind::Human(_) | StepKind::Child(_) | StepKind::Event(_) => None,
+        }
+    }
+
+    /// The `for_each` of a map step.
+    pub fn for_each(&self) -> Option<&ForEach> {
+        match &self.kind {
+            StepKind::Action(action) => action.for_each.as_ref(),
+            StepKind::Human(_) | StepKind::Child(_) | StepKind::Event(_) => None,
+        }
+    }
+
+    /// The child workflow a child step runs.
+    pub fn child(&self) -> Option<&ChildStep> {
+        match &self.kind {
+            StepKind::Child(child) => Some(child),
+            StepKind::Action(_) | StepKind::Human(_) | StepKind::Event(_) => None,
+        }
+    }
+
+    /// The type of the step's journaled output, as downstream steps see it when it is
+    /// present: `Vec<T>` for a map step (`Vec<Option<T>>` with `on_item_failure: skip`),
+    /// [`Step::output`] otherwise.
+    pub fn output_type(&self) -> String {
+        match self.for_each() {
+            Some(ForEach {
+                on_item_failure: OnItemFailure::Skip,
+                ..
+            }) => format!("Vec<Option<{}>>", self.output),
+            Some(_) => format!("Vec<{}>", self.output),
+            None => self.output.clone(),
         }
     }
 
@@ -87,13 +126,19 @@ impl Step {
     }
 }
 
-/// The two kinds of step.
+/// The kinds of step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StepKind {
-    /// `step id -> T { action: ... }`.
+    /// `step id -> T { action: ... }`, and with `for_each` a map: one action per item.
     Action(ActionStep),
     /// `human id -> Decision { assignee: ..., timeout: ..., on_timeout: ... }`.
     Human(HumanStep),
+    /// `step id -> ChildOutputs { workflow: Child(field: arg, ...) }`: a child run of
+    /// another workflow; the step's output is the child's outputs.
+    Child(ChildStep),
+    /// `event id -> T { timeout: ..., on_timeout: ... }`: a wait for a typed payload sent
+    /// into the run from outside; the step's output is the payload.
+    Event(EventStep),
 }
 
 /// The parts of an action step.
@@ -109,6 +154,86 @@ pub struct ActionStep {
     pub effect: Effect,
     /// `idempotent: true`: the action deduplicates by the context's idempotency key.
     pub idempotent: bool,
+    /// `for_each: x in source`: the step is a map, its action called once per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+}
+
+/// The items of a map step: `for_each: line in order.lines`, with `concurrency` and
+/// `on_item_failure`.
+///
+/// The source is evaluated once, when the step starts; each item is journaled and keyed
+/// on its own (`workflow/run/step/index`), has its own attempts (the step's `retry` and
+/// `timeout` apply per item) and, on abort, its own compensation. The action (and
+/// `compensate`, `reconcile`) take the item under [`ForEach::binding`] as [`Arg::Item`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForEach {
+    /// The name each item is bound to: `line`.
+    pub binding: String,
+    /// The source expression as written: `order.lines`. It reads inputs and upstream
+    /// outputs (each step it reads is a dependency) and yields the items in order.
+    pub source: String,
+    /// How many items may be in flight at once (at least 1; [`DEFAULT_CONCURRENCY`]).
+    pub concurrency: u32,
+    /// What a failed item does to the step.
+    pub on_item_failure: OnItemFailure,
+}
+
+/// How many items of a map step are in flight at once when `concurrency` is not given.
+pub const DEFAULT_CONCURRENCY: u32 = 16;
+
+/// What a map step does when one item fails for good.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnItemFailure {
+    /// The step fails (the default); then the step's `on_failure` applies.
+    #[default]
+    Abort,
+    /// The item's output is `None` and the other items go on: the step's output is
+    /// `Vec<Option<T>>`.
+    Skip,
+}
+
+/// The parts of a child workflow step: `workflow: Shipping(order: order, holds: reserve_lines)`.
+///
+/// The child is its own run, linked to its parent and started once (keyed by the parent's
+/// run and step); its failure is the step's failure, and cancelling the parent cancels it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildStep {
+    /// The child workflow's type path as written: `Shipping`, `shipping::Shipping`.
+    pub workflow: String,
+    /// The child's journaled name (`<Child as Workflow>::NAME`). The macro cannot see
+    /// another invocation, so it is `None` in the model it checks and renders; the
+    /// generated `spec()` fills it in, and the generated `Workflow::child` returns it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The child's inputs, one per field of its `…Input`, in the order written.
+    pub args: Vec<ChildArg>,
+}
+
+/// One input of a child workflow: `holds: reserve_lines`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildArg {
+    /// The field of the child's `…Input`.
+    pub field: String,
+    /// Its value: a step output, an input or a literal.
+    pub arg: Arg,
+}
+
+/// The parts of an event step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventStep {
+    /// What happens when no event arrives before the step's timeout.
+    pub on_timeout: OnEventTimeout,
+}
+
+/// What an event step does when its deadline passes without an event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnEventTimeout {
+    /// Fail the step, and so the run (the default).
+    #[default]
+    Abort,
+    /// Settle the step without a payload: downstream sees `None`.
+    Continue,
 }
 
 /// The parts of a human checkpoint.
@@ -144,6 +269,8 @@ pub enum Arg {
     Ctx,
     /// A literal, as written.
     Literal(String),
+    /// The current item of a map step (its `for_each` binding), passed owned.
+    Item,
 }
 
 /// Whether a step reaches outside the workflow.

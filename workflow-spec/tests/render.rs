@@ -4,9 +4,11 @@
 //! Regenerate the snapshots with `UPDATE_SNAPSHOTS=1 cargo test -p workflow-spec --test render`
 //! and read the diff.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+mod support;
+
+use support::{assert_snapshot, assert_well_formed};
 use workflow_spec::render::{dot, mermaid, svg};
 use workflow_spec::{
     format_duration, ActionStep, Arg, Backoff, Call, Effect, ErrorKind, HumanStep, Input, Jitter,
@@ -39,6 +41,7 @@ fn action(id: &str, output: &str, call: Call, deps: Vec<usize>) -> Step {
             reconcile: None,
             effect: Effect::Internal,
             idempotent: false,
+            for_each: None,
         }),
         deps,
         on_failure: OnFailure::Abort,
@@ -71,7 +74,7 @@ fn human(id: &str, assignee: &str, on_timeout: OnTimeout, deps: Vec<usize>) -> S
 fn action_parts(step: &mut Step) -> &mut ActionStep {
     match &mut step.kind {
         StepKind::Action(action) => action,
-        StepKind::Human(_) => panic!("{} is not an action step", step.id),
+        _ => panic!("{} is not an action step", step.id),
     }
 }
 
@@ -197,50 +200,6 @@ fn payments() -> Spec {
 }
 
 // ---------------------------------------------------------------- snapshots
-
-/// Compares `actual` with `tests/snapshots/<name>`, or writes it there when
-/// `UPDATE_SNAPSHOTS=1`.
-fn assert_snapshot(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("snapshots")
-        .join(name);
-    if std::env::var("UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().expect("snapshot dir")).expect("create snapshots/");
-        std::fs::write(&path, actual).expect("write snapshot");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| {
-            panic!(
-                "cannot read snapshot {}: {error}\nhint: run with UPDATE_SNAPSHOTS=1 to create it",
-                path.display()
-            )
-        })
-        .replace("\r\n", "\n");
-    if expected == actual {
-        return;
-    }
-    let expected_lines: Vec<&str> = expected.lines().collect();
-    let actual_lines: Vec<&str> = actual.lines().collect();
-    let line = expected_lines
-        .iter()
-        .zip(&actual_lines)
-        .position(|(e, a)| e != a)
-        .unwrap_or(expected_lines.len().min(actual_lines.len()));
-    panic!(
-        "snapshot {} differs, first at line {}:\n  expected: {}\n  actual:   {}\n\
-         ({} lines expected, {} actual)\n\
-         hint: if the change is intended, rerun with UPDATE_SNAPSHOTS=1 and review the diff\n\
-         --- actual output ---\n{actual}",
-        path.display(),
-        line + 1,
-        expected_lines.get(line).unwrap_or(&"<end of file>"),
-        actual_lines.get(line).unwrap_or(&"<end of file>"),
-        expected_lines.len(),
-        actual_lines.len(),
-    );
-}
 
 #[test]
 fn onboarding_mermaid_snapshot() {
@@ -535,45 +494,4 @@ fn output_is_stable() {
     assert_eq!(mermaid(&spec), mermaid(&spec.clone()));
     assert_eq!(dot(&spec), dot(&spec.clone()));
     assert_eq!(svg(&spec), svg(&spec.clone()));
-}
-
-/// A small check that the SVG is well-formed XML as far as the renderer's output goes:
-/// tags balance, attribute quotes balance, and no raw `<` or `&` sneaks into text.
-fn assert_well_formed(svg: &str) {
-    let mut stack: Vec<&str> = Vec::new();
-    let mut rest = svg;
-    while let Some(open) = rest.find('<') {
-        let text = &rest[..open];
-        assert!(!text.contains('>'), "raw `>` in text `{text}`");
-        for (at, _) in text.match_indices('&') {
-            let entity = &text[at..];
-            assert!(
-                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
-                    .iter()
-                    .any(|known| entity.starts_with(known)),
-                "raw `&` in text `{text}`"
-            );
-        }
-        let close = rest[open..].find('>').expect("unclosed tag") + open;
-        let tag = &rest[open + 1..close];
-        assert_eq!(
-            tag.matches('"').count() % 2,
-            0,
-            "unbalanced quotes in <{tag}>"
-        );
-        assert!(!tag[1..].contains('<'), "raw `<` in <{tag}>");
-        let name = tag
-            .trim_start_matches('/')
-            .split([' ', '/'])
-            .next()
-            .unwrap_or_default();
-        if let Some(closing) = tag.strip_prefix('/') {
-            assert_eq!(stack.pop(), Some(closing), "mismatched </{closing}>");
-        } else if !tag.ends_with('/') {
-            stack.push(name);
-        }
-        rest = &rest[close + 1..];
-    }
-    assert!(stack.is_empty(), "unclosed tags {stack:?}");
-    assert_eq!(rest, "\n");
 }

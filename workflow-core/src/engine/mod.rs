@@ -280,7 +280,7 @@ impl Engine {
         let node = &spec.steps[step];
         let prompt = match &node.kind {
             workflow_spec::StepKind::Human(human) => human.prompt.clone(),
-            workflow_spec::StepKind::Action(_) => None,
+            _ => None,
         };
         self.inner.lock_tasks().insert(
             (run, step),

@@ -283,7 +283,7 @@ impl Machine<'_> {
                 } => {
                     let prompt = match &self.spec.steps[step].kind {
                         StepKind::Human(human) => human.prompt.as_deref(),
-                        StepKind::Action(_) => None,
+                        _ => None,
                     };
                     Some((step, assignee.as_str(), *deadline, *escalated, prompt))
                 }

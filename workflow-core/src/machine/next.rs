@@ -162,11 +162,13 @@ impl Machine<'_> {
                     "dry run: external effect proposed, not executed".to_owned(),
                 ));
             }
-            StepKind::Action(_) => commands.push(Command::Attempt {
-                step,
-                attempt: 1,
-                reconcile: false,
-            }),
+            StepKind::Action(_) | StepKind::Child(_) | StepKind::Event(_) => {
+                commands.push(Command::Attempt {
+                    step,
+                    attempt: 1,
+                    reconcile: false,
+                })
+            }
         }
     }
 
@@ -221,7 +223,7 @@ impl Machine<'_> {
         let timeout = spec.timeout.map_or(0, |t| t.as_millis() as u64);
         let on_timeout = match &spec.kind {
             StepKind::Human(human) => Some(&human.on_timeout),
-            StepKind::Action(_) => None,
+            _ => None,
         };
         let expire = Command::Journal(Event::TaskExpired { step, at: now });
         match on_timeout {

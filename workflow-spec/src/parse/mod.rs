@@ -6,9 +6,12 @@
 
 pub mod ast;
 pub mod attr;
+mod calls;
 pub mod check;
 pub mod ctxt;
+mod fields;
 mod nesting;
+mod values;
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -16,7 +19,8 @@ use quote::ToTokens;
 use self::ast::{ArgAst, CallAst, OnTimeoutAst, RetryAst, StepAst, StepKw, WorkflowAst};
 use self::ctxt::Ctxt;
 use crate::model::{
-    ActionStep, Arg, Call, Effect, HumanStep, Input, OnFailure, OnTimeout, Spec, Step, StepKind,
+    ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach, HumanStep, Input,
+    OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec, Step, StepKind, DEFAULT_CONCURRENCY,
 };
 use crate::retry::RetryPolicy;
 
@@ -106,6 +110,8 @@ pub enum Name {
     Env,
     /// The reserved `ctx`.
     Ctx,
+    /// The current item of a map step: its `for_each` binding, in its own calls.
+    Item,
 }
 
 /// Names resolved once, shared by the checks and the lowering.
@@ -120,6 +126,8 @@ pub struct Names {
     pub deps: Vec<Vec<usize>>,
     /// Per step: whether its output may be absent.
     pub optional: Vec<bool>,
+    /// Per step: the name its items are bound to, for a map step.
+    pub bindings: Vec<Option<String>>,
     /// Every step and input by name (first declaration wins), for O(1) lookups.
     index: std::collections::HashMap<String, Name>,
 }
@@ -138,11 +146,20 @@ impl Names {
         for (i, input) in inputs.iter().enumerate() {
             index.entry(input.clone()).or_insert(Name::Input(i));
         }
+        let bindings = ast
+            .steps
+            .iter()
+            .map(|step| {
+                let (_, for_each) = step.fields.for_each.as_ref()?;
+                Some(for_each.binding.to_string())
+            })
+            .collect();
         let mut names = Names {
             steps,
             inputs,
             deps: Vec::new(),
             optional: Vec::new(),
+            bindings,
             index,
         };
         names.deps = ast
@@ -151,7 +168,7 @@ impl Names {
             .enumerate()
             .map(|(index, step)| {
                 let mut deps = Vec::new();
-                for dep in step_dep_idents(step) {
+                for dep in &step_dep_idents(step) {
                     if let Some(Name::Step(dep)) = names.lookup(&dep.to_string()) {
                         if dep != index && !deps.contains(&dep) {
                             deps.push(dep);
@@ -171,6 +188,17 @@ impl Names {
             "env" => Some(Name::Env),
             "ctx" => Some(Name::Ctx),
             _ => self.index.get(name).copied(),
+        }
+    }
+
+    /// What `name` refers to in an argument of `step`'s own calls (`action`, `compensate`,
+    /// `reconcile`): a map step's binding is its item there; anything else as [`lookup`].
+    ///
+    /// [`lookup`]: Names::lookup
+    pub fn lookup_arg(&self, step: usize, name: &str) -> Option<Name> {
+        match self.bindings.get(step) {
+            Some(Some(binding)) if binding == name => Some(Name::Item),
+            _ => self.lookup(name),
         }
     }
 
@@ -197,23 +225,34 @@ impl Names {
     }
 }
 
-/// The identifiers that make dependencies: the action's name arguments, then `depends_on`.
-pub fn step_dep_idents(step: &StepAst) -> impl Iterator<Item = &syn::Ident> {
-    let args = step
-        .fields
+/// The identifiers that make dependencies, first mention first: the action's name
+/// arguments, the child workflow's, the names a map's source reads, then `depends_on`.
+/// (Names that are not steps are filtered out by the caller.)
+pub fn step_dep_idents(step: &StepAst) -> Vec<syn::Ident> {
+    let fields = &step.fields;
+    let names = |arg: &ArgAst| match arg {
+        ArgAst::Name(ident) => Some(ident.clone()),
+        ArgAst::Literal(_) => None,
+    };
+    let action = fields
         .action
         .iter()
         .flat_map(|call| call.args.iter())
-        .filter_map(|arg| match arg {
-            ArgAst::Name(ident) => Some(ident),
-            ArgAst::Literal(_) => None,
-        });
-    let explicit = step
-        .fields
+        .filter_map(names);
+    let child = fields
+        .workflow
+        .iter()
+        .flat_map(|child| child.fields.iter())
+        .filter_map(|field| names(&field.arg));
+    let source = fields
+        .for_each
+        .iter()
+        .flat_map(|(_, for_each)| check::condition_reads(&for_each.source));
+    let explicit = fields
         .depends_on
         .iter()
-        .flat_map(|(_, list)| list.iter());
-    args.chain(explicit)
+        .flat_map(|(_, list)| list.iter().cloned());
+    action.chain(child).chain(source).chain(explicit).collect()
 }
 
 fn compute_optional(ast: &WorkflowAst, deps: &[Vec<usize>]) -> Vec<bool> {
@@ -223,6 +262,8 @@ fn compute_optional(ast: &WorkflowAst, deps: &[Vec<usize>]) -> Vec<bool> {
         .map(|step| {
             matches!(step.fields.on_failure, Some((_, OnFailure::Continue)))
                 || step.fields.condition.is_some()
+                || (step.kw == StepKw::Event
+                    && matches!(step.fields.on_timeout, Some((_, OnTimeoutAst::Continue))))
         })
         .collect();
     // Propagate downstream in topological order; on a cycle (reported elsewhere) use the
@@ -322,26 +363,52 @@ fn tighten_closure_bars(text: &str) -> String {
 fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
     let fields = &step.fields;
     let kind = match step.kw {
-        StepKw::Step => StepKind::Action(ActionStep {
-            call: fields
-                .action
-                .as_ref()
-                .map(|call| lower_call(call, names))
-                .unwrap_or_else(|| Call {
-                    path: String::new(),
-                    args: Vec::new(),
+        StepKw::Step => match &fields.workflow {
+            Some(child) if fields.action.is_none() => StepKind::Child(ChildStep {
+                workflow: tokens_to_string(&child.path),
+                name: None,
+                args: child
+                    .fields
+                    .iter()
+                    .map(|field| ChildArg {
+                        field: field.field.to_string(),
+                        arg: lower_arg(&field.arg, index, names),
+                    })
+                    .collect(),
+            }),
+            _ => StepKind::Action(ActionStep {
+                call: fields
+                    .action
+                    .as_ref()
+                    .map(|call| lower_call(call, index, names))
+                    .unwrap_or_else(|| Call {
+                        path: String::new(),
+                        args: Vec::new(),
+                    }),
+                compensate: fields
+                    .compensate
+                    .as_ref()
+                    .map(|call| lower_call(call, index, names)),
+                reconcile: fields
+                    .reconcile
+                    .as_ref()
+                    .map(|call| lower_call(call, index, names)),
+                effect: fields.effect.as_ref().map_or(Effect::Internal, |(_, e)| *e),
+                idempotent: fields.idempotent.as_ref().is_some_and(|(_, v)| *v),
+                for_each: fields.for_each.as_ref().map(|(_, for_each)| ForEach {
+                    binding: for_each.binding.to_string(),
+                    source: tokens_to_string(&for_each.source),
+                    concurrency: fields
+                        .concurrency
+                        .as_ref()
+                        .map_or(DEFAULT_CONCURRENCY, |(_, (n, _))| *n),
+                    on_item_failure: fields
+                        .on_item_failure
+                        .as_ref()
+                        .map_or(OnItemFailure::Abort, |(_, v)| *v),
                 }),
-            compensate: fields
-                .compensate
-                .as_ref()
-                .map(|call| lower_call(call, names)),
-            reconcile: fields
-                .reconcile
-                .as_ref()
-                .map(|call| lower_call(call, names)),
-            effect: fields.effect.as_ref().map_or(Effect::Internal, |(_, e)| *e),
-            idempotent: fields.idempotent.as_ref().is_some_and(|(_, v)| *v),
-        }),
+            }),
+        },
         StepKw::Human => StepKind::Human(HumanStep {
             assignee: fields
                 .assignee
@@ -352,9 +419,15 @@ fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
                 Some(OnTimeoutAst::Escalate(group)) => OnTimeout::Escalate(group.value()),
                 Some(OnTimeoutAst::Approve) => OnTimeout::Approve,
                 Some(OnTimeoutAst::Reject) => OnTimeout::Reject,
-                Some(OnTimeoutAst::Abort) | None => OnTimeout::Abort,
+                Some(OnTimeoutAst::Abort | OnTimeoutAst::Continue) | None => OnTimeout::Abort,
             },
             prompt: fields.prompt.as_ref().map(|(_, lit)| lit.value()),
+        }),
+        StepKw::Event => StepKind::Event(EventStep {
+            on_timeout: match fields.on_timeout.as_ref().map(|(_, v)| v) {
+                Some(OnTimeoutAst::Continue) => OnEventTimeout::Continue,
+                _ => OnEventTimeout::Abort,
+            },
         }),
     };
     Step {
@@ -397,25 +470,30 @@ pub fn retry_policy(retry: &RetryAst) -> RetryPolicy {
     }
 }
 
-fn lower_call(call: &CallAst, names: &Names) -> Call {
+fn lower_call(call: &CallAst, step: usize, names: &Names) -> Call {
     Call {
         path: tokens_to_string(&call.path),
         args: call
             .args
             .iter()
-            .map(|arg| match arg {
-                ArgAst::Name(ident) => match names.lookup(&ident.to_string()) {
-                    Some(Name::Step(i)) => Arg::Step(i),
-                    Some(Name::Input(i)) => Arg::Input(i),
-                    Some(Name::Env) => Arg::Env,
-                    Some(Name::Ctx) | None => Arg::Ctx,
-                },
-                ArgAst::Literal(expr) => Arg::Literal(match &**expr {
-                    syn::Expr::Unary(negated) => format!("-{}", tokens_to_string(&negated.expr)),
-                    other => tokens_to_string(other),
-                }),
-            })
+            .map(|arg| lower_arg(arg, step, names))
             .collect(),
+    }
+}
+
+fn lower_arg(arg: &ArgAst, step: usize, names: &Names) -> Arg {
+    match arg {
+        ArgAst::Name(ident) => match names.lookup_arg(step, &ident.to_string()) {
+            Some(Name::Step(i)) => Arg::Step(i),
+            Some(Name::Input(i)) => Arg::Input(i),
+            Some(Name::Env) => Arg::Env,
+            Some(Name::Item) => Arg::Item,
+            Some(Name::Ctx) | None => Arg::Ctx,
+        },
+        ArgAst::Literal(expr) => Arg::Literal(match &**expr {
+            syn::Expr::Unary(negated) => format!("-{}", tokens_to_string(&negated.expr)),
+            other => tokens_to_string(other),
+        }),
     }
 }
 

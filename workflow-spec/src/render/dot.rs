@@ -8,8 +8,10 @@ use super::text::{condition_label, edges, has_edge_in, node_names, node_text, on
 
 /// Renders `spec` as a Graphviz `digraph`, top to bottom.
 ///
-/// Action steps are rounded boxes and human checkpoints filled hexagons
-/// (`shape=hexagon`), each labelled `id: Output` with its notes on further lines.
+/// Action steps are rounded boxes, map steps stacked boxes (`shape=box3d`), child
+/// workflows components (`shape=component`), events signal shapes (`shape=cds`) and human
+/// checkpoints hexagons (`shape=hexagon`), the last four filled, each labelled
+/// `id: Output` with its notes on further lines.
 /// External effects get a double outline (`peripheries=2`); `on_failure: continue` steps
 /// a dashed outline and dashed outgoing edges. Edges run from a dependency to its
 /// dependent; the edges into a conditional step are labelled `if condition`. Every id and
@@ -52,12 +54,29 @@ pub fn dot(spec: &Spec) -> String {
                 attrs.push("color=\"#b7791f\"".to_owned());
             }
             StepKind::Action(action) => {
-                if dashed {
+                if action.for_each.is_some() {
+                    attrs.push("shape=box3d".to_owned());
+                    attrs.push(filled(dashed));
+                    attrs.push("fillcolor=\"#e6fffa\"".to_owned());
+                    attrs.push("color=\"#2c7a7b\"".to_owned());
+                } else if dashed {
                     attrs.push("style=\"rounded,dashed\"".to_owned());
                 }
                 if action.effect == Effect::External {
                     attrs.push("peripheries=2".to_owned());
                 }
+            }
+            StepKind::Child(_) => {
+                attrs.push("shape=component".to_owned());
+                attrs.push(filled(dashed));
+                attrs.push("fillcolor=\"#f3e8ff\"".to_owned());
+                attrs.push("color=\"#6b46c1\"".to_owned());
+            }
+            StepKind::Event(_) => {
+                attrs.push("shape=cds".to_owned());
+                attrs.push(filled(dashed));
+                attrs.push("fillcolor=\"#ebf8ff\"".to_owned());
+                attrs.push("color=\"#2b6cb0\"".to_owned());
             }
         }
         let _ = writeln!(
@@ -88,6 +107,15 @@ pub fn dot(spec: &Spec) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+/// `style=filled`, dashed for an `on_failure: continue` step.
+fn filled(dashed: bool) -> String {
+    if dashed {
+        "style=\"filled,dashed\"".to_owned()
+    } else {
+        "style=filled".to_owned()
+    }
 }
 
 /// Escapes text for a DOT quoted string: `\` and `"` get a backslash, line breaks become

@@ -8,12 +8,14 @@ use super::text::{condition_label, edges, has_edge_in, node_names, node_text, on
 
 /// Renders `spec` as a Mermaid `flowchart TD`.
 ///
-/// Action steps are rectangles and human checkpoints hexagons (`id{{"..."}}`), each
-/// labelled `id: Output` with its notes on further lines (`<br/>`). Edges run from a
+/// Action steps are rectangles, map steps parallelograms (`id[/"..."/]`, noting their
+/// items and concurrency), child workflows subroutines (`id[["..."]]`, naming the workflow
+/// they run), events flags (`id>"..."]`) and human checkpoints hexagons (`id{{"..."}}`),
+/// each labelled `id: Output` with its notes on further lines (`<br/>`). Edges run from a
 /// dependency to its dependent; the edges into a conditional step are labelled
 /// `if condition`, and the edges out of an `on_failure: continue` step are dotted.
-/// Class definitions colour human checkpoints, thicken external effects and dash
-/// `continue` steps. Text is escaped with Mermaid entity codes (`#quot;`, `#lt;`, ...),
+/// Class definitions colour human checkpoints, maps, child workflows and events, thicken
+/// external effects and dash `continue` steps. Text is escaped with Mermaid entity codes (`#quot;`, `#lt;`, ...),
 /// so any id, type or group name is safe inside the quoted labels.
 ///
 /// ```
@@ -29,6 +31,9 @@ pub fn mermaid(spec: &Spec) -> String {
     let has_edge_in = has_edge_in(spec.steps.len(), &edges);
     let mut out = String::from("flowchart TD\n");
     let mut human = Vec::new();
+    let mut maps = Vec::new();
+    let mut children = Vec::new();
+    let mut events = Vec::new();
     let mut external = Vec::new();
     let mut continues = Vec::new();
     for (index, step) in spec.steps.iter().enumerate() {
@@ -44,7 +49,20 @@ pub fn mermaid(spec: &Spec) -> String {
                 if action.effect == Effect::External {
                     external.push(name.as_str());
                 }
-                let _ = writeln!(out, "    {name}[\"{label}\"]");
+                if action.for_each.is_some() {
+                    maps.push(name.as_str());
+                    let _ = writeln!(out, "    {name}[/\"{label}\"/]");
+                } else {
+                    let _ = writeln!(out, "    {name}[\"{label}\"]");
+                }
+            }
+            StepKind::Child(_) => {
+                children.push(name.as_str());
+                let _ = writeln!(out, "    {name}[[\"{label}\"]]");
+            }
+            StepKind::Event(_) => {
+                events.push(name.as_str());
+                let _ = writeln!(out, "    {name}>\"{label}\"]");
             }
         }
         if step.on_failure == OnFailure::Continue {
@@ -70,6 +88,9 @@ pub fn mermaid(spec: &Spec) -> String {
     }
     let classes = [
         ("human", "fill:#fff4d6,stroke:#b7791f,color:#222", &human),
+        ("map", "fill:#e6fffa,stroke:#2c7a7b,color:#222", &maps),
+        ("child", "fill:#f3e8ff,stroke:#6b46c1,color:#222", &children),
+        ("event", "fill:#ebf8ff,stroke:#2b6cb0,color:#222", &events),
         ("external", "stroke-width:3px", &external),
         ("continueOnFailure", "stroke-dasharray:5 5", &continues),
     ];

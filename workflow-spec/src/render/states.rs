@@ -120,7 +120,8 @@ pub fn mermaid_with_states(spec: &Spec, marks: &[StepMark]) -> String {
 ///
 /// Each marked step's group gets the class `state-<mark>` and a `<title>` (`id: mark`,
 /// shown as a tooltip); a `<style>` element after `<defs>` colours the classes, which
-/// overrides the shapes' own fill and stroke attributes.
+/// overrides the shapes' own fill and stroke attributes (boxes, stacks, hexagons, notched
+/// event shapes, and the bars of a child workflow).
 ///
 /// ```
 /// use workflow_spec::render::{svg_with_states, StepMark};
@@ -142,6 +143,7 @@ pub fn svg_with_states(spec: &Spec, marks: &[StepMark]) -> String {
             style,
             "    .state-{class} > rect, .state-{class} > polygon {{ fill: {fill}; stroke: {stroke};{dash} }}"
         );
+        let _ = writeln!(style, "    .state-{class} > line {{ stroke: {stroke}; }}");
         let _ = writeln!(style, "    .state-{class} > text {{ fill: {color}; }}");
     }
     style.push_str("  </style>\n");
@@ -214,6 +216,7 @@ mod tests {
                     reconcile: None,
                     effect: Effect::Internal,
                     idempotent: false,
+                    for_each: None,
                 })
             },
             deps,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Effect, OnFailure, Spec, StepKind};
+use crate::model::{Effect, OnFailure, Spec, Step, StepKind};
 
 use super::layout::{layout, NodeSize, Rect, LABEL_HEIGHT};
 use super::text::{condition_label, edges, has_edge_in, node_text, one_line, NodeText};
@@ -25,6 +25,12 @@ const LINE: i64 = 16;
 const BASELINE: i64 = 12;
 /// How far a hexagon's corners cut in on each side.
 const HEX_INSET: i64 = 16;
+/// How far the second box of a map's stack sits behind the first.
+const STACK: i64 = 6;
+/// How far a child workflow's inner bars sit from its sides.
+const BAR_INSET: i64 = 10;
+/// How deep an event's notch cuts into its left side.
+const NOTCH: i64 = 14;
 const MIN_WIDTH: i64 = 60;
 
 const EDGE_COLOR: &str = "#555555";
@@ -32,12 +38,20 @@ const ACTION_FILL: &str = "#eef4ff";
 const ACTION_STROKE: &str = "#4a6fa5";
 const HUMAN_FILL: &str = "#fff4d6";
 const HUMAN_STROKE: &str = "#b7791f";
+const MAP_FILL: &str = "#e6fffa";
+const MAP_STROKE: &str = "#2c7a7b";
+const CHILD_FILL: &str = "#f3e8ff";
+const CHILD_STROKE: &str = "#6b46c1";
+const EVENT_FILL: &str = "#ebf8ff";
+const EVENT_STROKE: &str = "#2b6cb0";
 
 /// Renders `spec` as a standalone SVG document, laid out here without any external tool.
 ///
 /// Steps are placed in layers (a step sits one row below its deepest dependency) and
 /// boxes are sized from their text, so no two boxes or labels overlap. Action steps are
-/// rounded rectangles, human checkpoints hexagons with their own fill; each shows
+/// rounded rectangles, map steps a stack of two, child workflows rectangles with a bar
+/// inside each side (a subroutine), events rectangles with a notch on the left, human
+/// checkpoints hexagons; all but actions have a fill of their own. Each shows
 /// `id: Output` in bold and its notes below (retry, per-attempt timeout, external effect,
 /// `undo: path`, assignee, timeout and `on timeout: escalate -> group`). External effects
 /// have a thick outline, `on_failure: continue` steps a dashed outline and dashed edges
@@ -81,12 +95,20 @@ pub fn svg(spec: &Spec) -> String {
             let title = chars(&text.title) * TITLE_CHAR;
             let details = text.details.iter().map(|line| chars(line) * DETAIL_CHAR);
             let mut width = details.fold(title, i64::max) + 2 * PAD_X;
-            if step.is_human() {
-                width += 2 * HEX_INSET;
+            let mut height = 2 * PAD_Y + LINE * (1 + text.details.len() as i64);
+            match shape(step) {
+                Shape::Hexagon => width += 2 * HEX_INSET,
+                Shape::Stack => {
+                    width += STACK;
+                    height += STACK;
+                }
+                Shape::Bars => width += 2 * BAR_INSET,
+                Shape::Notched => width += NOTCH,
+                Shape::Box => {}
             }
             NodeSize {
                 width: width.max(MIN_WIDTH),
-                height: 2 * PAD_Y + LINE * (1 + text.details.len() as i64),
+                height,
                 label_width: label
                     .as_ref()
                     .map_or(0, |label| chars(label) * LABEL_CHAR + 2 * LABEL_PAD),
@@ -180,8 +202,25 @@ pub fn svg(spec: &Spec) -> String {
             "    <g class=\"step\" id=\"step-{}\">",
             escape(&step.id)
         );
-        match &step.kind {
-            StepKind::Human(_) => {
+        // The text sits in the front box: for a map, the lower-left one of the stack.
+        let (front, shift) = match shape(step) {
+            Shape::Stack => (
+                Rect {
+                    x,
+                    y: y + STACK,
+                    width: width - STACK,
+                    height: height - STACK,
+                },
+                STACK,
+            ),
+            _ => (*rect, 0),
+        };
+        let stroke_width = match &step.kind {
+            StepKind::Action(action) if action.effect == Effect::External => "3",
+            _ => "1.5",
+        };
+        match shape(step) {
+            Shape::Hexagon => {
                 let (right, bottom, middle) = (x + width, y + height, y + height / 2);
                 let points = [
                     (x + HEX_INSET, y),
@@ -190,21 +229,10 @@ pub fn svg(spec: &Spec) -> String {
                     (right - HEX_INSET, bottom),
                     (x + HEX_INSET, bottom),
                     (x, middle),
-                ]
-                .map(|(px, py)| format!("{px},{py}"))
-                .join(" ");
-                let _ = writeln!(
-                    out,
-                    "      <polygon points=\"{points}\" fill=\"{HUMAN_FILL}\" \
-                     stroke=\"{HUMAN_STROKE}\" stroke-width=\"1.5\"{dash}/>"
-                );
+                ];
+                polygon(&mut out, &points, HUMAN_FILL, HUMAN_STROKE, dash);
             }
-            StepKind::Action(action) => {
-                let stroke_width = if action.effect == Effect::External {
-                    "3"
-                } else {
-                    "1.5"
-                };
+            Shape::Box => {
                 let _ = writeln!(
                     out,
                     "      <rect x=\"{x}\" y=\"{y}\" width=\"{width}\" height=\"{height}\" rx=\"6\" \
@@ -212,8 +240,47 @@ pub fn svg(spec: &Spec) -> String {
                      stroke-width=\"{stroke_width}\"{dash}/>"
                 );
             }
+            Shape::Stack => {
+                for (bx, by) in [(x + STACK, y), (x, y + STACK)] {
+                    let _ = writeln!(
+                        out,
+                        "      <rect x=\"{bx}\" y=\"{by}\" width=\"{}\" height=\"{}\" rx=\"6\" \
+                         fill=\"{MAP_FILL}\" stroke=\"{MAP_STROKE}\" \
+                         stroke-width=\"{stroke_width}\"{dash}/>",
+                        width - STACK,
+                        height - STACK
+                    );
+                }
+            }
+            Shape::Bars => {
+                let _ = writeln!(
+                    out,
+                    "      <rect x=\"{x}\" y=\"{y}\" width=\"{width}\" height=\"{height}\" \
+                     fill=\"{CHILD_FILL}\" stroke=\"{CHILD_STROKE}\" stroke-width=\"1.5\"{dash}/>"
+                );
+                for bar in [x + BAR_INSET, x + width - BAR_INSET] {
+                    let _ = writeln!(
+                        out,
+                        "      <line x1=\"{bar}\" y1=\"{y}\" x2=\"{bar}\" y2=\"{}\" \
+                         stroke=\"{CHILD_STROKE}\" stroke-width=\"1.5\"/>",
+                        y + height
+                    );
+                }
+            }
+            Shape::Notched => {
+                let (right, bottom) = (x + width, y + height);
+                let points = [
+                    (x, y),
+                    (right, y),
+                    (right, bottom),
+                    (x, bottom),
+                    (x + NOTCH, y + height / 2),
+                ];
+                polygon(&mut out, &points, EVENT_FILL, EVENT_STROKE, dash);
+            }
         }
-        let center = rect.center_x();
+        let center = front.center_x();
+        let y = y + shift;
         let _ = writeln!(
             out,
             "      <text x=\"{center}\" y=\"{}\" text-anchor=\"middle\" font-size=\"{TITLE_SIZE}\" \
@@ -234,6 +301,43 @@ pub fn svg(spec: &Spec) -> String {
     out.push_str("  </g>\n");
     out.push_str("</svg>\n");
     out
+}
+
+/// How a step is drawn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// An action: a rounded rectangle.
+    Box,
+    /// A map: two rounded rectangles, one behind the other.
+    Stack,
+    /// A child workflow: a rectangle with a bar inside each side.
+    Bars,
+    /// An event: a rectangle with a notch in its left side.
+    Notched,
+    /// A human checkpoint: a hexagon.
+    Hexagon,
+}
+
+fn shape(step: &Step) -> Shape {
+    match &step.kind {
+        StepKind::Action(action) if action.for_each.is_some() => Shape::Stack,
+        StepKind::Action(_) => Shape::Box,
+        StepKind::Child(_) => Shape::Bars,
+        StepKind::Event(_) => Shape::Notched,
+        StepKind::Human(_) => Shape::Hexagon,
+    }
+}
+
+fn polygon(out: &mut String, points: &[(i64, i64)], fill: &str, stroke: &str, dash: &str) {
+    let points = points
+        .iter()
+        .map(|(px, py)| format!("{px},{py}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let _ = writeln!(
+        out,
+        "      <polygon points=\"{points}\" fill=\"{fill}\" stroke=\"{stroke}\" stroke-width=\"1.5\"{dash}/>"
+    );
 }
 
 /// The number of characters of `text`, as the layout counts them.

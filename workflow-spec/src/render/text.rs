@@ -3,7 +3,10 @@
 use std::collections::HashSet;
 
 use crate::kind::ErrorKind;
-use crate::model::{format_duration, Effect, OnFailure, OnTimeout, Spec, Step, StepKind};
+use crate::model::{
+    format_duration, Effect, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec, Step,
+    StepKind,
+};
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 
 /// The text of one node: a title line and detail lines, all unescaped.
@@ -24,8 +27,12 @@ impl NodeText {
 
 /// The text of `step`'s node. `condition_in_node` puts the condition on the node itself,
 /// for a conditional step that has no edge in to carry it.
+///
+/// The title is `id: Output` with the step's journaled output type (`Vec<T>` for a map).
+/// A map notes its items (`for each line in order.lines`) and how many run at once, a
+/// child workflow the workflow it runs, an event that it waits and until when.
 pub(crate) fn node_text(step: &Step, condition_in_node: bool) -> NodeText {
-    let title = format!("{}: {}", step.id, step.output);
+    let title = format!("{}: {}", step.id, step.output_type());
     let mut details = Vec::new();
     match &step.kind {
         StepKind::Human(human) => {
@@ -44,6 +51,17 @@ pub(crate) fn node_text(step: &Step, condition_in_node: bool) -> NodeText {
             }
         }
         StepKind::Action(action) => {
+            if let Some(for_each) = &action.for_each {
+                details.push(format!(
+                    "for each {} in {}",
+                    for_each.binding, for_each.source
+                ));
+                let mut line = format!("{} at a time", for_each.concurrency);
+                if for_each.on_item_failure == OnItemFailure::Skip {
+                    line.push_str(", failed items skipped");
+                }
+                details.push(line);
+            }
             if let Some(retry) = &step.retry {
                 details.extend(retry_lines(retry));
             }
@@ -63,6 +81,22 @@ pub(crate) fn node_text(step: &Step, condition_in_node: bool) -> NodeText {
             if let Some(compensate) = &action.compensate {
                 details.push(format!("undo: {}", compensate.path));
             }
+        }
+        StepKind::Child(child) => {
+            details.push(format!("workflow {}", child.workflow));
+            if let Some(timeout) = step.timeout {
+                details.push(format!("timeout {}", format_duration(timeout)));
+            }
+        }
+        StepKind::Event(event) => {
+            details.push(match step.timeout {
+                Some(timeout) => format!("waits for an event, {}", format_duration(timeout)),
+                None => "waits for an event".to_owned(),
+            });
+            details.push(match event.on_timeout {
+                OnEventTimeout::Abort => "on timeout: abort".to_owned(),
+                OnEventTimeout::Continue => "on timeout: continue".to_owned(),
+            });
         }
     }
     if step.on_failure == OnFailure::Continue {

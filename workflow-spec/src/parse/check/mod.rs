@@ -1,19 +1,21 @@
 //! The compile-time checks, one function per rule. Each records its errors in the
 //! [`Ctxt`] and never stops the others.
 
+pub mod language;
+mod reads;
+
 use std::collections::HashMap;
 
 use proc_macro2::Span;
-use syn::visit::Visit;
 use syn::Ident;
 
-use super::ast::{
-    ArgAst, CallAst, OnTimeoutAst, StepAst, StepKw, WorkflowAst, HUMAN_KEYS, STEP_KEYS,
-};
+use super::ast::{ArgAst, CallAst, OnTimeoutAst, StepAst, StepKw, WorkflowAst};
 use super::ctxt::{did_you_mean, suggest, Ctxt};
 use super::{retry_policy, step_dep_idents, Name, Names, RESERVED};
 use crate::model::Effect;
 use crate::retry::PolicyField;
+
+pub use self::reads::condition_reads;
 
 /// Runs every check.
 pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
@@ -27,10 +29,19 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     timeouts(cx, ast);
     retry_policies(cx, ast);
     human_checkpoints(cx, ast);
-    human_names_not_shadowed(cx, ast);
+    handle_names_not_shadowed(cx, ast);
     external_effects(cx, ast);
     upstream_only_calls(cx, ast, names);
     conditions(cx, ast, names);
+    language::map_bindings(cx, ast);
+    language::map_keys(cx, ast);
+    language::map_concurrency(cx, ast);
+    language::map_items_used(cx, ast, names);
+    language::map_sources(cx, ast, names);
+    language::child_steps(cx, ast);
+    language::child_keys(cx, ast);
+    language::child_arguments(cx, ast, names);
+    language::event_timeouts(cx, ast);
 }
 
 /// A workflow needs at least one step.
@@ -115,10 +126,7 @@ pub fn duplicate_names(cx: &Ctxt, ast: &WorkflowAst) {
 /// Whether `step` wrote `key`: as is, or misspelled as an unknown key whose suggestion is
 /// `key` (that typo is already reported, so "missing `key`" would only repeat it).
 fn wrote_key(step: &StepAst, key: &str) -> bool {
-    let allowed = match step.kw {
-        StepKw::Step => STEP_KEYS,
-        StepKw::Human => HUMAN_KEYS,
-    };
+    let allowed = step.kw.keys();
     step.keys.iter().any(|written| {
         let written = written.to_string();
         written == key
@@ -127,14 +135,14 @@ fn wrote_key(step: &StepAst, key: &str) -> bool {
     })
 }
 
-/// Every `step` has an `action`.
+/// Every `step` has an `action` (or a `workflow`: a child workflow).
 pub fn action_present(cx: &Ctxt, ast: &WorkflowAst) {
     for step in &ast.steps {
-        if step.kw == StepKw::Step && !wrote_key(step, "action") {
+        if step.kw == StepKw::Step && !wrote_key(step, "action") && !wrote_key(step, "workflow") {
             cx.error(
                 step.id.span(),
                 format!(
-                    "step `{}` has no `action`\nhelp: add `action: module::function(args),` naming the async fn that does the work",
+                    "step `{}` has no `action`\nhelp: add `action: module::function(args),` naming the async fn that does the work, or `workflow: Child(field: value),` to run a child workflow",
                     step.id
                 ),
             );
@@ -142,25 +150,31 @@ pub fn action_present(cx: &Ctxt, ast: &WorkflowAst) {
     }
 }
 
+/// The calls of a step whose arguments are checked: a child workflow step takes none
+/// (its `compensate` or `reconcile` is an error of its own).
 fn calls(step: &StepAst) -> impl Iterator<Item = &CallAst> {
     let fields = &step.fields;
+    let child = fields.workflow.is_some() && fields.action.is_none();
     fields
         .action
         .iter()
-        .chain(fields.compensate.iter())
-        .chain(fields.reconcile.iter())
+        .chain(fields.compensate.iter().filter(move |_| !child))
+        .chain(fields.reconcile.iter().filter(move |_| !child))
 }
 
 /// Arguments name known steps or inputs (or `env`, `ctx`), never the step itself, and use
 /// `env` only when the workflow declares one.
 pub fn call_arguments(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
-    for step in &ast.steps {
+    for (index, step) in ast.steps.iter().enumerate() {
+        // A `for_each` that did not parse (already reported) leaves its item unknown.
+        let broken_map = step.fields.for_each.is_none() && wrote_key(step, "for_each");
         for call in calls(step) {
             let is_action = call.key == "action";
             for arg in &call.args {
                 let ArgAst::Name(ident) = arg else { continue };
                 let name = ident.to_string();
-                match names.lookup(&name) {
+                match names.lookup_arg(index, &name) {
+                    None if broken_map => {}
                     None => unknown_name(cx, ast, step, ident, Place::Argument(&call.key)),
                     Some(Name::Env) if ast.env.is_none() => cx.error(
                         ident.span(),
@@ -185,25 +199,40 @@ pub fn call_arguments(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
 enum Place<'a> {
     /// An argument of `action`, `compensate` or `reconcile` (the key).
     Argument(&'a Ident),
+    /// An input of a child workflow (`workflow: Child(field: value)`).
+    ChildInput,
     /// A condition.
     Condition,
+    /// The source of a map (`for_each: x in source`).
+    Source,
 }
 
 /// Reports an unknown name, suggesting the nearest of the names that may stand there:
-/// the steps (the step itself only for `compensate` and `reconcile`), the inputs, and for
-/// arguments `ctx` and (when declared) `env`.
+/// the steps (the step itself only for `compensate` and `reconcile`), the inputs, for
+/// arguments `ctx` and (when declared) `env`, and in a map step's own calls its item.
 fn unknown_name(cx: &Ctxt, ast: &WorkflowAst, step: &StepAst, ident: &Ident, place: Place<'_>) {
     let name = ident.to_string();
     let (own, reserved): (bool, &[&str]) = match place {
         Place::Argument(key) if ast.env.is_some() => (key != "action", &["env", "ctx"]),
         Place::Argument(key) => (key != "action", &["ctx"]),
-        Place::Condition => (false, &[]),
+        Place::ChildInput | Place::Condition | Place::Source => (false, &[]),
     };
-    let candidates: Vec<String> = ast
-        .steps
-        .iter()
-        .filter(|other| own || other.id != step.id)
-        .map(|other| other.id.to_string())
+    let binding = match place {
+        Place::Argument(_) => step
+            .fields
+            .for_each
+            .as_ref()
+            .map(|(_, for_each)| for_each.binding.to_string()),
+        Place::ChildInput | Place::Condition | Place::Source => None,
+    };
+    let candidates: Vec<String> = binding
+        .into_iter()
+        .chain(
+            ast.steps
+                .iter()
+                .filter(|other| own || other.id != step.id)
+                .map(|other| other.id.to_string()),
+        )
         .chain(ast.inputs.iter().map(|input| input.name.to_string()))
         .chain(reserved.iter().map(|r| (*r).to_owned()))
         .collect();
@@ -216,7 +245,9 @@ fn unknown_name(cx: &Ctxt, ast: &WorkflowAst, step: &StepAst, ident: &Ident, pla
     });
     let place = match place {
         Place::Argument(key) => format!("argument of `{key}`"),
+        Place::ChildInput => format!("the inputs of the child workflow of `{}`", step.id),
         Place::Condition => format!("the condition of `{}`", step.id),
+        Place::Source => format!("the items of `{}` (`for_each`)", step.id),
     };
     cx.error(
         ident.span(),
@@ -238,6 +269,11 @@ pub fn depends_on(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                     ident.span(),
                     format!("step `{name}` cannot depend on itself\nhelp: remove `{name}` from `depends_on`"),
                 );
+            } else if language::is_binding(step, &name) && names.lookup(&name).is_none() {
+                cx.error(
+                    ident.span(),
+                    format!("`{name}` is the item of map step `{}`, not a step; `depends_on` lists steps\nhelp: remove it; the step already reads the steps its items come from", step.id),
+                );
             } else if seen.contains(&name) {
                 cx.error(
                     ident.span(),
@@ -252,7 +288,7 @@ pub fn depends_on(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                         ident.span(),
                         format!("`{name}` is a workflow input, not a step; `depends_on` lists steps\nhelp: inputs are always available; pass `{name}` as an argument instead"),
                     ),
-                    Some(Name::Env | Name::Ctx) | None => {
+                    Some(Name::Env | Name::Ctx | Name::Item) | None => {
                         let help = did_you_mean(&name, names.steps.iter().map(String::as_str))
                             .unwrap_or_else(|| format!("the steps are {}", quoted(&names.steps)));
                         cx.error(
@@ -289,6 +325,7 @@ pub fn cycles(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     let closing = &ast.steps[last];
     let target = &names.steps[first];
     let span = step_dep_idents(closing)
+        .iter()
         .find(|ident| *ident == target.as_str())
         .map_or(closing.id.span(), Ident::span);
     let mut path: Vec<&str> = cycle
@@ -392,7 +429,8 @@ pub fn human_checkpoints(cx: &Ctxt, ast: &WorkflowAst) {
     }
 }
 
-/// The methods of a run handle; a human step of the same name would be hidden behind them.
+/// The methods of a run handle; a human step or an event of the same name would be hidden
+/// behind them.
 pub const RUN_HANDLE_METHODS: &[&str] = &[
     "id",
     "run_ref",
@@ -404,16 +442,20 @@ pub const RUN_HANDLE_METHODS: &[&str] = &[
     "deref",
 ];
 
-/// A human step's handle is reached as `run.<id>()`, so its id must not be a method the
-/// run handle already has.
-pub fn human_names_not_shadowed(cx: &Ctxt, ast: &WorkflowAst) {
-    for step in ast.steps.iter().filter(|s| s.kw == StepKw::Human) {
+/// A human step's handle (and an event's) is reached as `run.<id>()`, so its id must not
+/// be a method the run handle already has.
+pub fn handle_names_not_shadowed(cx: &Ctxt, ast: &WorkflowAst) {
+    for step in ast.steps.iter().filter(|s| s.kw != StepKw::Step) {
         let id = step.id.to_string();
         if RUN_HANDLE_METHODS.contains(&id.as_str()) {
+            let (what, example) = match step.kw {
+                StepKw::Event => ("an event", format!("{id}_received")),
+                _ => ("a human step", format!("{id}_review")),
+            };
             cx.error(
                 step.id.span(),
                 format!(
-                    "a human step cannot be named `{id}`: `run.{id}()` is already a method of the run handle\nhelp: rename it, e.g. `{id}_review`"
+                    "{what} cannot be named `{id}`: `run.{id}()` is already a method of the run handle\nhelp: rename it, e.g. `{example}`"
                 ),
             );
         }
@@ -448,11 +490,7 @@ pub fn external_effects(cx: &Ctxt, ast: &WorkflowAst) {
 /// `compensate` and `reconcile` read only the step's own output and what is upstream of it.
 pub fn upstream_only_calls(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     for (index, step) in ast.steps.iter().enumerate() {
-        let calls = step
-            .fields
-            .compensate
-            .iter()
-            .chain(step.fields.reconcile.iter());
+        let calls = calls(step).filter(|call| call.key != "action");
         let mut upstream = None;
         for call in calls {
             for arg in &call.args {
@@ -493,6 +531,13 @@ pub fn conditions(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
         let mut upstream = None;
         for ident in condition_reads(expr) {
             let name = ident.to_string();
+            if language::is_binding(step, &name) && names.lookup(&name).is_none() {
+                cx.error(
+                    ident.span(),
+                    format!("the condition of `{}` cannot read its item `{name}`: it decides once whether the whole map runs\nhelp: read inputs and upstream outputs; to leave items out, filter the items in the `for_each` source", step.id),
+                );
+                continue;
+            }
             match names.lookup(&name) {
                 Some(Name::Step(other)) if other == index => cx.error(
                     ident.span(),
@@ -511,7 +556,7 @@ pub fn conditions(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                     }
                 }
                 Some(Name::Input(_)) => {}
-                Some(Name::Env | Name::Ctx) => cx.error(
+                Some(Name::Env | Name::Ctx | Name::Item) => cx.error(
                     ident.span(),
                     format!("the condition of `{}` cannot read `{name}`: a condition is a pure function of inputs and upstream outputs\nhelp: compute the value in a step (a step's action may take `{name}`) and read that step's output", step.id),
                 ),
@@ -519,173 +564,4 @@ pub fn conditions(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
             }
         }
     }
-}
-
-/// The free names a condition reads, first mention first. Names bound inside the
-/// condition (closure parameters, `match` arms, `let`, `if let`, `for`) are not reads, nor
-/// is the function of a call (`is_weekend(order)` reads `order` only).
-pub fn condition_reads(expr: &syn::Expr) -> Vec<Ident> {
-    let mut reads = NameReads::default();
-    reads.visit_expr(expr);
-    reads.names
-}
-
-/// Collects the free single-segment names an expression reads (not names it binds,
-/// not `true`/`false`, not capitalised constants or paths like `Status::Ok`).
-#[derive(Default)]
-struct NameReads {
-    bound: Vec<String>,
-    names: Vec<Ident>,
-}
-
-impl NameReads {
-    fn bind(&mut self, pat: &syn::Pat) {
-        collect_pat_idents(pat, &mut self.bound);
-    }
-
-    /// Visits `cond` of an `if` or `while`: `let` patterns bind for the body.
-    fn visit_let_condition(&mut self, cond: &syn::Expr) {
-        match cond {
-            syn::Expr::Let(expr_let) => {
-                self.visit_expr(&expr_let.expr);
-                self.bind(&expr_let.pat);
-            }
-            syn::Expr::Binary(binary) if matches!(binary.op, syn::BinOp::And(_)) => {
-                self.visit_let_condition(&binary.left);
-                self.visit_let_condition(&binary.right);
-            }
-            other => self.visit_expr(other),
-        }
-    }
-}
-
-impl<'ast> Visit<'ast> for NameReads {
-    fn visit_expr_closure(&mut self, closure: &'ast syn::ExprClosure) {
-        let before = self.bound.len();
-        for input in &closure.inputs {
-            self.bind(input);
-        }
-        self.visit_expr(&closure.body);
-        self.bound.truncate(before);
-    }
-
-    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
-        let before = self.bound.len();
-        self.bind(&arm.pat);
-        if let Some((_, guard)) = &arm.guard {
-            self.visit_expr(guard);
-        }
-        self.visit_expr(&arm.body);
-        self.bound.truncate(before);
-    }
-
-    fn visit_block(&mut self, block: &'ast syn::Block) {
-        let before = self.bound.len();
-        for stmt in &block.stmts {
-            self.visit_stmt(stmt);
-        }
-        self.bound.truncate(before);
-    }
-
-    fn visit_local(&mut self, local: &'ast syn::Local) {
-        // The initializer sees the names before the `let`; the rest of the block sees
-        // the pattern's bindings (until `visit_block` truncates).
-        if let Some(init) = &local.init {
-            self.visit_expr(&init.expr);
-            if let Some((_, diverge)) = &init.diverge {
-                self.visit_expr(diverge);
-            }
-        }
-        self.bind(&local.pat);
-    }
-
-    fn visit_expr_if(&mut self, expr: &'ast syn::ExprIf) {
-        let before = self.bound.len();
-        self.visit_let_condition(&expr.cond);
-        self.visit_block(&expr.then_branch);
-        self.bound.truncate(before);
-        if let Some((_, otherwise)) = &expr.else_branch {
-            self.visit_expr(otherwise);
-        }
-    }
-
-    fn visit_expr_while(&mut self, expr: &'ast syn::ExprWhile) {
-        let before = self.bound.len();
-        self.visit_let_condition(&expr.cond);
-        self.visit_block(&expr.body);
-        self.bound.truncate(before);
-    }
-
-    fn visit_expr_for_loop(&mut self, expr: &'ast syn::ExprForLoop) {
-        self.visit_expr(&expr.expr);
-        let before = self.bound.len();
-        self.bind(&expr.pat);
-        self.visit_block(&expr.body);
-        self.bound.truncate(before);
-    }
-
-    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
-        // `f(x)` calls a function by name; only a computed callee is read.
-        if !matches!(&*call.func, syn::Expr::Path(path) if path.qself.is_none()) {
-            self.visit_expr(&call.func);
-        }
-        for arg in &call.args {
-            self.visit_expr(arg);
-        }
-    }
-
-    fn visit_expr_path(&mut self, path: &'ast syn::ExprPath) {
-        if let Some(ident) = path.path.get_ident() {
-            let name = ident.to_string();
-            let lower = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_lowercase() || c == '_');
-            if lower && !self.bound.contains(&name) && !self.names.iter().any(|n| *n == name) {
-                self.names.push(ident.clone());
-            }
-        }
-    }
-
-    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        // The method name is not a read; the receiver and arguments are.
-        self.visit_expr(&call.receiver);
-        for arg in &call.args {
-            self.visit_expr(arg);
-        }
-    }
-
-    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        // `matches!(value, pattern)` reads its first argument only: the rest is a pattern.
-        // Other macros are read when their arguments are expressions; otherwise their
-        // tokens are left to rustc.
-        use syn::parse::Parser;
-        use syn::punctuated::Punctuated;
-        let parse_args = Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
-        if mac.path.is_ident("matches") {
-            let first = |input: syn::parse::ParseStream<'_>| {
-                let expr: syn::Expr = input.parse()?;
-                let _: proc_macro2::TokenStream = input.parse()?;
-                Ok(expr)
-            };
-            if let Ok(expr) = first.parse2(mac.tokens.clone()) {
-                self.visit_expr(&expr);
-            }
-        } else if let Ok(args) = parse_args.parse2(mac.tokens.clone()) {
-            for arg in &args {
-                self.visit_expr(arg);
-            }
-        }
-    }
-}
-
-fn collect_pat_idents(pat: &syn::Pat, out: &mut Vec<String>) {
-    struct Binder<'a>(&'a mut Vec<String>);
-    impl<'ast> Visit<'ast> for Binder<'_> {
-        fn visit_pat_ident(&mut self, pat: &'ast syn::PatIdent) {
-            self.0.push(pat.ident.to_string());
-            syn::visit::visit_pat_ident(self, pat);
-        }
-    }
-    Binder(out).visit_pat(pat);
 }

@@ -1,0 +1,30 @@
+use serde::{Deserialize, Serialize};
+use workflow_core::prelude::*;
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct PaymentConfirmed {
+    amount_cents: u64,
+}
+
+async fn reserve() -> Result<u32, StepError> {
+    Ok(1)
+}
+
+/// Not journaled: no serde.
+#[derive(Clone)]
+pub struct Receipt {
+    number: u64,
+}
+
+workflow! {
+    pub workflow Fulfil() {
+        step reserve_lines -> u32 {
+            action: reserve(),
+        }
+        event payment -> Receipt {
+            timeout: 1h,
+        }
+    }
+}
+
+fn main() {}

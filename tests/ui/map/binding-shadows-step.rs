@@ -1,0 +1,40 @@
+use serde::{Deserialize, Serialize};
+use workflow_core::prelude::*;
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Order {
+    lines: Vec<Line>,
+    count: u32,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Line {
+    sku: String,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Hold {
+    sku: String,
+}
+
+async fn reserve(line: Line) -> Result<Hold, StepError> {
+    Ok(Hold { sku: line.sku })
+}
+
+async fn quote() -> Result<u32, StepError> {
+    Ok(3)
+}
+
+workflow! {
+    pub workflow Fulfil(order: Order) {
+        step price -> u32 {
+            action: quote(),
+        }
+        step reserve_lines -> Hold {
+            for_each: price in order.lines,
+            action: reserve(price),
+        }
+    }
+}
+
+fn main() {}
