@@ -134,16 +134,26 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
             // What the machine decided: a skip, a task opened, escalated or expired, the
             // run's deadline.
             Command::Journal(event) => event,
-            Command::Compensate { step } => {
-                let started = Event::CompensationStarted { step, at: now };
+            Command::Compensate { step, item } => {
+                let started = Event::CompensationStarted {
+                    step,
+                    item,
+                    at: now,
+                };
                 live.apply(&started);
                 events.push(started);
                 Event::Compensated {
                     step,
+                    item,
                     error: (choice % 5 == 0).then(|| "undo failed".into()),
                     at: now,
                 }
             }
+            Command::CancelChild { step, child } => Event::ChildCancelled {
+                step,
+                child,
+                at: now,
+            },
             Command::Finish(_) => break,
         };
         live.apply(&event);

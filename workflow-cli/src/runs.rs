@@ -135,8 +135,10 @@ fn diagram(stored: &StoredRun, spec: &Spec, json: bool) -> String {
 pub fn mark(state: &StepState) -> StepMark {
     match state {
         StepState::Pending => StepMark::Pending,
-        StepState::Running { .. } | StepState::RetryWait { .. } => StepMark::Running,
-        StepState::Waiting { .. } => StepMark::Waiting,
+        StepState::Running { .. } | StepState::RetryWait { .. } | StepState::Mapping { .. } => {
+            StepMark::Running
+        }
+        StepState::Waiting { .. } | StepState::Awaiting { .. } => StepMark::Waiting,
         StepState::Succeeded => StepMark::Done,
         StepState::Failed { .. } => StepMark::Failed,
         StepState::Skipped { .. } => StepMark::Skipped,
@@ -277,6 +279,18 @@ impl<'a> Report<'a> {
         })
     }
 
+    /// The child run a child step started.
+    fn child_of(&self, step: usize) -> Option<workflow_core::RunId> {
+        self.stored
+            .events
+            .iter()
+            .rev()
+            .find_map(|event| match event {
+                Event::ChildStarted { step: s, child, .. } if *s == step => Some(*child),
+                _ => None,
+            })
+    }
+
     /// Who decided each human step (the last decision, after retries).
     fn decider(&self, step: usize) -> Option<(&str, Timestamp)> {
         self.stored
@@ -313,9 +327,16 @@ impl<'a> Report<'a> {
                 },
                 if *escalated { ", escalated" } else { "" }
             ),
-            StepState::Succeeded => match self.decider(step) {
-                Some((by, at)) => format!("decided by {by} at {}", offset(at, self.start)),
-                None => String::new(),
+            StepState::Mapping { done, count } => format!("{done} of {count} items settled"),
+            StepState::Awaiting { deadline } => format!(
+                "waiting for an event until {} ({})",
+                timestamp(*deadline),
+                relative(*deadline, self.now)
+            ),
+            StepState::Succeeded => match (self.decider(step), self.child_of(step)) {
+                (Some((by, at)), _) => format!("decided by {by} at {}", offset(at, self.start)),
+                (None, Some(child)) => format!("child run {child}"),
+                (None, None) => String::new(),
             },
             StepState::Failed {
                 attempts,
@@ -656,6 +677,7 @@ impl<'a> Report<'a> {
                     step,
                     error: Some(error),
                     at,
+                    ..
                 } => Some(RunErrorLine {
                     step: self.name(*step),
                     attempt: None,

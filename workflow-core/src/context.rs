@@ -30,4 +30,9 @@ impl StepContext {
     pub fn key_for(workflow: &str, run: RunId, step: &str) -> String {
         format!("{workflow}/{}/{step}", run.0)
     }
+
+    /// The key for one item of a map step: `workflow/run/step/index`.
+    pub fn item_key_for(workflow: &str, run: RunId, step: &str, index: usize) -> String {
+        format!("{workflow}/{}/{step}/{index}", run.0)
+    }
 }

@@ -237,6 +237,73 @@ impl DecisionError {
     }
 }
 
+/// Why an event sent into a run was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// No such run.
+    #[error("unknown run {0}")]
+    UnknownRun(RunId),
+    /// The run's workflow has no event step of that name.
+    #[error("{run} has no event step `{step}`")]
+    UnknownEvent {
+        /// The run.
+        run: RunId,
+        /// The step named.
+        step: String,
+    },
+    /// The payload does not deserialize into the event's type; nothing was kept.
+    #[error("the payload for event `{step}` does not match its type: {message}")]
+    WrongType {
+        /// The step.
+        step: String,
+        /// The decode error.
+        message: String,
+    },
+    /// The step took this very event before: the same event id is taken once.
+    #[error("event `{event_id}` for `{step}` of {run} was taken already")]
+    Duplicate {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+        /// The sender's event id.
+        event_id: String,
+    },
+    /// The step does not wait any more (it timed out, was skipped, or took another event).
+    #[error("`{step}` of {run} does not wait for an event: {reason}")]
+    NotWaiting {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: String,
+        /// Why.
+        reason: String,
+    },
+    /// The run is finished.
+    #[error("{0} is finished")]
+    Finished(RunId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl EventError {
+    /// A stable code: `unknown_run`, `unknown_event`, `wrong_type`, `duplicate`,
+    /// `not_waiting`, `finished`, `store`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EventError::UnknownRun(_) => "unknown_run",
+            EventError::UnknownEvent { .. } => "unknown_event",
+            EventError::WrongType { .. } => "wrong_type",
+            EventError::Duplicate { .. } => "duplicate",
+            EventError::NotWaiting { .. } => "not_waiting",
+            EventError::Finished(_) => "finished",
+            EventError::Store(_) => "store",
+        }
+    }
+}
+
 /// Why a run did not produce its outputs, or an engine call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

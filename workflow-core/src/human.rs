@@ -1,4 +1,4 @@
-//! Typed handles for the human checkpoints of a run.
+//! Typed handles for the human checkpoints and the events of a run.
 
 use std::marker::PhantomData;
 
@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::approval::Approval;
 use crate::engine::RunRef;
-use crate::error::DecisionError;
+use crate::error::{DecisionError, EventError};
 use crate::journal::Timestamp;
 
 /// The name recorded as the decider when `on_timeout: approve | reject` decides a task.
@@ -96,6 +96,55 @@ impl HumanTask<'_, Approval> {
     /// Rejects, with an optional comment.
     pub async fn reject(&self, by: &str, comment: Option<&str>) -> Result<(), DecisionError> {
         self.decide(by, Approval::reject(comment.map(str::to_owned)))
+            .await
+    }
+}
+
+/// The event step of one run, typed by its payload: `run.payment().send(event_id,
+/// payload)`.
+#[derive(Debug)]
+pub struct EventHandle<'a, T> {
+    run: &'a RunRef,
+    step: usize,
+    id: &'static str,
+    payload: PhantomData<fn(T)>,
+}
+
+impl<'a, T> EventHandle<'a, T> {
+    #[doc(hidden)]
+    pub fn new(run: &'a RunRef, step: usize, id: &'static str) -> Self {
+        EventHandle {
+            run,
+            step,
+            id,
+            payload: PhantomData,
+        }
+    }
+
+    /// The step id.
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+
+    /// The step's index in declaration order.
+    pub fn index(&self) -> usize {
+        self.step
+    }
+
+}
+
+impl<T: Serialize> EventHandle<'_, T> {
+    /// Sends the event. It is kept in the run's durable inbox until the run waits for it;
+    /// the same `event_id` sent again is taken once. Refused when the run is finished, or
+    /// the step no longer waits.
+    pub async fn send(&self, event_id: &str, payload: T) -> Result<(), EventError> {
+        let value = serde_json::to_value(&payload).map_err(|error| EventError::WrongType {
+            step: self.id.to_owned(),
+            message: error.to_string(),
+        })?;
+        self.run
+            .engine()
+            .send_event(self.run.id(), self.id, event_id, value)
             .await
     }
 }

@@ -69,6 +69,20 @@ pub enum Event {
         /// When.
         at: Timestamp,
     },
+    /// A step failed for good as a whole (a map step whose item failed under
+    /// `on_item_failure: abort`, or whose items could not be listed).
+    StepFailed {
+        /// The step index.
+        step: usize,
+        /// Attempts made (of the item that failed).
+        attempts: u32,
+        /// The error's kind.
+        kind: ErrorKind,
+        /// The error's message.
+        message: String,
+        /// When.
+        at: Timestamp,
+    },
     /// A step was skipped (false condition, absent upstream, or a dry-run proposal).
     StepSkipped {
         /// The step index.
@@ -82,6 +96,9 @@ pub enum Event {
     EffectProposed {
         /// The step index.
         step: usize,
+        /// The item, for a map step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
         /// The arguments it would have been called with.
         args: Value,
         /// When.
@@ -154,6 +171,9 @@ pub enum Event {
     CompensationStarted {
         /// The step index whose effect is being undone.
         step: usize,
+        /// The item, for a map step (each completed item is compensated).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
         /// When.
         at: Timestamp,
     },
@@ -161,8 +181,121 @@ pub enum Event {
     Compensated {
         /// The step index whose effect was undone.
         step: usize,
+        /// The item, for a map step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
         /// The error, if the compensation failed.
         error: Option<String>,
+        /// When.
+        at: Timestamp,
+    },
+    /// An event step began waiting for its event, until `deadline`.
+    EventAwaited {
+        /// The step index.
+        step: usize,
+        /// When the wait times out.
+        deadline: Timestamp,
+        /// When.
+        at: Timestamp,
+    },
+    /// An event arrived before its step waited for it: it is kept for when it does.
+    EventBuffered {
+        /// The step index.
+        step: usize,
+        /// The sender's id of the event.
+        event_id: String,
+        /// The payload.
+        payload: Value,
+        /// The inbox message it came from, when another process sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// The event a step waited for arrived; its payload is the step's output.
+    EventReceived {
+        /// The step index.
+        step: usize,
+        /// The sender's id of the event.
+        event_id: String,
+        /// The payload.
+        payload: Value,
+        /// The inbox message it came from (none when it was buffered before).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// No event arrived before the deadline.
+    EventExpired {
+        /// The step index.
+        step: usize,
+        /// When.
+        at: Timestamp,
+    },
+    /// A map step listed its items.
+    MapStarted {
+        /// The step index.
+        step: usize,
+        /// How many items.
+        count: usize,
+        /// When.
+        at: Timestamp,
+    },
+    /// An attempt of one item of a map step began (journaled before it runs).
+    ItemStarted {
+        /// The step index.
+        step: usize,
+        /// The item, from 0, in the source's order.
+        item: usize,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// When.
+        at: Timestamp,
+    },
+    /// An attempt of one item failed.
+    ItemFailed {
+        /// The step index.
+        step: usize,
+        /// The item.
+        item: usize,
+        /// The attempt.
+        attempt: u32,
+        /// The error's kind.
+        kind: ErrorKind,
+        /// The error's message.
+        message: String,
+        /// The retry-after the dependency asked for, in ms.
+        retry_after: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// One item of a map step succeeded.
+    ItemSucceeded {
+        /// The step index.
+        step: usize,
+        /// The item.
+        item: usize,
+        /// Its output.
+        output: Value,
+        /// When.
+        at: Timestamp,
+    },
+    /// A child step started its child run (or found the one it started before a crash).
+    ChildStarted {
+        /// The step index.
+        step: usize,
+        /// The child run.
+        child: crate::error::RunId,
+        /// When.
+        at: Timestamp,
+    },
+    /// The run stopped while a child run was in flight: the child is asked to cancel.
+    ChildCancelled {
+        /// The step index.
+        step: usize,
+        /// The child run.
+        child: crate::error::RunId,
         /// When.
         at: Timestamp,
     },
@@ -194,7 +327,10 @@ impl Event {
     /// The inbox message this event took in, if it took one in.
     pub fn inbox(&self) -> Option<u64> {
         match self {
-            Event::TaskDecided { inbox, .. } | Event::Cancelled { inbox, .. } => *inbox,
+            Event::TaskDecided { inbox, .. }
+            | Event::Cancelled { inbox, .. }
+            | Event::EventReceived { inbox, .. }
+            | Event::EventBuffered { inbox, .. } => *inbox,
             Event::MessageRefused { inbox, .. } => Some(*inbox),
             _ => None,
         }
@@ -214,6 +350,17 @@ impl Event {
             | Event::TaskDecided { at, .. }
             | Event::TaskExpired { at, .. }
             | Event::MessageRefused { at, .. }
+            | Event::StepFailed { at, .. }
+            | Event::EventAwaited { at, .. }
+            | Event::EventBuffered { at, .. }
+            | Event::EventReceived { at, .. }
+            | Event::EventExpired { at, .. }
+            | Event::MapStarted { at, .. }
+            | Event::ItemStarted { at, .. }
+            | Event::ItemFailed { at, .. }
+            | Event::ItemSucceeded { at, .. }
+            | Event::ChildStarted { at, .. }
+            | Event::ChildCancelled { at, .. }
             | Event::CompensationStarted { at, .. }
             | Event::Compensated { at, .. }
             | Event::DeadlinePassed { at }
@@ -235,6 +382,17 @@ impl Event {
             | Event::TaskDecided { step, .. }
             | Event::TaskExpired { step, .. }
             | Event::CompensationStarted { step, .. }
+            | Event::StepFailed { step, .. }
+            | Event::EventAwaited { step, .. }
+            | Event::EventBuffered { step, .. }
+            | Event::EventReceived { step, .. }
+            | Event::EventExpired { step, .. }
+            | Event::MapStarted { step, .. }
+            | Event::ItemStarted { step, .. }
+            | Event::ItemFailed { step, .. }
+            | Event::ItemSucceeded { step, .. }
+            | Event::ChildStarted { step, .. }
+            | Event::ChildCancelled { step, .. }
             | Event::Compensated { step, .. } => Some(*step),
             Event::MessageRefused { step, .. } => *step,
             Event::RunStarted { .. }

@@ -41,8 +41,8 @@ pub use engine::{
     default_authorizer, Authorizer, Engine, EngineBuilder, RunHandle, RunRef, RunView,
     StartOptions, StepView, DEFAULT_LEASE,
 };
-pub use error::{DecisionError, ErrorKind, RunError, RunId, StepError};
-pub use human::{HumanTask, TaskInfo, TIMEOUT_DECIDER};
+pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
+pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
 pub use workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };

@@ -10,7 +10,7 @@ pub use crate::approval::Approval;
 pub use crate::context::StepContext;
 pub use crate::engine::RunRef;
 pub use crate::error::StepError;
-pub use crate::human::HumanTask;
+pub use crate::human::{EventHandle, HumanTask};
 pub use crate::journal::Value;
 pub use crate::machine::Machine;
 pub use crate::workflow::{

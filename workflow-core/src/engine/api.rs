@@ -6,10 +6,10 @@ use super::driver::Msg;
 use super::registry::DecisionHooks;
 use super::{Engine, RunView, StepView};
 use crate::admin;
-use crate::error::{DecisionError, RunError, RunId};
+use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Value};
-use crate::machine::Machine;
-use crate::store::{DeadLetter, RunFilter, RunRecord, RunStatus};
+use crate::machine::{Accepted, Machine, NoHooks};
+use crate::store::{DeadLetter, Message, RunFilter, RunRecord, RunStatus, StoreError, Submitted};
 
 impl Engine {
     /// A run's state, rebuilt from its journal.
@@ -60,30 +60,17 @@ impl Engine {
         by: &str,
         decision: Value,
     ) -> Result<(), DecisionError> {
-        for _ in 0..2 {
-            let answer = std::sync::Mutex::new(None);
-            let message = || {
-                let (reply, receiver) = tokio::sync::oneshot::channel();
-                *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(receiver);
-                Box::new(Msg::Decide {
-                    step: step.to_owned(),
-                    by: by.to_owned(),
-                    decision: decision.clone(),
-                    reply,
-                })
-            };
-            if self.send(run, message).await.map_err(decision_error(run))? {
-                let receiver = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(Ok(result)) = match receiver {
-                    Some(receiver) => Some(receiver.await),
-                    None => None,
-                } {
-                    return result;
-                }
-            }
-            if !self.take_up(run).await.map_err(decision_error(run))? {
-                break;
-            }
+        let asked = self
+            .ask(run, |reply| Msg::Decide {
+                step: step.to_owned(),
+                by: by.to_owned(),
+                decision: decision.clone(),
+                reply,
+            })
+            .await
+            .map_err(decision_error(run))?;
+        if let Some(answer) = asked {
+            return answer;
         }
         // Not driven here: the machine's word from the journal, then the owner's inbox.
         let stored = self.stored(run).await.map_err(decision_error(run))?;
@@ -127,32 +114,127 @@ impl Engine {
         Ok(())
     }
 
-    /// Cancels a run: scheduling stops, in-flight steps settle, compensations run. A parked
-    /// run is marked cancelled directly; a run another engine drives is asked to stop
-    /// through its inbox.
-    pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
+    /// Sends an event into a run: the payload of event step `step`, with the sender's
+    /// `event_id`. The run's machine checks it first (the run must be running, the step an
+    /// event step that has not taken another event; with the workflow registered here, the
+    /// payload must be of the step's type), so a refused event changes nothing. It is then
+    /// kept in the run's durable inbox: taken as soon as the step waits, or right away if
+    /// it waits already. The same `event_id` sent again is taken once (`Ok`).
+    pub async fn send_event(
+        &self,
+        run: RunId,
+        step: &str,
+        event_id: &str,
+        payload: Value,
+    ) -> Result<(), EventError> {
+        let asked = self
+            .ask(run, |reply| Msg::Event {
+                step: step.to_owned(),
+                event_id: event_id.to_owned(),
+                payload: payload.clone(),
+                reply,
+            })
+            .await
+            .map_err(|error| match error {
+                RunError::Store(error) => EventError::Store(error),
+                _ => EventError::UnknownRun(run),
+            })?;
+        if let Some(answer) = asked {
+            return answer;
+        }
+        // Not driven here: the machine's word from the journal, then the owner's inbox.
+        let stored = self.stored(run).await.map_err(|error| match error {
+            RunError::Store(error) => EventError::Store(error),
+            _ => EventError::UnknownRun(run),
+        })?;
+        let record = &stored.record;
+        if record.status != RunStatus::Running {
+            return Err(EventError::Finished(run));
+        }
+        let spec = self
+            .spec_of(record)
+            .await?
+            .ok_or_else(|| EventError::UnknownEvent {
+                run,
+                step: step.to_owned(),
+            })?;
+        let machine = Machine::replay(&spec, &stored.events);
+        let registered = self
+            .inner
+            .registry
+            .version(&record.workflow, &record.fingerprint);
+        let checked = match &registered {
+            Some(registered) => {
+                machine.accept_event(run, step, event_id, payload, &DecisionHooks(&**registered))
+            }
+            None => machine.accept_event(run, step, event_id, payload, &NoHooks),
+        };
+        let payload = match checked {
+            Ok(Accepted::Received(_, payload) | Accepted::Early(_, payload)) => payload,
+            Err(EventError::Duplicate { .. }) => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let message = Message::Event {
+            step: step.to_owned(),
+            event_id: event_id.to_owned(),
+            payload,
+        };
+        let key = format!("event:{step}:{event_id}");
+        match self
+            .inner
+            .store
+            .submit(run, &message, Some(&key), self.now())
+            .await
+        {
+            Ok(Submitted::New(_)) => {}
+            Ok(Submitted::Duplicate(_)) => return Ok(()),
+            Err(StoreError::Finished(run)) => return Err(EventError::Finished(run)),
+            Err(error) => return Err(EventError::Store(error)),
+        }
+        Ok(())
+    }
+
+    /// Asks the driver of `run` (waking it, or taking the run up when nobody drives it) and
+    /// returns its answer; `None` when another engine drives the run.
+    async fn ask<T: Send + 'static>(
+        &self,
+        run: RunId,
+        message: impl Fn(tokio::sync::oneshot::Sender<T>) -> Msg,
+    ) -> Result<Option<T>, RunError> {
         for _ in 0..2 {
             let answer = std::sync::Mutex::new(None);
-            let message = || {
+            let make = || {
                 let (reply, receiver) = tokio::sync::oneshot::channel();
                 *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(receiver);
-                Box::new(Msg::Cancel {
-                    by: by.to_owned(),
-                    reply,
-                })
+                Box::new(message(reply))
             };
-            if self.send(run, message).await? {
+            if self.send(run, make).await? {
                 let receiver = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(Ok(result)) = match receiver {
-                    Some(receiver) => Some(receiver.await),
-                    None => None,
-                } {
-                    return result;
+                if let Some(receiver) = receiver {
+                    if let Ok(answer) = receiver.await {
+                        return Ok(Some(answer));
+                    }
                 }
             }
             if !self.take_up(run).await? {
                 break;
             }
+        }
+        Ok(None)
+    }
+
+    /// Cancels a run: scheduling stops, in-flight steps settle, compensations run. A parked
+    /// run is marked cancelled directly; a run another engine drives is asked to stop
+    /// through its inbox.
+    pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
+        let asked = self
+            .ask(run, |reply| Msg::Cancel {
+                by: by.to_owned(),
+                reply,
+            })
+            .await?;
+        if let Some(answer) = asked {
+            return answer;
         }
         let record = self.stored(run).await?.record;
         match record.status {

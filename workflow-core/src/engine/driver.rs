@@ -9,15 +9,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
-use workflow_spec::{Arg, Spec, StepKind};
+use workflow_spec::Spec;
 
 use super::plan::{plan, Launch, Start};
 use super::registry::WorkflowHooks;
-use super::work::{self, Call, Done};
+use super::work::Done;
 use super::{Engine, Finished, Live};
 use crate::clock::until;
-use crate::context::StepContext;
-use crate::error::{DecisionError, RunError, RunId};
+use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Machine, Status};
 use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
@@ -34,6 +33,12 @@ pub(super) enum Msg {
     Cancel {
         by: String,
         reply: oneshot::Sender<Result<(), RunError>>,
+    },
+    Event {
+        step: String,
+        event_id: String,
+        payload: Value,
+        reply: oneshot::Sender<Result<(), EventError>>,
     },
     /// Messages may be waiting in the run's inbox.
     Inbox,
@@ -125,23 +130,25 @@ pub(super) fn launch<W: Workflow>(
 }
 
 /// Drives one run: the only writer of its journal while it owns the run.
-struct Driver<W: Workflow> {
-    engine: Engine,
-    run: RunId,
-    token: u64,
-    env: Arc<W::Env>,
-    input: Arc<W::Input>,
-    machine: Machine<'static>,
+pub(super) struct Driver<W: Workflow> {
+    pub(super) engine: Engine,
+    pub(super) run: RunId,
+    pub(super) token: u64,
+    pub(super) env: Arc<W::Env>,
+    pub(super) input: Arc<W::Input>,
+    pub(super) machine: Machine<'static>,
     /// The journal's committed length.
-    seq: u64,
+    pub(super) seq: u64,
     /// Events applied to the machine and not yet committed.
-    pending: Vec<Event>,
+    pub(super) pending: Vec<Event>,
     /// Work whose start is in `pending`.
-    starts: Vec<Start>,
-    trace_id: String,
-    work: JoinSet<Done>,
-    mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
-    done: watch::Sender<Option<Arc<Finished>>>,
+    pub(super) starts: Vec<Start>,
+    pub(super) trace_id: String,
+    pub(super) work: JoinSet<Done>,
+    pub(super) mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
+    pub(super) done: watch::Sender<Option<Arc<Finished>>>,
+    /// The items of map steps, listed once.
+    pub(super) items: super::steps::Items,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -168,6 +175,7 @@ impl<W: Workflow> Driver<W> {
             work: JoinSet::new(),
             mailbox,
             done,
+            items: Default::default(),
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -179,15 +187,15 @@ impl<W: Workflow> Driver<W> {
         driver
     }
 
-    fn now(&self) -> Timestamp {
+    pub(super) fn now(&self) -> Timestamp {
         self.engine.inner.clock.now()
     }
 
-    fn spec(&self) -> &'static Spec {
+    pub(super) fn spec(&self) -> &'static Spec {
         W::spec()
     }
 
-    fn step_id(&self, step: usize) -> &'static str {
+    pub(super) fn step_id(&self, step: usize) -> &'static str {
         self.spec().steps.get(step).map_or("?", |s| s.id.as_str())
     }
 
@@ -281,7 +289,7 @@ impl<W: Workflow> Driver<W> {
 
     /// Applies an event the machine decided or an outcome reported, to be committed with
     /// the next commit.
-    fn record(&mut self, event: Event) {
+    pub(super) fn record(&mut self, event: Event) {
         self.note(&event);
         self.machine.apply(&event);
         self.pending.push(event);
@@ -464,148 +472,8 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    pub(super) fn start(&mut self, start: Start) {
-        match start {
-            Start::Attempt {
-                step,
-                attempt,
-                reconcile,
-            } => {
-                let call = self.call(step, attempt);
-                let timeout = self.spec().steps[step].timeout;
-                let log = self.engine.inner.log_payloads;
-                work::spawn_attempt(&mut self.work, call, step, reconcile, timeout, log);
-            }
-            Start::Compensation { step } => {
-                let call = self.call(step, self.machine.attempts()[step]);
-                work::spawn_compensation(&mut self.work, call, step);
-            }
-        }
-    }
-
-    fn call(&self, step: usize, attempt: u32) -> Call<W> {
-        let spec = &self.spec().steps[step];
-        Call {
-            env: Arc::clone(&self.env),
-            input: Arc::clone(&self.input),
-            ctx: StepContext {
-                workflow: W::NAME,
-                run_id: self.run,
-                step: spec.id.as_str(),
-                attempt,
-                idempotency_key: StepContext::key_for(W::NAME, self.run, &spec.id),
-                deadline: spec.timeout.map(|t| self.now() + t.as_millis() as u64),
-                dry_run: self.machine.dry_run(),
-                trace_id: self.trace_id.clone(),
-            },
-            snapshot: self.snapshot(step),
-        }
-    }
-
-    /// The journaled outputs a call of `step` reads: its own and its arguments' steps.
-    fn snapshot(&self, step: usize) -> Vec<(usize, Value)> {
-        let outputs = self.machine.outputs();
-        let mut wanted: Vec<usize> = vec![step];
-        if let StepKind::Action(action) = &self.spec().steps[step].kind {
-            let calls = std::iter::once(&action.call)
-                .chain(action.compensate.iter())
-                .chain(action.reconcile.iter());
-            for arg in calls.flat_map(|call| call.args.iter()) {
-                if let Arg::Step(dep) = arg {
-                    if !wanted.contains(dep) {
-                        wanted.push(*dep);
-                    }
-                }
-            }
-        }
-        wanted
-            .into_iter()
-            .filter_map(|index| Some((index, outputs.get(index)?.clone()?)))
-            .collect()
-    }
-
-    fn settle_joined(&mut self, joined: Result<Done, tokio::task::JoinError>) {
-        match joined {
-            Ok(done) => self.settle(done),
-            Err(error) => tracing::error!(error = %error, "a step task was lost"),
-        }
-    }
-
-    /// Records the outcome of an attempt or a compensation (committed with whatever the
-    /// machine decides next).
-    fn settle(&mut self, done: Done) {
-        let now = self.now();
-        match done {
-            Done::Attempt {
-                step,
-                attempt,
-                result,
-                elapsed,
-            } => {
-                let id = self.step_id(step);
-                let (outcome, error_type) = match &result {
-                    Ok(_) => ("success", "none"),
-                    Err(error) => ("failure", error.kind().as_str()),
-                };
-                metrics::counter!(
-                    "workflow_action_total",
-                    "workflow" => W::NAME,
-                    "step" => id,
-                    "outcome" => outcome,
-                    "error_type" => error_type
-                )
-                .increment(1);
-                metrics::histogram!("workflow_step_duration_seconds", "workflow" => W::NAME, "step" => id)
-                    .record(elapsed.as_secs_f64());
-                let event = match result {
-                    Ok(output) => {
-                        tracing::info!(step = id, attempt, "step succeeded");
-                        Event::StepSucceeded {
-                            step,
-                            output,
-                            at: now,
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(
-                            step = id,
-                            attempt,
-                            error_type = error.kind().as_str(),
-                            error = error.message(),
-                            "attempt failed"
-                        );
-                        Event::AttemptFailed {
-                            step,
-                            attempt,
-                            kind: error.kind(),
-                            message: error.message().to_owned(),
-                            retry_after: error.retry_after().map(|d| d.as_millis() as u64),
-                            at: now,
-                        }
-                    }
-                };
-                self.record(event);
-            }
-            Done::Compensation { step, result } => {
-                let error = result.err().map(|e| e.to_string());
-                match &error {
-                    None => tracing::info!(step = self.step_id(step), "compensated"),
-                    Some(error) => tracing::error!(
-                        step = self.step_id(step),
-                        error = error.as_str(),
-                        "compensation failed"
-                    ),
-                }
-                self.record(Event::Compensated {
-                    step,
-                    error,
-                    at: now,
-                });
-            }
-        }
-    }
-
     async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {
+        let now = self.now();
         match msg {
             Msg::Decide {
                 step,
@@ -613,51 +481,78 @@ impl<W: Workflow> Driver<W> {
                 decision,
                 reply,
             } => {
-                let now = self.now();
                 let authorize = &*self.engine.inner.authorizer;
-                let decided = {
+                let ruled = {
                     let hooks = WorkflowHooks::<W> { input: &self.input };
                     self.machine
                         .decide(self.run, &step, &by, decision, now, authorize, &hooks)
                 };
-                match decided {
-                    Ok(event) => {
-                        self.record(event);
-                        match self.step().await {
-                            Ok(_) => {
-                                let _ = reply.send(Ok(()));
-                            }
-                            Err(error) => {
-                                let _ = reply.send(Err(DecisionError::Store(error.clone())));
-                                return Err(error);
-                            }
-                        }
-                    }
-                    Err(refusal) => {
-                        tracing::warn!(
-                            step = step.as_str(),
-                            by = by.as_str(),
-                            code = refusal.code(),
-                            "decision refused"
-                        );
-                        let _ = reply.send(Err(refusal));
-                    }
+                if let Err(refusal) = &ruled {
+                    tracing::warn!(
+                        step = step.as_str(),
+                        by = by.as_str(),
+                        code = refusal.code(),
+                        "decision refused"
+                    );
                 }
+                self.carry_out(ruled.map(Some), reply).await
             }
-            Msg::Cancel { by, reply } => match self.machine.cancel(&by, self.now()) {
-                Some(event) => {
-                    self.record(event);
-                    let result = self.step().await;
-                    let _ = reply.send(result.clone().map(drop).map_err(RunError::Store));
-                    result?;
-                }
-                None => {
-                    let _ = reply.send(Err(RunError::Finished(self.run)));
-                }
-            },
-            Msg::Inbox => self.take_inbox().await?,
+            Msg::Event {
+                step,
+                event_id,
+                payload,
+                reply,
+            } => {
+                let ruled = {
+                    let hooks = WorkflowHooks::<W> { input: &self.input };
+                    self.machine
+                        .accept_event(self.run, &step, &event_id, payload, &hooks)
+                };
+                let ruled = match ruled {
+                    Ok(accepted) => Ok(Some(
+                        self.machine.event_taken(accepted, &event_id, None, now),
+                    )),
+                    // The same event again: taken once already.
+                    Err(EventError::Duplicate { .. }) => Ok(None),
+                    Err(error) => Err(error),
+                };
+                self.carry_out(ruled, reply).await
+            }
+            Msg::Cancel { by, reply } => {
+                let ruled = self
+                    .machine
+                    .cancel(&by, now)
+                    .map(Some)
+                    .ok_or(RunError::Finished(self.run));
+                self.carry_out(ruled, reply).await
+            }
+            Msg::Inbox => self.take_inbox().await,
         }
-        Ok(())
+    }
+
+    /// Carries out what the machine ruled on a request: journals the event it returned
+    /// (committing it with what follows), then answers; a refusal is answered as it is.
+    async fn carry_out<E: From<StoreError>>(
+        &mut self,
+        ruled: Result<Option<Event>, E>,
+        reply: oneshot::Sender<Result<(), E>>,
+    ) -> Result<(), StoreError> {
+        match ruled {
+            Ok(Some(event)) => {
+                self.record(event);
+                let stepped = self.step().await;
+                let _ = reply.send(stepped.clone().map(drop).map_err(E::from));
+                stepped.map(drop)
+            }
+            Ok(None) => {
+                let _ = reply.send(Ok(()));
+                Ok(())
+            }
+            Err(refusal) => {
+                let _ = reply.send(Err(refusal));
+                Ok(())
+            }
+        }
     }
 
     /// Takes in the messages other processes left in the run's inbox: each becomes the

@@ -128,6 +128,7 @@ impl Engine {
                     idempotency_key: key,
                     dry_run: options.dry_run,
                     deadline,
+                    parent: None,
                 },
             )
             .await?;

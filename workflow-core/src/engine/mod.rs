@@ -12,12 +12,14 @@
 
 mod api;
 mod builder;
+mod children;
 mod driver;
 mod handle;
 mod lifecycle;
 mod plan;
 mod poller;
 mod registry;
+mod steps;
 mod work;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -16,11 +16,16 @@ use crate::workflow::Workflow;
 pub(super) enum Start {
     Attempt {
         step: usize,
+        item: Option<usize>,
         attempt: u32,
         reconcile: bool,
     },
     Compensation {
         step: usize,
+        item: Option<usize>,
+    },
+    CancelChild {
+        child: RunId,
     },
 }
 
@@ -56,23 +61,45 @@ pub(super) fn plan<W: Workflow>(
                 Command::Journal(event) => event,
                 Command::Attempt {
                     step,
+                    item,
                     attempt,
                     reconcile,
                 } => {
                     planned.starts.push(Start::Attempt {
                         step,
+                        item,
                         attempt,
                         reconcile,
                     });
-                    Event::AttemptStarted {
+                    match item {
+                        Some(item) => Event::ItemStarted {
+                            step,
+                            item,
+                            attempt,
+                            at: now,
+                        },
+                        None => Event::AttemptStarted {
+                            step,
+                            attempt,
+                            at: now,
+                        },
+                    }
+                }
+                Command::Compensate { step, item } => {
+                    planned.starts.push(Start::Compensation { step, item });
+                    Event::CompensationStarted {
                         step,
-                        attempt,
+                        item,
                         at: now,
                     }
                 }
-                Command::Compensate { step } => {
-                    planned.starts.push(Start::Compensation { step });
-                    Event::CompensationStarted { step, at: now }
+                Command::CancelChild { step, child } => {
+                    planned.starts.push(Start::CancelChild { child });
+                    Event::ChildCancelled {
+                        step,
+                        child,
+                        at: now,
+                    }
                 }
                 Command::Finish(status) => {
                     planned.finish = Some(status);
@@ -138,6 +165,8 @@ pub(super) struct Options<'a> {
     pub(super) idempotency_key: Option<&'a str>,
     pub(super) dry_run: bool,
     pub(super) deadline: Option<Timestamp>,
+    /// The run whose child step starts this one.
+    pub(super) parent: Option<RunId>,
 }
 
 /// Creates a run of `W` owned by this engine, with its `RunStarted` event (a fresh jitter
@@ -176,7 +205,7 @@ pub(super) async fn create<W: Workflow>(
             fingerprint: W::FINGERPRINT,
             idempotency_key: options.idempotency_key,
             events: &events,
-            parent: None,
+            parent: options.parent,
             owner: Some(engine.claimant()),
             supersedes: None,
             at: now,

@@ -15,7 +15,7 @@ use crate::journal::{Event, Value};
 use crate::machine::Hooks;
 use crate::store::Created;
 use crate::store::StoreError;
-use crate::workflow::{BoxFuture, CallError, Workflow};
+use crate::workflow::{BoxFuture, CallError, WithItem, Workflow};
 
 /// A registered workflow, with its type erased so the engine can resume runs by name.
 pub(super) trait Registered: Send + Sync + 'static {
@@ -38,6 +38,10 @@ pub(super) trait Registered: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Created, RunError>>;
     /// Checks a decision against the type of human `step`.
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
+    /// Checks an event's payload against the type of event `step`.
+    fn event(&self, step: usize, payload: Value) -> Result<Value, CallError>;
+    /// The typed outputs of a finished run, as JSON.
+    fn outputs_value(&self, outputs: &[Option<Value>]) -> Result<Value, CallError>;
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
@@ -106,6 +110,14 @@ impl<W: Workflow> Registered for Registration<W> {
         W::decision(step, decision)
     }
 
+    fn event(&self, step: usize, payload: Value) -> Result<Value, CallError> {
+        W::event(step, payload)
+    }
+
+    fn outputs_value(&self, outputs: &[Option<Value>]) -> Result<Value, CallError> {
+        W::outputs_value(&outputs)
+    }
+
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -121,8 +133,26 @@ impl<W: Workflow> Hooks for WorkflowHooks<'_, W> {
         W::condition(step, self.input, &outputs)
     }
 
-    fn proposal(&self, step: usize, outputs: &[Option<Value>]) -> Value {
-        W::proposal(step, self.input, &outputs)
+    fn proposal(
+        &self,
+        step: usize,
+        outputs: &[Option<Value>],
+        item: Option<(usize, &Value)>,
+    ) -> Value {
+        match item {
+            Some((index, value)) => {
+                W::proposal(step, self.input, &WithItem::new(&outputs, index, value))
+            }
+            None => W::proposal(step, self.input, &outputs),
+        }
+    }
+
+    fn items(&self, step: usize, outputs: &[Option<Value>]) -> Result<Vec<Value>, CallError> {
+        W::items(step, self.input, &outputs)
+    }
+
+    fn event(&self, step: usize, payload: Value) -> Result<Value, CallError> {
+        W::event(step, payload)
     }
 
     fn timeout_decision(&self, step: usize, approved: bool) -> Result<Value, CallError> {
@@ -142,8 +172,16 @@ impl Hooks for DecisionHooks<'_> {
         Ok(true)
     }
 
-    fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+    fn proposal(&self, _: usize, _: &[Option<Value>], _: Option<(usize, &Value)>) -> Value {
         Value::Null
+    }
+
+    fn items(&self, step: usize, _: &[Option<Value>]) -> Result<Vec<Value>, CallError> {
+        Err(CallError::NoSuchCall(step))
+    }
+
+    fn event(&self, step: usize, payload: Value) -> Result<Value, CallError> {
+        self.0.event(step, payload)
     }
 
     fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {

@@ -12,21 +12,30 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::Engine;
 use crate::context::StepContext;
-use crate::error::StepError;
+use crate::error::{RunId, StepError};
 use crate::journal::Value;
-use crate::workflow::{BoxFuture, CallError, Invocation, Workflow};
+use crate::workflow::{BoxFuture, CallError, ChildStart, Invocation, WithItem, Workflow};
 
 /// What a spawned piece of work reports back to its run's driver.
 pub(super) enum Done {
     Attempt {
         step: usize,
+        item: Option<usize>,
         attempt: u32,
         result: Result<Value, StepError>,
         elapsed: Duration,
     },
+    /// A child step's child run was created (or found), or could not be.
+    ChildStarted {
+        step: usize,
+        attempt: u32,
+        child: Result<RunId, StepError>,
+    },
     Compensation {
         step: usize,
+        item: Option<usize>,
         result: Result<(), StepError>,
     },
 }
@@ -38,17 +47,90 @@ pub(super) struct Call<W: Workflow> {
     pub(super) ctx: StepContext,
     /// The journaled outputs the call reads: its own step's and its arguments'.
     pub(super) snapshot: Vec<(usize, Value)>,
+    /// For a map step: the item, by index, and its value.
+    pub(super) item: Option<(usize, Value)>,
 }
 
 impl<W: Workflow> Call<W> {
-    fn invocation(&self) -> Invocation<'_, W> {
+    fn invocation<'a>(&'a self, with_item: &'a Option<WithItem<'a>>) -> Invocation<'a, W> {
         Invocation {
             env: &self.env,
             ctx: &self.ctx,
             input: &self.input,
-            outputs: &self.snapshot,
+            outputs: match with_item {
+                Some(with_item) => with_item,
+                None => &self.snapshot,
+            },
         }
     }
+
+    fn with_item(&self) -> Option<WithItem<'_>> {
+        self.item
+            .as_ref()
+            .map(|(index, value)| WithItem::new(&self.snapshot, *index, value))
+    }
+
+    fn index(&self) -> Option<usize> {
+        self.item.as_ref().map(|(index, _)| *index)
+    }
+}
+
+/// A child step's child run to start.
+pub(super) struct ChildRun {
+    pub(super) parent: RunId,
+    pub(super) step: usize,
+    pub(super) attempt: u32,
+    /// The parent's key for the step: the child's start idempotency key derives from it.
+    pub(super) key: String,
+    pub(super) child: Result<ChildStart, CallError>,
+    pub(super) dry_run: bool,
+    pub(super) deadline: Option<crate::journal::Timestamp>,
+}
+
+/// Starts (or finds) a child run, as a task.
+pub(super) fn spawn_child(work: &mut JoinSet<Done>, engine: Engine, run: ChildRun) {
+    let span = tracing::info_span!("child", step = run.step, attempt = run.attempt);
+    work.spawn(
+        async move {
+            let child = match run.child {
+                Ok(start) => engine
+                    .start_child(run.parent, &run.key, start, run.dry_run, run.deadline)
+                    .await
+                    .map_err(|error| {
+                        StepError::permanent(format!("cannot start the child run: {error}"))
+                    }),
+                Err(error) => Err(call_error(error)),
+            };
+            Done::ChildStarted {
+                step: run.step,
+                attempt: run.attempt,
+                child,
+            }
+        }
+        .instrument(span),
+    );
+}
+
+/// Waits for a child run to finish (taking it up if no engine drives it): its outputs, or
+/// its failure as the step's.
+pub(super) fn spawn_child_wait(
+    work: &mut JoinSet<Done>,
+    engine: Engine,
+    step: usize,
+    attempt: u32,
+    child: RunId,
+) {
+    work.spawn(async move {
+        let started = tokio::time::Instant::now();
+        let result = engine.child_result(child).await;
+        Done::Attempt {
+            step,
+            item: None,
+            attempt,
+            result,
+            elapsed: started.elapsed(),
+        }
+    });
 }
 
 /// Spawns one attempt of `step`. With `reconcile`, the step's reconcile function is asked
@@ -62,19 +144,32 @@ pub(super) fn spawn_attempt<W: Workflow>(
     timeout: Option<Duration>,
     log_payloads: bool,
 ) {
-    let span = tracing::info_span!("step", step = call.ctx.step, attempt = call.ctx.attempt);
+    let span = match call.index() {
+        Some(item) => {
+            tracing::info_span!(
+                "step",
+                step = call.ctx.step,
+                item,
+                attempt = call.ctx.attempt
+            )
+        }
+        None => tracing::info_span!("step", step = call.ctx.step, attempt = call.ctx.attempt),
+    };
     let attempt = call.ctx.attempt;
+    let item = call.index();
     work.spawn(
         async move {
             let started = tokio::time::Instant::now();
             let done = |result| Done::Attempt {
                 step,
+                item,
                 attempt,
                 result,
                 elapsed: started.elapsed(),
             };
+            let with_item = call.with_item();
             if reconcile {
-                match W::reconcile(step, call.invocation()) {
+                match W::reconcile(step, call.invocation(&with_item)) {
                     Ok(check) => match CatchUnwind(check).await {
                         Ok(Some(output)) => {
                             tracing::info!("reconciled: the effect happened already");
@@ -88,7 +183,7 @@ pub(super) fn spawn_attempt<W: Workflow>(
                     Err(error) => tracing::warn!(error = %error, "reconcile unavailable"),
                 }
             }
-            let result = match W::action(step, call.invocation()) {
+            let result = match W::action(step, call.invocation(&with_item)) {
                 Ok(action) => {
                     let action = CatchUnwind(action);
                     match timeout {
@@ -120,13 +215,15 @@ pub(super) fn spawn_compensation<W: Workflow>(
     step: usize,
 ) {
     let span = tracing::info_span!("compensate", step = call.ctx.step);
+    let item = call.index();
     work.spawn(
         async move {
-            let result = match W::compensate(step, call.invocation()) {
+            let with_item = call.with_item();
+            let result = match W::compensate(step, call.invocation(&with_item)) {
                 Ok(undo) => CatchUnwind(undo).await,
                 Err(error) => Err(call_error(error)),
             };
-            Done::Compensation { step, result }
+            Done::Compensation { step, item, result }
         }
         .instrument(span),
     );

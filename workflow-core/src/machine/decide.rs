@@ -5,7 +5,7 @@
 use workflow_spec::StepKind;
 
 use super::{Machine, Status, StepState, Stop};
-use crate::error::{DecisionError, ErrorKind, RunError, RunId};
+use crate::error::{DecisionError, ErrorKind, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::store::{InboxItem, Message, RunStatus};
 use crate::workflow::CallError;
@@ -16,8 +16,19 @@ use crate::workflow::CallError;
 pub trait Hooks {
     /// Evaluates the condition of `step`.
     fn condition(&self, step: usize, outputs: &[Option<Value>]) -> Result<bool, CallError>;
-    /// The arguments `step` would be called with, for a dry-run proposal.
-    fn proposal(&self, step: usize, outputs: &[Option<Value>]) -> Value;
+    /// The arguments `step` (one item of it, for a map step) would be called with, for a
+    /// dry-run proposal.
+    fn proposal(
+        &self,
+        step: usize,
+        outputs: &[Option<Value>],
+        item: Option<(usize, &Value)>,
+    ) -> Value;
+    /// The items of map step `step`, in the source's order.
+    fn items(&self, step: usize, outputs: &[Option<Value>]) -> Result<Vec<Value>, CallError>;
+    /// Checks an event's payload against the type of event step `step`; returns it
+    /// normalised.
+    fn event(&self, step: usize, payload: Value) -> Result<Value, CallError>;
     /// The decision `on_timeout: approve | reject` records for human `step`.
     fn timeout_decision(&self, step: usize, approved: bool) -> Result<Value, CallError>;
     /// Checks a decision against the type of human `step`; returns it normalised.
@@ -25,8 +36,9 @@ pub trait Hooks {
 }
 
 /// Hooks for tools that have the spec but not the workflow's code: conditions cannot be
-/// evaluated (they hold), nothing is proposed, decisions are taken as they are (the engine
-/// that owns the run checks their type when it takes them in).
+/// evaluated (they hold), nothing is proposed, no items are listed, decisions and events
+/// are taken as they are (the engine that owns the run checks their type when it takes
+/// them in).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoHooks;
 
@@ -35,8 +47,16 @@ impl Hooks for NoHooks {
         Ok(true)
     }
 
-    fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+    fn proposal(&self, _: usize, _: &[Option<Value>], _: Option<(usize, &Value)>) -> Value {
         Value::Null
+    }
+
+    fn items(&self, step: usize, _: &[Option<Value>]) -> Result<Vec<Value>, CallError> {
+        Err(CallError::NoSuchCall(step))
+    }
+
+    fn event(&self, _: usize, payload: Value) -> Result<Value, CallError> {
+        Ok(payload)
     }
 
     fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {
@@ -48,10 +68,45 @@ impl Hooks for NoHooks {
     }
 }
 
+/// What an admissible event does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// The step waits for it: the step takes it (index and normalised payload).
+    Received(usize, Value),
+    /// The step has not reached its wait: the event is kept for it.
+    Early(usize, Value),
+}
+
 /// Decides whether `by` may decide a task assigned to `assignee`.
 pub type Authorize<'a> = &'a dyn Fn(&str, &str) -> bool;
 
 impl Machine<'_> {
+    /// The event that records an accepted event.
+    pub fn event_taken(
+        &self,
+        accepted: Accepted,
+        event_id: &str,
+        inbox: Option<u64>,
+        at: Timestamp,
+    ) -> Event {
+        match accepted {
+            Accepted::Received(step, payload) => Event::EventReceived {
+                step,
+                event_id: event_id.to_owned(),
+                payload,
+                inbox,
+                at,
+            },
+            Accepted::Early(step, payload) => Event::EventBuffered {
+                step,
+                event_id: event_id.to_owned(),
+                payload,
+                inbox,
+                at,
+            },
+        }
+    }
+
     /// Whether `by` may decide human step `step` (its id) at time `at`: the task must be
     /// open, not past its deadline, not decided before, and (when `authorize` is given)
     /// `by` must be admitted for the current assignee. Without `authorize` the check of
@@ -198,12 +253,77 @@ impl Machine<'_> {
                     format!("{run} is no longer running; nothing to cancel"),
                 ),
             },
-            Message::Event { step, event_id, .. } => refuse(
-                self.spec.step_index(step),
+            Message::Event {
+                step,
                 event_id,
-                "unknown_event",
-                format!("{run} has no event step `{step}` waiting"),
-            ),
+                payload,
+            } => match self.accept_event(run, step, event_id, payload.clone(), hooks) {
+                Ok(accepted) => self.event_taken(accepted, event_id, Some(item.id), now),
+                Err(error) => refuse(
+                    self.spec.step_index(step),
+                    event_id,
+                    error.code(),
+                    error.to_string(),
+                ),
+            },
+        }
+    }
+
+    /// Whether event `event_id` for event step `step` is admissible now: checked against
+    /// the step's type, taken by the step if it waits, kept for it if it has not reached
+    /// its wait yet; an event the step took before (the same id) is [`EventError::Duplicate`].
+    pub fn accept_event(
+        &self,
+        run: RunId,
+        step: &str,
+        event_id: &str,
+        payload: Value,
+        hooks: &dyn Hooks,
+    ) -> Result<Accepted, EventError> {
+        let unknown = || EventError::UnknownEvent {
+            run,
+            step: step.to_owned(),
+        };
+        let index = self.spec.step_index(step).ok_or_else(unknown)?;
+        if !self.spec.steps[index].is_event() {
+            return Err(unknown());
+        }
+        let taken = self
+            .received
+            .get(&index)
+            .or_else(|| self.buffered.get(&index).map(|(id, _)| id));
+        if let Some(taken) = taken {
+            return Err(if taken == event_id {
+                EventError::Duplicate {
+                    run,
+                    step: step.to_owned(),
+                    event_id: event_id.to_owned(),
+                }
+            } else {
+                EventError::NotWaiting {
+                    run,
+                    step: step.to_owned(),
+                    reason: format!("it took event `{taken}` already"),
+                }
+            });
+        }
+        if self.status != Status::Running {
+            return Err(EventError::Finished(run));
+        }
+        let payload = hooks
+            .event(index, payload)
+            .map_err(|error| EventError::WrongType {
+                step: step.to_owned(),
+                message: error.to_string(),
+            })?;
+        match &self.states[index] {
+            StepState::Awaiting { .. } => Ok(Accepted::Received(index, payload)),
+            StepState::Pending => Ok(Accepted::Early(index, payload)),
+            state => Err(EventError::NotWaiting {
+                run,
+                step: step.to_owned(),
+                reason: format!("the step is {}", state.name()),
+            }),
         }
     }
 

@@ -5,14 +5,50 @@
 use std::collections::BTreeSet;
 
 mod decide;
+mod map;
 mod next;
 
-pub use self::decide::{Authorize, Hooks, NoHooks};
+pub use self::decide::{Accepted, Authorize, Hooks, NoHooks};
+pub use self::map::ItemState;
 
-use workflow_spec::{Arg, OnFailure, Spec, StepKind};
+use std::collections::BTreeMap;
 
-use crate::error::ErrorKind;
+use workflow_spec::{Arg, OnEventTimeout, OnFailure, RetryPolicy, Spec, Step, StepKind};
+
+use self::map::MapState;
+use crate::error::{ErrorKind, RunId};
 use crate::journal::{Event, Timestamp, Value};
+
+/// What compensation undoes: a completed step, or one completed item of a map step.
+type Unit = (usize, Option<usize>);
+
+/// Whether a ready step starts without taking one of the run's slots: human checkpoints
+/// and event waits do no work, and a map step's items take the slots, not the step.
+fn needs_no_slot(step: &Step) -> bool {
+    step.is_human() || step.is_event() || step.for_each().is_some()
+}
+
+/// When the next attempt after a failed `attempt` is due, if the policy retries it: the
+/// delay for the attempt (with jitter from `seed`), at least the dependency's retry-after
+/// (up to the policy's cap), and never past the policy's deadline from the first attempt.
+fn retry_at(
+    policy: &RetryPolicy,
+    seed: u64,
+    attempt: u32,
+    retry_after: Option<u64>,
+    at: Timestamp,
+    first: Timestamp,
+) -> Option<Timestamp> {
+    let mut delay = policy.delay(seed, attempt).as_millis() as u64;
+    if let Some(after) = retry_after {
+        delay = delay.max(after).min(policy.max.as_millis() as u64);
+    }
+    let until = at.saturating_add(delay);
+    match policy.deadline {
+        Some(deadline) if until > first.saturating_add(deadline.as_millis() as u64) => None,
+        _ => Some(until),
+    }
+}
 
 /// Where one step is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +75,18 @@ pub enum StepState {
         deadline: Timestamp,
         /// Whether it was escalated already.
         escalated: bool,
+    },
+    /// A map step's items are in progress.
+    Mapping {
+        /// Items settled so far.
+        done: usize,
+        /// Items in all.
+        count: usize,
+    },
+    /// An event step waits for its event until `deadline`.
+    Awaiting {
+        /// When the wait times out.
+        deadline: Timestamp,
     },
     /// Done with an output.
     Succeeded,
@@ -67,14 +115,16 @@ impl StepState {
         )
     }
 
-    /// A short name: `pending`, `running`, `retry_wait`, `waiting`, `succeeded`, `failed`,
-    /// `skipped`.
+    /// A short name: `pending`, `running`, `retry_wait`, `waiting`, `mapping`, `awaiting`,
+    /// `succeeded`, `failed`, `skipped`.
     pub fn name(&self) -> &'static str {
         match self {
             StepState::Pending => "pending",
             StepState::Running { .. } => "running",
             StepState::RetryWait { .. } => "retry_wait",
             StepState::Waiting { .. } => "waiting",
+            StepState::Mapping { .. } => "mapping",
+            StepState::Awaiting { .. } => "awaiting",
             StepState::Succeeded => "succeeded",
             StepState::Failed { .. } => "failed",
             StepState::Skipped { .. } => "skipped",
@@ -151,15 +201,27 @@ pub enum Command {
     Attempt {
         /// The step.
         step: usize,
+        /// The item, for a map step (journal `ItemStarted` instead).
+        item: Option<usize>,
         /// The attempt, from 1 (an attempt a crash interrupted keeps its number).
         attempt: u32,
         /// Whether to reconcile before running the effect again.
         reconcile: bool,
     },
-    /// Journal `CompensationStarted`, then run the compensation of a completed step.
+    /// Journal `CompensationStarted`, then run the compensation of a completed step (of
+    /// one completed item, for a map step).
     Compensate {
         /// The step.
         step: usize,
+        /// The item, for a map step.
+        item: Option<usize>,
+    },
+    /// Journal `ChildCancelled`, then cancel the child run of a step: the run stopped.
+    CancelChild {
+        /// The step.
+        step: usize,
+        /// The child run.
+        child: RunId,
     },
     /// The run reached a terminal status.
     Finish(Status),
@@ -173,7 +235,6 @@ pub struct Machine<'s> {
     outputs: Vec<Option<Value>>,
     first_started: Vec<Option<Timestamp>>,
     attempts: Vec<u32>,
-    compensated: Vec<bool>,
     // Indexes kept in step with `states` by `set`, so each command costs O(changes), not
     // O(steps): a chain of a thousand steps stays linear.
     dependents: Vec<Vec<usize>>,
@@ -187,10 +248,22 @@ pub struct Machine<'s> {
     waiting: usize,
     unsettled: usize,
     completion_order: Vec<usize>,
+    /// What completed, in order, as compensation sees it: steps, and each item of a map.
+    undo_order: Vec<Unit>,
+    compensated: BTreeSet<Unit>,
     deciders: Vec<Option<String>>,
     /// The compensation journaled as started and not yet finished, and whether a crash
     /// interrupted it (replayed without its result).
-    compensating: Option<(usize, bool)>,
+    compensating: Option<(Unit, bool)>,
+    /// The map steps that listed their items.
+    maps: BTreeMap<usize, MapState>,
+    /// Items of map steps in flight, in all.
+    items_running: usize,
+    /// Events that arrived before their step waited, and the event each step took.
+    buffered: BTreeMap<usize, (String, Value)>,
+    received: BTreeMap<usize, String>,
+    /// Child runs of child steps, and whether they were asked to cancel.
+    children: BTreeMap<usize, (RunId, bool)>,
     inbox_cursor: u64,
     status: Status,
     stop: Option<Stop>,
@@ -217,7 +290,7 @@ impl<'s> Machine<'s> {
         let ready_free = ready
             .iter()
             .copied()
-            .filter(|step| spec.steps[*step].is_human())
+            .filter(|step| needs_no_slot(&spec.steps[*step]))
             .collect();
         Machine {
             spec,
@@ -225,7 +298,6 @@ impl<'s> Machine<'s> {
             outputs: vec![None; n],
             first_started: vec![None; n],
             attempts: vec![0; n],
-            compensated: vec![false; n],
             dependents,
             unsettled_deps,
             ready,
@@ -236,8 +308,15 @@ impl<'s> Machine<'s> {
             waiting: 0,
             unsettled: n,
             completion_order: Vec::new(),
+            undo_order: Vec::new(),
+            compensated: BTreeSet::new(),
             deciders: vec![None; n],
             compensating: None,
+            maps: BTreeMap::new(),
+            items_running: 0,
+            buffered: BTreeMap::new(),
+            received: BTreeMap::new(),
+            children: BTreeMap::new(),
             inbox_cursor: 0,
             status: Status::Running,
             stop: None,
@@ -265,6 +344,9 @@ impl<'s> Machine<'s> {
         machine.orphans = (0..machine.states.len())
             .filter(|step| matches!(machine.states[*step], StepState::Running { .. }))
             .collect();
+        for map in machine.maps.values_mut() {
+            map.orphan_running();
+        }
         if let Some((_, interrupted)) = &mut machine.compensating {
             *interrupted = true;
         }
@@ -336,6 +418,66 @@ impl<'s> Machine<'s> {
                 self.dry_run = *dry_run;
                 self.deadline = *deadline;
             }
+            Event::MapStarted { step, count, at } => self.map_started(*step, *count, *at),
+            Event::ItemStarted {
+                step,
+                item,
+                attempt,
+                at,
+            } => self.item_started(*step, *item, *attempt, *at),
+            Event::ItemFailed {
+                step,
+                item,
+                attempt,
+                kind,
+                message,
+                retry_after,
+                at,
+            } => self.item_failed(*step, *item, *attempt, *kind, message, *retry_after, *at),
+            Event::ItemSucceeded {
+                step, item, output, ..
+            } => self.item_succeeded(*step, *item, output.clone()),
+            Event::StepFailed {
+                step,
+                attempts,
+                kind,
+                message,
+                ..
+            } => self.fail(*step, *attempts, *kind, message.clone()),
+            Event::EventAwaited { step, deadline, .. } => self.set(
+                *step,
+                StepState::Awaiting {
+                    deadline: *deadline,
+                },
+            ),
+            Event::EventBuffered {
+                step,
+                event_id,
+                payload,
+                ..
+            } => {
+                self.buffered
+                    .insert(*step, (event_id.clone(), payload.clone()));
+            }
+            Event::EventReceived {
+                step,
+                event_id,
+                payload,
+                ..
+            } => {
+                self.buffered.remove(step);
+                self.received.insert(*step, event_id.clone());
+                self.succeed(*step, payload.clone());
+            }
+            Event::EventExpired { step, .. } => self.event_expired(*step),
+            Event::ChildStarted { step, child, .. } => {
+                self.children.insert(*step, (*child, false));
+            }
+            Event::ChildCancelled { step, .. } => {
+                if let Some((_, cancelled)) = self.children.get_mut(step) {
+                    *cancelled = true;
+                }
+            }
             Event::AttemptStarted { step, attempt, at } => {
                 if *step < self.states.len() {
                     self.set(*step, StepState::Running { attempt: *attempt });
@@ -397,11 +539,11 @@ impl<'s> Machine<'s> {
                 ErrorKind::Timeout,
                 "no decision before the deadline".into(),
             ),
-            Event::CompensationStarted { step, .. } => self.compensating = Some((*step, false)),
-            Event::Compensated { step, .. } => {
-                if let Some(flag) = self.compensated.get_mut(*step) {
-                    *flag = true;
-                }
+            Event::CompensationStarted { step, item, .. } => {
+                self.compensating = Some(((*step, *item), false));
+            }
+            Event::Compensated { step, item, .. } => {
+                self.compensated.insert((*step, *item));
                 self.compensating = None;
             }
             Event::DeadlinePassed { .. } => self.stop_with(Stop::Deadline),
@@ -429,7 +571,7 @@ impl<'s> Machine<'s> {
             StepState::RetryWait { until, .. } => {
                 self.timers.remove(&(until, step));
             }
-            StepState::Waiting { deadline, .. } => {
+            StepState::Waiting { deadline, .. } | StepState::Awaiting { deadline } => {
                 self.timers.remove(&(deadline, step));
                 self.waiting -= 1;
             }
@@ -441,7 +583,7 @@ impl<'s> Machine<'s> {
             StepState::RetryWait { until, .. } => {
                 self.timers.insert((*until, step));
             }
-            StepState::Waiting { deadline, .. } => {
+            StepState::Waiting { deadline, .. } | StepState::Awaiting { deadline } => {
                 self.timers.insert((*deadline, step));
                 self.waiting += 1;
             }
@@ -473,7 +615,7 @@ impl<'s> Machine<'s> {
 
     fn mark_ready(&mut self, step: usize) {
         self.ready.insert(step);
-        if self.spec.steps[step].is_human() || self.absent_required_arg(step).is_some() {
+        if needs_no_slot(&self.spec.steps[step]) || self.absent_required_arg(step).is_some() {
             self.ready_free.insert(step);
         }
     }
@@ -488,6 +630,36 @@ impl<'s> Machine<'s> {
             self.set(step, StepState::Succeeded);
             self.outputs[step] = Some(output);
             self.completion_order.push(step);
+            // A map's items were each recorded as they completed.
+            if !self.maps.contains_key(&step) {
+                self.undo_order.push((step, None));
+            }
+        }
+    }
+
+    /// An event step's deadline passed: `on_timeout: abort` fails the run, `continue`
+    /// settles the step without a payload.
+    fn event_expired(&mut self, step: usize) {
+        let message = "no event arrived before the deadline".to_owned();
+        let abort = matches!(
+            &self.spec.steps[step].kind,
+            StepKind::Event(event) if event.on_timeout == OnEventTimeout::Abort
+        );
+        self.set(
+            step,
+            StepState::Failed {
+                attempts: 0,
+                kind: ErrorKind::Timeout,
+                message: message.clone(),
+            },
+        );
+        if abort {
+            self.stop_with(Stop::StepFailed {
+                step,
+                attempts: 0,
+                kind: ErrorKind::Timeout,
+                message,
+            });
         }
     }
 
@@ -506,17 +678,16 @@ impl<'s> Machine<'s> {
         let retry = spec.retry.as_ref().filter(|policy| {
             self.status == Status::Running && attempt < policy.max_attempts && policy.retries(kind)
         });
+        let first = self.first_started[step].unwrap_or(at);
         let until = retry.and_then(|policy| {
-            let mut delay = policy.delay(self.step_seed(step), attempt).as_millis() as u64;
-            if let Some(after) = retry_after {
-                delay = delay.max(after).min(policy.max.as_millis() as u64);
-            }
-            let until = at.saturating_add(delay);
-            let first = self.first_started[step].unwrap_or(at);
-            match policy.deadline {
-                Some(deadline) if until > first.saturating_add(deadline.as_millis() as u64) => None,
-                _ => Some(until),
-            }
+            retry_at(
+                policy,
+                self.step_seed(step),
+                attempt,
+                retry_after,
+                at,
+                first,
+            )
         });
         match until {
             Some(until) => self.set(step, StepState::RetryWait { attempt, until }),
@@ -564,18 +735,30 @@ impl<'s> Machine<'s> {
             Some(Stop::StepFailed { step, .. }) => Some(*step),
             _ => None,
         };
+        let undone: BTreeSet<usize> = self.compensated.iter().map(|(step, _)| *step).collect();
         for step in 0..self.states.len() {
-            if Some(step) == failed || self.compensated[step] {
+            if Some(step) == failed || undone.contains(&step) {
                 self.set(step, StepState::Pending);
                 self.outputs[step] = None;
                 self.attempts[step] = 0;
                 self.first_started[step] = None;
-                self.compensated[step] = false;
                 self.deciders[step] = None;
+                self.received.remove(&step);
+                self.children.remove(&step);
+                if let Some(map) = self.maps.remove(&step) {
+                    self.items_running -= map.running;
+                }
             }
         }
+        self.compensated.clear();
         self.completion_order
             .retain(|step| self.outputs[*step].is_some());
+        let maps = &self.maps;
+        let outputs = &self.outputs;
+        self.undo_order.retain(|(step, item)| match item {
+            None => outputs[*step].is_some(),
+            Some(_) => maps.contains_key(step),
+        });
         self.deadline = None;
         self.status = Status::Running;
         self.stop = None;
@@ -602,22 +785,22 @@ impl<'s> Machine<'s> {
     }
 
     fn in_flight_any(&self) -> bool {
-        self.running > 0
+        self.running + self.items_running > 0
     }
 
-    /// The next compensation to run: completed steps with a `compensate`, in reverse
-    /// completion order.
-    fn next_compensation(&self) -> Option<usize> {
-        self.completion_order.iter().rev().copied().find(|step| {
-            !self.compensated[*step]
+    /// The next compensation to run: completed steps (and items of maps) with a
+    /// `compensate`, in reverse completion order.
+    fn next_compensation(&self) -> Option<Unit> {
+        self.undo_order.iter().rev().copied().find(|unit| {
+            !self.compensated.contains(unit)
                 && matches!(
-                    &self.spec.steps[*step].kind,
+                    &self.spec.steps[unit.0].kind,
                     StepKind::Action(action) if action.compensate.is_some()
                 )
         })
     }
 
-    /// Whether a human task is open.
+    /// Whether a human task is open or an event step waits.
     pub fn has_open_tasks(&self) -> bool {
         self.waiting > 0
     }
@@ -636,17 +819,33 @@ impl<'s> Machine<'s> {
             return None;
         }
         let timer = self.timers.first().map(|(at, _)| *at);
-        timer.into_iter().chain(self.deadline).min()
+        let items = self.maps.values().filter_map(MapState::next_wake);
+        timer.into_iter().chain(items).chain(self.deadline).min()
     }
 
     /// A data argument whose step is absent although its type says it is always present
     /// (only a dry run's proposals do that): the step cannot run and is skipped.
     fn absent_required_arg(&self, step: usize) -> Option<usize> {
-        let call = self.spec.steps[step].action()?;
-        call.args.iter().find_map(|arg| match arg {
+        let node = &self.spec.steps[step];
+        let args: Vec<&Arg> = match &node.kind {
+            StepKind::Action(action) => action.call.args.iter().collect(),
+            StepKind::Child(child) => child.args.iter().map(|a| &a.arg).collect(),
+            StepKind::Human(_) | StepKind::Event(_) => return None,
+        };
+        args.into_iter().find_map(|arg| match arg {
             Arg::Step(dep) if self.is_absent(*dep) && !self.spec.steps[*dep].optional => Some(*dep),
             _ => None,
         })
+    }
+
+    /// The output of one item of a map step, once it succeeded.
+    pub fn item_output(&self, step: usize, item: usize) -> Option<&Value> {
+        self.maps.get(&step)?.outputs.get(item)?.as_ref()
+    }
+
+    /// The child run of a child step, once started.
+    pub fn child(&self, step: usize) -> Option<RunId> {
+        self.children.get(&step).map(|(child, _)| *child)
     }
 
     /// Who decided each human step, by index.

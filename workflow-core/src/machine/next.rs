@@ -20,14 +20,20 @@ impl Machine<'_> {
             return commands;
         }
         if self.status == Status::Compensating {
+            // Child runs in flight are asked to stop: cancelling a run cancels its children.
+            for (&step, &(child, cancelled)) in &self.children {
+                if !cancelled && matches!(self.states[step], StepState::Running { .. }) {
+                    commands.push(Command::CancelChild { step, child });
+                }
+            }
             if !self.in_flight_any() {
                 match self.compensating {
                     // A compensation a crash interrupted runs again (at least once).
-                    Some((step, true)) => commands.push(Command::Compensate { step }),
+                    Some(((step, item), true)) => commands.push(Command::Compensate { step, item }),
                     Some((_, false)) => {}
                     None => {
-                        if let Some(step) = self.next_compensation() {
-                            commands.push(Command::Compensate { step });
+                        if let Some((step, item)) = self.next_compensation() {
+                            commands.push(Command::Compensate { step, item });
                         }
                     }
                 }
@@ -42,7 +48,8 @@ impl Machine<'_> {
         // declaration order, as a scan of every step would.
         // Of the ready steps that need a slot, only as many as there are free slots can
         // start, and they start in declaration order: looking further is wasted work.
-        let mut in_flight = self.running - self.orphans.len();
+        let item_orphans: usize = self.maps.values().map(|map| map.orphans.len()).sum();
+        let mut in_flight = self.running + self.items_running - self.orphans.len() - item_orphans;
         let slots = self.max_in_flight.saturating_sub(in_flight);
         let due = self.timers.iter().take_while(|(at, _)| *at <= now);
         let needing_slots = self
@@ -85,9 +92,13 @@ impl Machine<'_> {
                     in_flight += 1;
                     commands.push(Command::Attempt {
                         step,
+                        item: None,
                         attempt: attempt + 1,
                         reconcile: self.reconciled(step),
                     });
+                }
+                StepState::Awaiting { deadline } if *deadline <= now => {
+                    commands.push(Command::Journal(Event::EventExpired { step, at: now }));
                 }
                 StepState::Waiting {
                     deadline,
@@ -97,6 +108,7 @@ impl Machine<'_> {
                 _ => {}
             }
         }
+        self.map_commands(now, &mut in_flight, &mut commands);
         commands
     }
 
@@ -123,7 +135,7 @@ impl Machine<'_> {
             commands.push(skip(reason));
             return;
         }
-        if !spec.is_human() && !free {
+        if !super::needs_no_slot(spec) && !free {
             return;
         }
         if let Some(condition) = spec.condition.as_deref() {
@@ -152,35 +164,59 @@ impl Machine<'_> {
                     at: now,
                 }));
             }
+            StepKind::Action(action) if action.for_each.is_some() => {
+                self.start_map(step, now, hooks, commands);
+            }
+            StepKind::Event(_) => match self.buffered.get(&step) {
+                // The event came before the wait: the wait ends at once.
+                Some((event_id, payload)) => {
+                    commands.push(Command::Journal(Event::EventReceived {
+                        step,
+                        event_id: event_id.clone(),
+                        payload: payload.clone(),
+                        inbox: None,
+                        at: now,
+                    }))
+                }
+                None => {
+                    let timeout = spec.timeout.map_or(0, |t| t.as_millis() as u64);
+                    commands.push(Command::Journal(Event::EventAwaited {
+                        step,
+                        deadline: now.saturating_add(timeout),
+                        at: now,
+                    }));
+                }
+            },
             StepKind::Action(action) if self.dry_run && action.effect == Effect::External => {
                 commands.push(Command::Journal(Event::EffectProposed {
                     step,
-                    args: hooks.proposal(step, &self.outputs),
+                    item: None,
+                    args: hooks.proposal(step, &self.outputs, None),
                     at: now,
                 }));
                 commands.push(skip(
                     "dry run: external effect proposed, not executed".to_owned(),
                 ));
             }
-            StepKind::Action(_) | StepKind::Child(_) | StepKind::Event(_) => {
-                commands.push(Command::Attempt {
-                    step,
-                    attempt: 1,
-                    reconcile: false,
-                })
-            }
+            StepKind::Action(_) | StepKind::Child(_) => commands.push(Command::Attempt {
+                step,
+                item: None,
+                attempt: 1,
+                reconcile: false,
+            }),
         }
     }
 
     /// An attempt a crash interrupted. Recovery is a retry and obeys the same rule: an
     /// external effect runs again only if it is idempotent (same key) or its reconcile says
     /// it did not happen; otherwise its outcome is unknown and a person must decide.
-    fn recover(&self, step: usize, attempt: u32, now: Timestamp) -> Command {
+    pub(super) fn recover(&self, step: usize, attempt: u32, now: Timestamp) -> Command {
         match &self.spec.steps[step].kind {
             StepKind::Action(action) if action.effect == Effect::External && !action.idempotent => {
                 if action.reconcile.is_some() {
                     Command::Attempt {
                         step,
+                        item: None,
                         attempt,
                         reconcile: true,
                     }
@@ -202,6 +238,7 @@ impl Machine<'_> {
             }
             _ => Command::Attempt {
                 step,
+                item: None,
                 attempt,
                 reconcile: false,
             },
@@ -209,7 +246,7 @@ impl Machine<'_> {
     }
 
     /// Whether a retry of `step` asks its reconcile function first.
-    fn reconciled(&self, step: usize) -> bool {
+    pub(super) fn reconciled(&self, step: usize) -> bool {
         matches!(
             &self.spec.steps[step].kind,
             StepKind::Action(action) if action.effect == Effect::External && action.reconcile.is_some()

@@ -36,6 +36,7 @@ fn started(machine: &mut Machine<'_>) {
 fn start(step: usize) -> Command {
     Command::Attempt {
         step,
+        item: None,
         attempt: 1,
         reconcile: false,
     }
@@ -124,6 +125,7 @@ fn a_transient_failure_waits_its_delay_then_retries() {
         next(&machine, 5_100),
         [Command::Attempt {
             step: 0,
+            item: None,
             attempt: 2,
             reconcile: false
         }]
@@ -170,21 +172,43 @@ fn an_abort_compensates_in_reverse_completion_order() {
         at: 3,
     });
     assert_eq!(machine.status(), Status::Compensating);
-    assert_eq!(next(&machine, 3), [Command::Compensate { step: 1 }]);
-    machine.apply(&Event::CompensationStarted { step: 1, at: 3 });
+    assert_eq!(
+        next(&machine, 3),
+        [Command::Compensate {
+            step: 1,
+            item: None
+        }]
+    );
+    machine.apply(&Event::CompensationStarted {
+        step: 1,
+        item: None,
+        at: 3,
+    });
     assert!(
         next(&machine, 3).is_empty(),
         "a compensation in flight is not started twice"
     );
     machine.apply(&Event::Compensated {
         step: 1,
+        item: None,
         error: None,
         at: 4,
     });
-    assert_eq!(next(&machine, 4), [Command::Compensate { step: 0 }]);
-    machine.apply(&Event::CompensationStarted { step: 0, at: 4 });
+    assert_eq!(
+        next(&machine, 4),
+        [Command::Compensate {
+            step: 0,
+            item: None
+        }]
+    );
+    machine.apply(&Event::CompensationStarted {
+        step: 0,
+        item: None,
+        at: 4,
+    });
     machine.apply(&Event::Compensated {
         step: 0,
+        item: None,
         error: None,
         at: 5,
     });
@@ -284,8 +308,14 @@ impl Hooks for Approvals {
     fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
         Ok(true)
     }
-    fn proposal(&self, step: usize, _: &[Option<Value>]) -> Value {
+    fn proposal(&self, step: usize, _: &[Option<Value>], _: Option<(usize, &Value)>) -> Value {
         json!({ "step": step })
+    }
+    fn items(&self, step: usize, _: &[Option<Value>]) -> Result<Vec<Value>, CallError> {
+        Err(CallError::NoSuchCall(step))
+    }
+    fn event(&self, _: usize, payload: Value) -> Result<Value, CallError> {
+        Ok(payload)
     }
     fn timeout_decision(&self, _: usize, approved: bool) -> Result<Value, CallError> {
         Ok(json!({ "approved": approved, "by": "system", "comment": null }))
@@ -525,6 +555,7 @@ fn an_interrupted_external_effect_is_never_repeated_blindly() {
         ),
         [Command::Attempt {
             step: 0,
+            item: None,
             attempt: 1,
             reconcile: true
         }],
@@ -616,9 +647,19 @@ fn an_interrupted_compensation_runs_again_after_a_replay() {
         retry_after: None,
         at: 2,
     });
-    events.push(Event::CompensationStarted { step: 0, at: 3 });
+    events.push(Event::CompensationStarted {
+        step: 0,
+        item: None,
+        at: 3,
+    });
     let replayed = Machine::replay(&spec, &events);
-    assert_eq!(next(&replayed, 4), [Command::Compensate { step: 0 }]);
+    assert_eq!(
+        next(&replayed, 4),
+        [Command::Compensate {
+            step: 0,
+            item: None
+        }]
+    );
     let mut live = Machine::new(&spec);
     for event in &events {
         live.apply(event);
@@ -657,8 +698,14 @@ fn conditions_and_dry_runs_are_decided_here() {
         fn condition(&self, _: usize, _: &[Option<Value>]) -> Result<bool, CallError> {
             Ok(false)
         }
-        fn proposal(&self, _: usize, _: &[Option<Value>]) -> Value {
+        fn proposal(&self, _: usize, _: &[Option<Value>], _: Option<(usize, &Value)>) -> Value {
             json!({ "to": "x" })
+        }
+        fn items(&self, step: usize, _: &[Option<Value>]) -> Result<Vec<Value>, CallError> {
+            Err(CallError::NoSuchCall(step))
+        }
+        fn event(&self, _: usize, payload: Value) -> Result<Value, CallError> {
+            Ok(payload)
         }
         fn timeout_decision(&self, step: usize, _: bool) -> Result<Value, CallError> {
             Err(CallError::NoSuchCall(step))
@@ -688,6 +735,7 @@ fn conditions_and_dry_runs_are_decided_here() {
             }),
             Command::Journal(Event::EffectProposed {
                 step: 1,
+                item: None,
                 args: json!({ "to": "x" }),
                 at: 5
             }),

@@ -263,13 +263,54 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
                 Some(step) => format!("message_refused {} from {by} ({code})", id(step)),
                 None => format!("message_refused from {by} ({code})"),
             },
-            Event::CompensationStarted { step, .. } => {
-                format!("compensation_started {}", id(step))
-            }
-            Event::Compensated { step, error, .. } => match error {
-                None => format!("compensated {}", id(step)),
-                Some(_) => format!("compensation_failed {}", id(step)),
+            Event::CompensationStarted { step, item, .. } => match item {
+                Some(item) => format!("compensation_started {}[{item}]", id(step)),
+                None => format!("compensation_started {}", id(step)),
             },
+            Event::StepFailed { step, kind, .. } => format!("step_failed {} {kind}", id(step)),
+            Event::EventAwaited { step, .. } => format!("event_awaited {}", id(step)),
+            Event::EventBuffered { step, event_id, .. } => {
+                format!("event_buffered {} {event_id}", id(step))
+            }
+            Event::EventReceived { step, event_id, .. } => {
+                format!("event_received {} {event_id}", id(step))
+            }
+            Event::EventExpired { step, .. } => format!("event_expired {}", id(step)),
+            Event::MapStarted { step, count, .. } => format!("map_started {} {count}", id(step)),
+            Event::ItemStarted {
+                step,
+                item,
+                attempt,
+                ..
+            } => format!("item_started {}[{item}] #{attempt}", id(step)),
+            Event::ItemFailed {
+                step,
+                item,
+                attempt,
+                kind,
+                ..
+            } => format!("item_failed {}[{item}] #{attempt} {kind}", id(step)),
+            Event::ItemSucceeded { step, item, .. } => {
+                format!("item_succeeded {}[{item}]", id(step))
+            }
+            Event::ChildStarted { step, child, .. } => {
+                format!("child_started {} {child}", id(step))
+            }
+            Event::ChildCancelled { step, child, .. } => {
+                format!("child_cancelled {} {child}", id(step))
+            }
+            Event::Compensated {
+                step, item, error, ..
+            } => {
+                let what = match item {
+                    Some(item) => format!("{}[{item}]", id(step)),
+                    None => id(step).to_owned(),
+                };
+                match error {
+                    None => format!("compensated {what}"),
+                    Some(_) => format!("compensation_failed {what}"),
+                }
+            }
             Event::DeadlinePassed { .. } => "deadline_passed".to_owned(),
             Event::Cancelled { by, .. } => format!("cancelled by {by}"),
             Event::Retried { by, .. } => format!("retried by {by}"),

@@ -102,11 +102,22 @@ impl Gen<'_> {
         let human_methods = steps
             .iter()
             .map(|&index| (index, &ast.steps[index]))
-            .filter(|(_, s)| s.kw == StepKw::Human)
+            .filter(|(_, s)| matches!(s.kw, StepKw::Human | StepKw::Event))
             .map(|(index, step)| {
                 let method = &step.id;
                 let ty = self.declared_ty(index);
                 let id = step.id.to_string();
+                if step.kw == StepKw::Event {
+                    let doc = format!(
+                        "The event `{id}`: send it into the run (kept until the run waits for it)."
+                    );
+                    return quote! {
+                        #[doc = #doc]
+                        pub fn #method(&self) -> #p::EventHandle<'_, #ty> {
+                            #p::EventHandle::new(&self.run, #index, #id)
+                        }
+                    };
+                }
                 let doc =
                     format!("The task of human checkpoint `{id}`: decide it, or read its state.");
                 quote! {
@@ -121,7 +132,7 @@ impl Gen<'_> {
             format!("The outputs of a completed run of [`{name}`], a field per step.");
         let step_doc = format!("The steps of [`{name}`].");
         let tasks_doc = format!(
-            "The human checkpoints of a run of [`{name}`]; reached through its run handle."
+            "The human checkpoints and events of a run of [`{name}`]; reached through its run handle."
         );
         let count = steps.len();
         quote! {

@@ -293,6 +293,7 @@ pub(super) async fn events_round_trip(store: Arc<dyn Store>) {
         },
         Event::EffectProposed {
             step: 2,
+            item: None,
             args: json!({ "to": "a@b.c" }),
             at: 5,
         },
@@ -326,9 +327,14 @@ pub(super) async fn events_round_trip(store: Arc<dyn Store>) {
         },
         Event::TaskExpired { step: 4, at: 10 },
         Event::DeadlinePassed { at: 11 },
-        Event::CompensationStarted { step: 0, at: 12 },
+        Event::CompensationStarted {
+            step: 0,
+            item: None,
+            at: 12,
+        },
         Event::Compensated {
             step: 0,
+            item: Some(3),
             error: Some("undo failed".to_owned()),
             at: 13,
         },
@@ -340,6 +346,69 @@ pub(super) async fn events_round_trip(store: Arc<dyn Store>) {
         Event::Retried {
             by: "ops".to_owned(),
             at: 15,
+        },
+        Event::StepFailed {
+            step: 5,
+            attempts: 2,
+            kind: ErrorKind::Validation,
+            message: "item 2 failed: bad".to_owned(),
+            at: 16,
+        },
+        Event::EventAwaited {
+            step: 6,
+            deadline: 99,
+            at: 17,
+        },
+        Event::EventBuffered {
+            step: 6,
+            event_id: "evt-1".to_owned(),
+            payload: json!({ "paid": 12.5 }),
+            inbox: Some(7),
+            at: 18,
+        },
+        Event::EventReceived {
+            step: 6,
+            event_id: "evt-1".to_owned(),
+            payload: json!({ "paid": 12.5 }),
+            inbox: None,
+            at: 19,
+        },
+        Event::EventExpired { step: 7, at: 20 },
+        Event::MapStarted {
+            step: 8,
+            count: 3,
+            at: 21,
+        },
+        Event::ItemStarted {
+            step: 8,
+            item: 1,
+            attempt: 2,
+            at: 22,
+        },
+        Event::ItemFailed {
+            step: 8,
+            item: 1,
+            attempt: 2,
+            kind: ErrorKind::Timeout,
+            message: "slow".to_owned(),
+            retry_after: None,
+            at: 23,
+        },
+        Event::ItemSucceeded {
+            step: 8,
+            item: 0,
+            output: json!("held"),
+            at: 24,
+        },
+        Event::ChildStarted {
+            step: 9,
+            child: RunId(44),
+            at: 25,
+        },
+        Event::ChildCancelled {
+            step: 9,
+            child: RunId(44),
+            at: 26,
         },
     ];
     store

@@ -1,0 +1,306 @@
+//! The work a driver starts once its commit is durable, and how it records outcomes: an
+//! attempt of an action (of one item, for a map step), a child run, a compensation (of one
+//! item, for a map step), a child's cancellation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use workflow_spec::{Arg, StepKind};
+
+use super::driver::Driver;
+use super::plan::Start;
+use super::work::{self, Call, Done};
+use crate::context::StepContext;
+use crate::error::StepError;
+use crate::journal::{Event, Value};
+use crate::workflow::{CallError, Workflow};
+
+/// The items of the map steps of one run, listed once per driver.
+pub(super) type Items = HashMap<usize, Arc<Vec<Value>>>;
+
+impl<W: Workflow> Driver<W> {
+    pub(super) fn start(&mut self, start: Start) {
+        match start {
+            Start::Attempt {
+                step,
+                item,
+                attempt,
+                reconcile,
+            } => {
+                if matches!(self.spec().steps[step].kind, StepKind::Child(_)) {
+                    self.start_child(step, attempt);
+                    return;
+                }
+                let Some(call) = self.call(step, item, attempt) else {
+                    return;
+                };
+                let timeout = self.spec().steps[step].timeout;
+                let log = self.engine.inner.log_payloads;
+                work::spawn_attempt(&mut self.work, call, step, reconcile, timeout, log);
+            }
+            Start::Compensation { step, item } => {
+                let attempt = self.machine.attempts()[step];
+                if let Some(call) = self.call(step, item, attempt) {
+                    work::spawn_compensation(&mut self.work, call, step);
+                }
+            }
+            Start::CancelChild { child } => {
+                let engine = self.engine.clone();
+                let by = format!("parent {}", self.run);
+                tokio::spawn(async move {
+                    if let Err(error) = engine.cancel(child, &by).await {
+                        tracing::warn!(child = %child, error = %error, "cannot cancel a child run");
+                    }
+                });
+            }
+        }
+    }
+
+    /// Starts (or finds, after a crash) the child run of `step`: keyed by this run and the
+    /// step, so it is never started twice.
+    fn start_child(&mut self, step: usize, attempt: u32) {
+        let spec = &self.spec().steps[step];
+        let outputs = self.snapshot(step);
+        let child = W::child(step, &self.input, &outputs);
+        let deadline = spec.timeout.map(|t| self.now() + t.as_millis() as u64);
+        let key = StepContext::key_for(W::NAME, self.run, &spec.id);
+        work::spawn_child(
+            &mut self.work,
+            self.engine.clone(),
+            work::ChildRun {
+                parent: self.run,
+                step,
+                attempt,
+                key,
+                child,
+                dry_run: self.machine.dry_run(),
+                deadline,
+            },
+        );
+    }
+
+    /// What one call of `step` needs; for a map step, of its item `item`, whose own output
+    /// (for a compensation) is that item's output.
+    fn call(&mut self, step: usize, item: Option<usize>, attempt: u32) -> Option<Call<W>> {
+        let spec = &self.spec().steps[step];
+        let mut snapshot = self.snapshot(step);
+        let item = match item {
+            Some(index) => {
+                let items = match self.items_of(step) {
+                    Ok(items) => items,
+                    Err(error) => {
+                        // The items listed when the map started no longer list: the source
+                        // changed under a replay. Fail this item for good.
+                        self.record(Event::ItemFailed {
+                            step,
+                            item: index,
+                            attempt,
+                            kind: crate::ErrorKind::Validation,
+                            message: format!("the items could not be listed again: {error}"),
+                            retry_after: None,
+                            at: self.now(),
+                        });
+                        return None;
+                    }
+                };
+                let value = items.get(index).cloned().unwrap_or(Value::Null);
+                snapshot.retain(|(s, _)| *s != step);
+                if let Some(output) = self.machine.item_output(step, index) {
+                    snapshot.push((step, output.clone()));
+                }
+                Some((index, value))
+            }
+            None => None,
+        };
+        let key = match item {
+            Some((index, _)) => StepContext::item_key_for(W::NAME, self.run, &spec.id, index),
+            None => StepContext::key_for(W::NAME, self.run, &spec.id),
+        };
+        Some(Call {
+            env: Arc::clone(&self.env),
+            input: Arc::clone(&self.input),
+            ctx: StepContext {
+                workflow: W::NAME,
+                run_id: self.run,
+                step: spec.id.as_str(),
+                attempt,
+                idempotency_key: key,
+                deadline: spec.timeout.map(|t| self.now() + t.as_millis() as u64),
+                dry_run: self.machine.dry_run(),
+                trace_id: self.trace_id.clone(),
+            },
+            snapshot,
+            item,
+        })
+    }
+
+    /// The items of map step `step`, listed once.
+    fn items_of(&mut self, step: usize) -> Result<Arc<Vec<Value>>, CallError> {
+        if let Some(items) = self.items.get(&step) {
+            return Ok(Arc::clone(items));
+        }
+        let items = Arc::new(W::items(step, &self.input, self.machine.outputs())?);
+        self.items.insert(step, Arc::clone(&items));
+        Ok(items)
+    }
+
+    /// The journaled outputs a call of `step` reads: its own, its dependencies' and those
+    /// its compensation and reconciler name.
+    pub(super) fn snapshot(&self, step: usize) -> Vec<(usize, Value)> {
+        let outputs = self.machine.outputs();
+        let node = &self.spec().steps[step];
+        let mut wanted: Vec<usize> = vec![step];
+        wanted.extend(node.deps.iter().copied());
+        if let StepKind::Action(action) = &node.kind {
+            let calls = action.compensate.iter().chain(action.reconcile.iter());
+            for arg in calls.flat_map(|call| call.args.iter()) {
+                if let Arg::Step(dep) = arg {
+                    wanted.push(*dep);
+                }
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted
+            .into_iter()
+            .filter_map(|index| Some((index, outputs.get(index)?.clone()?)))
+            .collect()
+    }
+
+    pub(super) fn settle_joined(&mut self, joined: Result<Done, tokio::task::JoinError>) {
+        match joined {
+            Ok(done) => self.settle(done),
+            Err(error) => tracing::error!(error = %error, "a step task was lost"),
+        }
+    }
+
+    /// Records the outcome of an attempt, a child start or a compensation (committed with
+    /// whatever the machine decides next).
+    fn settle(&mut self, done: Done) {
+        let now = self.now();
+        match done {
+            Done::Attempt {
+                step,
+                item,
+                attempt,
+                result,
+                elapsed,
+            } => {
+                self.count(step, &result, elapsed);
+                let event = match (result, item) {
+                    (Ok(output), None) => {
+                        tracing::info!(step = self.step_id(step), attempt, "step succeeded");
+                        Event::StepSucceeded {
+                            step,
+                            output,
+                            at: now,
+                        }
+                    }
+                    (Ok(output), Some(item)) => Event::ItemSucceeded {
+                        step,
+                        item,
+                        output,
+                        at: now,
+                    },
+                    (Err(error), item) => {
+                        tracing::warn!(
+                            step = self.step_id(step),
+                            item,
+                            attempt,
+                            error_type = error.kind().as_str(),
+                            error = error.message(),
+                            "attempt failed"
+                        );
+                        let (kind, message) = (error.kind(), error.message().to_owned());
+                        let retry_after = error.retry_after().map(|d| d.as_millis() as u64);
+                        match item {
+                            Some(item) => Event::ItemFailed {
+                                step,
+                                item,
+                                attempt,
+                                kind,
+                                message,
+                                retry_after,
+                                at: now,
+                            },
+                            None => Event::AttemptFailed {
+                                step,
+                                attempt,
+                                kind,
+                                message,
+                                retry_after,
+                                at: now,
+                            },
+                        }
+                    }
+                };
+                self.record(event);
+            }
+            Done::ChildStarted {
+                step,
+                attempt,
+                child,
+            } => match child {
+                Ok(child) => {
+                    tracing::info!(step = self.step_id(step), child = %child, "child run started");
+                    self.record(Event::ChildStarted {
+                        step,
+                        child,
+                        at: now,
+                    });
+                    work::spawn_child_wait(
+                        &mut self.work,
+                        self.engine.clone(),
+                        step,
+                        attempt,
+                        child,
+                    );
+                }
+                Err(error) => self.settle(Done::Attempt {
+                    step,
+                    item: None,
+                    attempt,
+                    result: Err(error),
+                    elapsed: std::time::Duration::ZERO,
+                }),
+            },
+            Done::Compensation { step, item, result } => {
+                let error = result.err().map(|e| e.to_string());
+                match &error {
+                    None => tracing::info!(step = self.step_id(step), item, "compensated"),
+                    Some(error) => tracing::error!(
+                        step = self.step_id(step),
+                        item,
+                        error = error.as_str(),
+                        "compensation failed"
+                    ),
+                }
+                self.record(Event::Compensated {
+                    step,
+                    item,
+                    error,
+                    at: now,
+                });
+            }
+        }
+    }
+
+    /// `workflow_action_total` and `workflow_step_duration_seconds` for one attempt.
+    fn count(&self, step: usize, result: &Result<Value, StepError>, elapsed: std::time::Duration) {
+        let id = self.step_id(step);
+        let (outcome, error_type) = match result {
+            Ok(_) => ("success", "none"),
+            Err(error) => ("failure", error.kind().as_str()),
+        };
+        metrics::counter!(
+            "workflow_action_total",
+            "workflow" => W::NAME,
+            "step" => id,
+            "outcome" => outcome,
+            "error_type" => error_type
+        )
+        .increment(1);
+        metrics::histogram!("workflow_step_duration_seconds", "workflow" => W::NAME, "step" => id)
+            .record(elapsed.as_secs_f64());
+    }
+}
