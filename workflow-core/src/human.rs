@@ -130,7 +130,6 @@ impl<'a, T> EventHandle<'a, T> {
     pub fn index(&self) -> usize {
         self.step
     }
-
 }
 
 impl<T: Serialize> EventHandle<'_, T> {

@@ -255,13 +255,22 @@ impl Engine {
 
     /// Retries a failed run from its failed step: completed outputs are reused, steps whose
     /// compensation ran are run again. One store transaction ([`admin::retry_dead_letter`]),
-    /// then this engine takes the run up.
+    /// then this engine takes the run up (when it has the workflow registered).
     pub async fn retry_dead_letter(&self, run: RunId, by: &str) -> Result<(), RunError> {
         let record = self.stored(run).await?.record;
-        let current = self.inner.registry.fingerprints(&record.workflow);
+        // The versions this engine registers; without the workflow, those engines
+        // registered most recently (as the CLI does).
+        let mut current: Vec<String> = self
+            .inner
+            .registry
+            .fingerprints(&record.workflow)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         if current.is_empty() {
-            return Err(RunError::NotRegistered(record.workflow));
+            current = admin::current_fingerprints(&*self.inner.store, &record.workflow).await?;
         }
+        let current: Vec<&str> = current.iter().map(String::as_str).collect();
         let spec = self
             .spec_of(&record)
             .await?
@@ -273,21 +282,32 @@ impl Engine {
 
     /// Restarts a parked run under the current spec: a new run with the same inputs; the
     /// parked run is marked cancelled with a note naming the new one's key. One store
-    /// transaction ([`admin::restart_parked`]), then this engine takes the new run up.
+    /// transaction ([`admin::restart_parked`]), then this engine takes the new run up (when
+    /// it has the workflow registered). Without the workflow here, the new run starts on the
+    /// newest version engines registered.
     pub async fn restart_parked(&self, run: RunId, by: &str) -> Result<RunId, RunError> {
         let record = self.stored(run).await?.record;
-        let registered = self
-            .inner
-            .registry
-            .any(&record.workflow)
-            .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?;
-        registered.store_spec(self).await?;
+        let fingerprint = match self.inner.registry.any(&record.workflow) {
+            Some(registered) => {
+                registered.store_spec(self).await?;
+                registered.fingerprint().to_owned()
+            }
+            None => self
+                .inner
+                .store
+                .specs(&record.workflow)
+                .await?
+                .into_iter()
+                .next()
+                .map(|spec| spec.fingerprint)
+                .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?,
+        };
         let new = admin::restart_parked(
             &*self.inner.store,
             run,
             by,
             self.now(),
-            registered.fingerprint(),
+            &fingerprint,
             self.next_seed(),
         )
         .await?;
