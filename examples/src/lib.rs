@@ -11,6 +11,7 @@
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
+//! - [`order_fulfilment`]: a map over order lines, a child workflow and an event, on SQLite.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -20,6 +21,7 @@
 
 pub mod content_moderation;
 pub mod onboarding;
+pub mod order_fulfilment;
 pub mod order_saga;
 pub mod parallel_report;
 pub mod ticket_triage;

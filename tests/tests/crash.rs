@@ -1,10 +1,12 @@
 //! Crash recovery with real kills: a driver process runs workflows on a SQLite store and is
 //! killed with SIGKILL at random moments and at named points (just before a step's result
-//! is journaled, just after), then restarted, again and again.
+//! is journaled, just after, just before a map item's result is journaled, just after a
+//! child run was started), then restarted, again and again.
 //!
 //! Asserted after every kill: `PRAGMA integrity_check` is ok. At the end: every run
-//! completed with the right outputs, every step completed exactly once in its journal
-//! (no completed step was lost or run again), and no effect key was applied twice.
+//! completed with the right outputs, every step and every map item completed exactly once
+//! in its journal (no completed step or item was lost or run again), every order has
+//! exactly one child run, and no effect key was applied twice.
 //!
 //! `cargo test -p tests --test crash` makes at least 30 kills; the long mode makes 500:
 //! `CRASH_KILLS=500 cargo test -p tests --release --test crash -- --nocapture`.
@@ -15,6 +17,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
+use serde_json::json;
 use workflow_core::journal::Event;
 use workflow_core::store::SqliteStore;
 use workflow_core::store::{RunFilter, RunStatus, Store};
@@ -93,12 +96,13 @@ fn killed_drivers_lose_and_repeat_nothing() {
         loop {
             let named = rng.below(3) == 0;
             let crash_at = named.then(|| {
-                let point = if rng.below(2) == 0 {
-                    "before_result_append"
-                } else {
-                    "after_result_append"
-                };
-                format!("{point}:{}", 1 + rng.below(45))
+                let point = [
+                    "before_result_append",
+                    "after_result_append",
+                    "before_item_append",
+                    "after_child_start",
+                ][rng.below(4) as usize];
+                format!("{point}:{}", 1 + rng.below(30))
             });
             let mut child = spawn(&store, &ledger, first, crash_at);
             let status = if named {
@@ -145,12 +149,37 @@ fn verify(store_path: &Path, ledger_path: &Path, runs: u64) {
         .unwrap();
     runtime.block_on(async {
         let store = SqliteStore::open(store_path).unwrap();
-        let records = store.runs(RunFilter::default()).await.unwrap();
+        let all = store.runs(RunFilter::default()).await.unwrap();
+        let (records, children): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|r| r.workflow == "Crashy");
         assert_eq!(
             records.len() as u64,
             runs,
             "one run per order, never a second"
         );
+        assert_eq!(
+            children.len() as u64,
+            runs,
+            "one child run per order, never a second"
+        );
+        let mut parents: Vec<_> = children.iter().map(|c| c.parent).collect();
+        parents.sort();
+        parents.dedup();
+        assert_eq!(parents.len() as u64, runs, "each order has its own child");
+        for child in &children {
+            assert_eq!(
+                child.status,
+                RunStatus::Completed,
+                "{} did not complete",
+                child.id
+            );
+            let events = store.load(child.id).await.unwrap().unwrap().events;
+            let done = events
+                .iter()
+                .filter(|e| matches!(e, Event::StepSucceeded { .. }))
+                .count();
+            assert_eq!(done, 1, "{}: the child's step completed once", child.id);
+        }
         for record in records {
             assert_eq!(
                 record.status,
@@ -163,21 +192,40 @@ fn verify(store_path: &Path, ledger_path: &Path, runs: u64) {
                 panic!("{} has no start", record.id)
             };
             let order = input["order"].as_u64().unwrap();
-            let mut outputs: HashMap<usize, u64> = HashMap::new();
+            let mut outputs: HashMap<usize, serde_json::Value> = HashMap::new();
+            let mut items: HashMap<usize, u64> = HashMap::new();
             for event in &events {
                 if let Event::StepSucceeded { step, output, .. } = event {
-                    let previous = outputs.insert(*step, output.as_u64().unwrap());
+                    let previous = outputs.insert(*step, output.clone());
                     assert!(
                         previous.is_none(),
                         "{}: step #{step} completed twice",
                         record.id
                     );
                 }
+                if let Event::ItemSucceeded { item, output, .. } = event {
+                    let previous = items.insert(*item, output.as_u64().unwrap());
+                    assert!(
+                        previous.is_none(),
+                        "{}: item #{item} of the map completed twice",
+                        record.id
+                    );
+                }
             }
             let (a, c) = (order * 10, order * 20);
             let (b, d) = (a + 1, a + 1 + c);
-            let expected = HashMap::from([(0, a), (1, b), (2, c), (3, d), (4, b + c + d)]);
+            let e = b + c + d;
+            let expected = HashMap::from([
+                (0, json!(a)),
+                (1, json!(b)),
+                (2, json!(c)),
+                (3, json!(d)),
+                (4, json!(e)),
+                (5, json!([a + 5, b + 5, c + 5])),
+                (6, json!({ "packed": e + 1 })),
+            ]);
             assert_eq!(outputs, expected, "{}: outputs", record.id);
+            assert_eq!(items.len(), 3, "{}: each item once", record.id);
         }
     });
     let ledger = Connection::open(ledger_path).unwrap();
@@ -194,8 +242,8 @@ fn verify(store_path: &Path, ledger_path: &Path, runs: u64) {
         .unwrap();
     assert_eq!(
         applied as u64,
-        runs * 2,
-        "each run applies its two effects exactly once"
+        runs * 6,
+        "each run applies its six effects (two steps, three items, one child) exactly once"
     );
     let executions: i64 = ledger
         .query_row("SELECT count(*) FROM executions", [], |r| r.get(0))

@@ -286,3 +286,34 @@ async fn parallel_report_takes_as_long_as_the_slowest_fetch() {
     );
     assert_eq!(summary.report.lines.len(), 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_fulfilment_maps_ships_in_a_child_and_takes_an_early_payment() {
+    use examples::order_fulfilment;
+    let db = TempDb::new("fulfil");
+    let summary = order_fulfilment::run(db.0.clone(), 10, &Log::quiet())
+        .await
+        .unwrap();
+    let holds = &summary.outputs.reserve_lines;
+    assert_eq!(holds.len(), 10);
+    let skus: Vec<&str> = holds.iter().map(|h| h.sku.as_str()).collect();
+    assert_eq!(skus[0], "SKU-00");
+    assert_eq!(skus[9], "SKU-09", "in the order's order");
+    let mut keys = summary.reservations.clone();
+    keys.dedup();
+    assert_eq!(keys.len(), 10, "one key per line");
+    assert_eq!(summary.outputs.ship.pack.items, 19);
+    assert_eq!(summary.outputs.payment.amount_cents, 12_900);
+    let store = workflow_core::store::SqliteStore::open(&db.0).unwrap();
+    let runs = workflow_core::store::Store::runs(&store, Default::default())
+        .await
+        .unwrap();
+    let child = runs.iter().find(|r| r.workflow == "Shipping").unwrap();
+    assert_eq!(child.parent, Some(summary.run));
+    drop(store);
+    // The start is keyed by the order: a second run finds the first.
+    let again = order_fulfilment::run(db.0.clone(), 10, &Log::quiet())
+        .await
+        .unwrap();
+    assert_eq!(again.run, summary.run);
+}

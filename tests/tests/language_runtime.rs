@@ -537,3 +537,54 @@ async fn a_wait_that_times_out_under_abort_fails_the_run() {
         "a durable one-day timer"
     );
 }
+
+mod notify {
+    use super::*;
+
+    pub async fn send(shop: &Shop, ctx: &StepContext, line: Line) -> Result<String, StepError> {
+        shop.released.lock().unwrap().push(line.sku.clone());
+        Ok(ctx.idempotency_key.clone())
+    }
+}
+
+workflow! {
+    /// Tells every line's supplier: an external effect per item.
+    pub workflow Notify(lines: Vec<Line>) env Shop {
+        step told -> String {
+            for_each: line in lines,
+            action: notify::send(env, ctx, line),
+            effect: external,
+            idempotent: true,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_proposes_each_items_effect_and_runs_none() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let engine = engine(&store);
+    engine.register::<Notify>(Shop::default()).unwrap();
+    let run = engine
+        .start_with::<Notify>(
+            NotifyInput {
+                lines: vec![line("a"), line("b")],
+            },
+            StartOptions {
+                dry_run: true,
+                ..StartOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(run.outputs().await, Err(RunError::Absent { .. })));
+    let proposals = run.proposals().await.unwrap();
+    assert_eq!(proposals.len(), 2, "{proposals:?}");
+    assert!(proposals.iter().all(|(step, _)| step == "told"));
+    assert_eq!(proposals[0].1["line"]["sku"], "a", "{proposals:?}");
+    assert_eq!(proposals[1].1["line"]["sku"], "b");
+    let timeline = timeline::<Notify>(&engine, run.id()).await;
+    assert!(
+        !timeline.iter().any(|l| l.starts_with("item_started")),
+        "{timeline:?}"
+    );
+}

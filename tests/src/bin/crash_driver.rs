@@ -122,6 +122,18 @@ mod work {
         Ok(b + c + d)
     }
 
+    /// One item of a map: an external effect keyed per item (`workflow/run/step/index`).
+    pub async fn charge_item(ledger: &Ledger, ctx: &StepContext, n: u64) -> Result<u64, StepError> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        ledger.apply(&ctx.idempotency_key, n + 5)
+    }
+
+    /// The child's effect.
+    pub async fn pack(ledger: &Ledger, ctx: &StepContext, total: u64) -> Result<u64, StepError> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        ledger.apply(&ctx.idempotency_key, total + 1)
+    }
+
     /// Applies the payment with the run's key, and with `KILL_IN_EFFECT` dies right after:
     /// the payment happened, its result was never journaled.
     pub async fn pay(ledger: &Ledger, ctx: &StepContext, amount: u64) -> Result<u64, StepError> {
@@ -141,7 +153,8 @@ workflow! {
 }
 
 workflow! {
-    /// Five steps, two external effects: one idempotent, one reconciled.
+    /// Five steps, two external effects (one idempotent, one reconciled), a map of three
+    /// keyed effects and a child run with one more.
     pub workflow Crashy(order: u64) env Ledger {
         step a -> u64 { action: work::compute(env, order) }
         step b -> u64 {
@@ -157,6 +170,25 @@ workflow! {
             reconcile: work::shipped(env, ctx),
         }
         step e -> u64 { action: work::total(env, b, c, d) }
+        step f -> u64 {
+            for_each: n in [a, b, c],
+            action: work::charge_item(env, ctx, n),
+            effect: external,
+            idempotent: true,
+            concurrency: 2,
+        }
+        step g -> PackOutputs { workflow: Pack(total: e) }
+    }
+}
+
+workflow! {
+    /// The child run of `Crashy`: one keyed effect.
+    pub workflow Pack(total: u64) env Ledger {
+        step packed -> u64 {
+            action: work::pack(env, ctx, total),
+            effect: external,
+            idempotent: true,
+        }
     }
 }
 
@@ -207,6 +239,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         };
     }
     engine.register::<Crashy>(Ledger::open(ledger)?)?;
+    engine.register::<Pack>(Ledger::open(ledger)?)?;
     engine.resume_all().await?;
     let mut handles = Vec::new();
     for order in first..first + runs {

@@ -14,7 +14,7 @@ impl Machine<'_> {
     /// again. User code the rules need (conditions, dry-run proposals, the decision an
     /// `on_timeout: approve | reject` records) is reached through `hooks`.
     pub fn next(&self, now: Timestamp, hooks: &dyn Hooks) -> Vec<Command> {
-        let mut commands = Vec::new();
+        let mut commands = Vec::with_capacity(16);
         if self.status.is_terminal() {
             commands.push(Command::Finish(self.status));
             return commands;
