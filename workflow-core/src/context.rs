@@ -28,11 +28,54 @@ pub struct StepContext {
 impl StepContext {
     /// The key for a step of a run: `workflow/run/step`.
     pub fn key_for(workflow: &str, run: RunId, step: &str) -> String {
-        format!("{workflow}/{}/{step}", run.0)
+        let mut key = String::with_capacity(workflow.len() + step.len() + 22);
+        key.push_str(workflow);
+        key.push('/');
+        push_decimal(&mut key, run.0);
+        key.push('/');
+        key.push_str(step);
+        key
     }
 
     /// The key for one item of a map step: `workflow/run/step/index`.
     pub fn item_key_for(workflow: &str, run: RunId, step: &str, index: usize) -> String {
-        format!("{workflow}/{}/{step}/{index}", run.0)
+        let mut key = Self::key_for(workflow, run, step);
+        key.push('/');
+        push_decimal(&mut key, index as u64);
+        key
+    }
+}
+
+/// Appends `n` in decimal (keys are built for every attempt; `format!` costs more).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits: always UTF-8.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_workflow_run_step_and_item() {
+        assert_eq!(StepContext::key_for("W", RunId(0), "s"), "W/0/s");
+        assert_eq!(
+            StepContext::key_for("Onboard", RunId(18_446_744_073_709_551_615), "a_b"),
+            "Onboard/18446744073709551615/a_b"
+        );
+        assert_eq!(
+            StepContext::item_key_for("W", RunId(42), "s", 907),
+            "W/42/s/907"
+        );
     }
 }

@@ -149,6 +149,8 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) done: watch::Sender<Option<Arc<Finished>>>,
     /// The items of map steps, listed once.
     pub(super) items: super::steps::Items,
+    /// Metric handles, by step.
+    pub(super) metrics: Vec<Option<super::steps::StepMetrics>>,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -176,6 +178,7 @@ impl<W: Workflow> Driver<W> {
             mailbox,
             done,
             items: Default::default(),
+            metrics: Vec::new(),
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -278,13 +281,18 @@ impl<W: Workflow> Driver<W> {
 
     fn plan(&mut self) -> Option<Status> {
         let now = self.now();
-        let planned = plan::<W>(&mut self.machine, &self.input, now);
-        for event in &planned.events {
+        let from = self.pending.len();
+        let finish = plan::<W>(
+            &mut self.machine,
+            &self.input,
+            now,
+            &mut self.pending,
+            &mut self.starts,
+        );
+        for event in &self.pending[from..] {
             self.note(event);
         }
-        self.pending.extend(planned.events);
-        self.starts.extend(planned.starts);
-        planned.finish
+        finish
     }
 
     /// Applies an event the machine decided or an outcome reported, to be committed with
@@ -390,8 +398,19 @@ impl<W: Workflow> Driver<W> {
             .pending
             .iter()
             .any(|e| matches!(e, Event::StepSucceeded { .. }));
+        let items = self
+            .pending
+            .iter()
+            .any(|e| matches!(e, Event::ItemSucceeded { .. }));
+        let children = self
+            .pending
+            .iter()
+            .any(|e| matches!(e, Event::ChildStarted { .. }));
         if results {
             self.engine.inner.fault("before_result_append");
+        }
+        if items {
+            self.engine.inner.fault("before_item_append");
         }
         let commit = Commit {
             run: self.run,
@@ -412,12 +431,17 @@ impl<W: Workflow> Driver<W> {
         if results {
             self.engine.inner.fault("after_result_append");
         }
+        if children {
+            self.engine.inner.fault("after_child_start");
+        }
         self.seq += self.pending.len() as u64;
-        let events = std::mem::take(&mut self.pending);
+        // Drained, not taken: the buffers keep their capacity from one commit to the next.
         if self.engine.inner.events.receiver_count() > 0 {
-            for event in events {
+            for event in self.pending.drain(..) {
                 let _ = self.engine.inner.events.send((self.run, event));
             }
+        } else {
+            self.pending.clear();
         }
         match &letter {
             Some(letter) => tracing::error!(
@@ -430,9 +454,11 @@ impl<W: Workflow> Driver<W> {
             }
             None => {}
         }
-        for start in std::mem::take(&mut self.starts) {
+        let mut starts = std::mem::take(&mut self.starts);
+        for start in starts.drain(..) {
             self.start(start);
         }
+        self.starts = starts;
         Ok(())
     }
 

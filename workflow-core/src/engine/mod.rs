@@ -50,7 +50,8 @@ use crate::store::{Claimant, Store};
 const FOREIGN_POLL: Duration = Duration::from_secs(1);
 
 /// A test hook called at named points of the driver (`before_result_append`,
-/// `after_result_append`), so crash tests can kill the process exactly there.
+/// `after_result_append`, `before_item_append`, `after_child_start`), so crash tests can
+/// kill the process exactly there.
 pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 /// Runs workflows. Cheap to clone: clones share the same engine.

@@ -29,32 +29,21 @@ pub(super) enum Start {
     },
 }
 
-/// What the machine decided in one go.
-pub(super) struct Planned {
-    /// Events to journal, already applied to the machine.
-    pub(super) events: Vec<Event>,
-    /// The work those events start.
-    pub(super) starts: Vec<Start>,
-    /// The run's end, when it reached one.
-    pub(super) finish: Option<Status>,
-}
-
 /// Asks the machine until it has nothing more to decide at `now`, applying each event it
-/// decides (and the start of each attempt and compensation) as it goes.
+/// decides (and the start of each attempt and compensation) as it goes: the events are
+/// pushed to `events`, the work they start to `starts`. Returns the run's end, when it
+/// reached one.
 pub(super) fn plan<W: Workflow>(
     machine: &mut Machine<'static>,
     input: &W::Input,
     now: Timestamp,
-) -> Planned {
-    let mut planned = Planned {
-        events: Vec::new(),
-        starts: Vec::new(),
-        finish: None,
-    };
+    events: &mut Vec<Event>,
+    starts: &mut Vec<Start>,
+) -> Option<Status> {
     loop {
         let commands = machine.next(now, &WorkflowHooks::<W> { input });
         if commands.is_empty() {
-            return planned;
+            return None;
         }
         for command in commands {
             let event = match command {
@@ -65,7 +54,7 @@ pub(super) fn plan<W: Workflow>(
                     attempt,
                     reconcile,
                 } => {
-                    planned.starts.push(Start::Attempt {
+                    starts.push(Start::Attempt {
                         step,
                         item,
                         attempt,
@@ -86,7 +75,7 @@ pub(super) fn plan<W: Workflow>(
                     }
                 }
                 Command::Compensate { step, item } => {
-                    planned.starts.push(Start::Compensation { step, item });
+                    starts.push(Start::Compensation { step, item });
                     Event::CompensationStarted {
                         step,
                         item,
@@ -94,20 +83,17 @@ pub(super) fn plan<W: Workflow>(
                     }
                 }
                 Command::CancelChild { step, child } => {
-                    planned.starts.push(Start::CancelChild { child });
+                    starts.push(Start::CancelChild { child });
                     Event::ChildCancelled {
                         step,
                         child,
                         at: now,
                     }
                 }
-                Command::Finish(status) => {
-                    planned.finish = Some(status);
-                    return planned;
-                }
+                Command::Finish(status) => return Some(status),
             };
             machine.apply(&event);
-            planned.events.push(event);
+            events.push(event);
         }
     }
 }
@@ -193,10 +179,9 @@ pub(super) async fn create<W: Workflow>(
     };
     let mut machine = Machine::new(W::spec()).with_max_in_flight(engine.inner.max_in_flight);
     machine.apply(&started);
-    let planned = plan::<W>(&mut machine, &typed, now);
-    let mut events = Vec::with_capacity(planned.events.len() + 1);
-    events.push(started);
-    events.extend(planned.events);
+    let mut events = vec![started];
+    let mut starts = Vec::new();
+    plan::<W>(&mut machine, &typed, now, &mut events, &mut starts);
     let created = engine
         .inner
         .store
@@ -217,7 +202,7 @@ pub(super) async fn create<W: Workflow>(
             machine,
             input: Arc::new(typed),
             seq: events.len() as u64,
-            starts: planned.starts,
+            starts,
             trace_id: format!("{seed:016x}"),
         };
         if engine.inner.events.receiver_count() > 0 {

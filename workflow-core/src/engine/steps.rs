@@ -2,7 +2,6 @@
 //! attempt of an action (of one item, for a map step), a child run, a compensation (of one
 //! item, for a map step), a child's cancellation.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use workflow_spec::{Arg, StepKind};
@@ -11,12 +10,12 @@ use super::driver::Driver;
 use super::plan::Start;
 use super::work::{self, Call, Done};
 use crate::context::StepContext;
-use crate::error::StepError;
+use crate::error::{ErrorKind, StepError};
 use crate::journal::{Event, Value};
 use crate::workflow::{CallError, Workflow};
 
-/// The items of the map steps of one run, listed once per driver.
-pub(super) type Items = HashMap<usize, Arc<Vec<Value>>>;
+/// The items of the map steps of one run, by step, listed once per driver.
+pub(super) type Items = Vec<Option<Arc<Vec<Value>>>>;
 
 impl<W: Workflow> Driver<W> {
     pub(super) fn start(&mut self, start: Start) {
@@ -136,11 +135,14 @@ impl<W: Workflow> Driver<W> {
 
     /// The items of map step `step`, listed once.
     fn items_of(&mut self, step: usize) -> Result<Arc<Vec<Value>>, CallError> {
-        if let Some(items) = self.items.get(&step) {
+        if let Some(Some(items)) = self.items.get(step) {
             return Ok(Arc::clone(items));
         }
         let items = Arc::new(W::items(step, &self.input, self.machine.outputs())?);
-        self.items.insert(step, Arc::clone(&items));
+        if self.items.len() <= step {
+            self.items.resize(step + 1, None);
+        }
+        self.items[step] = Some(Arc::clone(&items));
         Ok(items)
     }
 
@@ -285,22 +287,66 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    /// `workflow_action_total` and `workflow_step_duration_seconds` for one attempt.
-    fn count(&self, step: usize, result: &Result<Value, StepError>, elapsed: std::time::Duration) {
+    /// `workflow_action_total` and `workflow_step_duration_seconds` for one attempt,
+    /// through handles registered once per step and outcome.
+    fn count(
+        &mut self,
+        step: usize,
+        result: &Result<Value, StepError>,
+        elapsed: std::time::Duration,
+    ) {
         let id = self.step_id(step);
-        let (outcome, error_type) = match result {
-            Ok(_) => ("success", "none"),
-            Err(error) => ("failure", error.kind().as_str()),
-        };
-        metrics::counter!(
-            "workflow_action_total",
-            "workflow" => W::NAME,
-            "step" => id,
-            "outcome" => outcome,
-            "error_type" => error_type
-        )
-        .increment(1);
-        metrics::histogram!("workflow_step_duration_seconds", "workflow" => W::NAME, "step" => id)
-            .record(elapsed.as_secs_f64());
+        if self.metrics.len() <= step {
+            self.metrics.resize_with(step + 1, || None);
+        }
+        let handles = self.metrics[step].get_or_insert_with(|| StepMetrics::new(W::NAME, id));
+        let kind = result.as_ref().err().map(StepError::kind);
+        handles.counter(W::NAME, id, kind).increment(1);
+        handles.duration.record(elapsed.as_secs_f64());
+    }
+}
+
+/// The metric handles of one step, each registered on its first use (a series exists
+/// only once something was counted in it).
+pub(super) struct StepMetrics {
+    /// `workflow_action_total`: the success series, then one per error type.
+    counters: [Option<metrics::Counter>; ErrorKind::ALL.len() + 1],
+    duration: metrics::Histogram,
+}
+
+impl StepMetrics {
+    fn new(workflow: &'static str, step: &'static str) -> Self {
+        StepMetrics {
+            counters: Default::default(),
+            duration: metrics::histogram!(
+                "workflow_step_duration_seconds",
+                "workflow" => workflow,
+                "step" => step
+            ),
+        }
+    }
+
+    fn counter(
+        &mut self,
+        workflow: &'static str,
+        step: &'static str,
+        kind: Option<ErrorKind>,
+    ) -> &metrics::Counter {
+        let index = kind.map_or(0, |kind| {
+            1 + ErrorKind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+        });
+        self.counters[index].get_or_insert_with(|| {
+            let (outcome, error_type) = match kind {
+                None => ("success", "none"),
+                Some(kind) => ("failure", kind.as_str()),
+            };
+            metrics::counter!(
+                "workflow_action_total",
+                "workflow" => workflow,
+                "step" => step,
+                "outcome" => outcome,
+                "error_type" => error_type
+            )
+        })
     }
 }

@@ -157,7 +157,8 @@ pub(super) fn spawn_attempt<W: Workflow>(
     };
     let attempt = call.ctx.attempt;
     let item = call.index();
-    work.spawn(
+    // Boxed: the task then moves a pointer, not the whole future, through tokio's spawn.
+    work.spawn(Box::pin(
         async move {
             let started = tokio::time::Instant::now();
             let done = |result| Done::Attempt {
@@ -205,7 +206,7 @@ pub(super) fn spawn_attempt<W: Workflow>(
             done(result)
         }
         .instrument(span),
-    );
+    ));
 }
 
 /// Spawns the compensation of `step`.
