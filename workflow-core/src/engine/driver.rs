@@ -12,7 +12,7 @@ use tracing::Instrument;
 use workflow_spec::Spec;
 
 use super::plan::{plan, Launch, Start};
-use super::registry::WorkflowHooks;
+use super::registry::{Shared, WorkflowHooks};
 use super::work::Done;
 use super::{Engine, Finished, Live};
 use crate::clock::until;
@@ -77,7 +77,7 @@ fn clears_by_itself(error: &StoreError) -> bool {
 /// inputs no longer decode) is parked.
 pub(super) fn launch<W: Workflow>(
     engine: Engine,
-    env: Arc<W::Env>,
+    shared: Shared<W>,
     run: RunId,
     token: u64,
     launch: Result<Launch<W>, (RunError, u64)>,
@@ -105,8 +105,15 @@ pub(super) fn launch<W: Workflow>(
         async move {
             let end = match launch {
                 Ok(launch) => {
-                    let driver =
-                        Driver::<W>::new(engine.clone(), run, token, env, launch, mailbox, done_tx);
+                    let driver = Driver::<W>::new(
+                        engine.clone(),
+                        run,
+                        token,
+                        shared,
+                        launch,
+                        mailbox,
+                        done_tx,
+                    );
                     driver.drive().await
                 }
                 Err((error, seq)) => {
@@ -149,8 +156,8 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) done: watch::Sender<Option<Arc<Finished>>>,
     /// The items of map steps, listed once.
     pub(super) items: super::steps::Items,
-    /// Metric handles, by step.
-    pub(super) metrics: Vec<Option<super::steps::StepMetrics>>,
+    /// Metric handles, by step, shared by the workflow's runs.
+    pub(super) metrics: Arc<[super::steps::StepMetrics]>,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -158,7 +165,7 @@ impl<W: Workflow> Driver<W> {
         engine: Engine,
         run: RunId,
         token: u64,
-        env: Arc<W::Env>,
+        shared: Shared<W>,
         launch: Launch<W>,
         mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
         done: watch::Sender<Option<Arc<Finished>>>,
@@ -167,7 +174,7 @@ impl<W: Workflow> Driver<W> {
             engine,
             run,
             token,
-            env,
+            env: shared.env,
             input: launch.input,
             machine: launch.machine,
             seq: launch.seq,
@@ -178,7 +185,7 @@ impl<W: Workflow> Driver<W> {
             mailbox,
             done,
             items: Default::default(),
-            metrics: Vec::new(),
+            metrics: shared.metrics,
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -250,14 +257,17 @@ impl<W: Workflow> Driver<W> {
             // Built every turn but registered with the timer only when polled, i.e. only
             // when there is something to wake for.
             let sleep = tokio::time::sleep(wake.map_or(Duration::ZERO, |at| until(self.now(), at)));
+            // Messages first (they are rare, and a cancellation must not wait behind a
+            // stream of finishing items), then finished work, then the timer.
             tokio::select! {
+                biased;
+                Some(msg) = self.mailbox.recv() => self.message(*msg).await?,
                 Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
                     self.settle_joined(joined);
                     while let Some(joined) = self.work.try_join_next() {
                         self.settle_joined(joined);
                     }
                 }
-                Some(msg) = self.mailbox.recv() => self.message(*msg).await?,
                 () = sleep, if wake.is_some() => {
                     // A decision sent just before a deadline wins over the deadline.
                     if self.engine.inner.store.shared() && self.machine.has_open_tasks() {

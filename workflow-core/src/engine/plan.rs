@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::registry::WorkflowHooks;
+use super::registry::{Shared, WorkflowHooks};
 use super::Engine;
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
@@ -160,7 +160,7 @@ pub(super) struct Options<'a> {
 /// transaction, and launches it; or returns the run its idempotency key names.
 pub(super) async fn create<W: Workflow>(
     engine: &Engine,
-    env: Arc<W::Env>,
+    shared: Shared<W>,
     input: Value,
     options: Options<'_>,
 ) -> Result<Created, RunError> {
@@ -210,7 +210,7 @@ pub(super) async fn create<W: Workflow>(
                 let _ = engine.inner.events.send((run, event));
             }
         }
-        super::driver::launch::<W>(engine.clone(), env, run, token, Ok(launch));
+        super::driver::launch::<W>(engine.clone(), shared, run, token, Ok(launch));
     }
     Ok(created)
 }

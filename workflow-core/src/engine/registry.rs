@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use workflow_spec::Spec;
 
 use super::plan::{Launch, Options};
+use super::steps::StepMetrics;
 use super::Engine;
 use crate::error::RunError;
 use crate::journal::{Event, Value};
@@ -46,14 +47,35 @@ pub(super) trait Registered: Send + Sync + 'static {
 }
 
 pub(super) struct Registration<W: Workflow> {
-    pub(super) env: Arc<W::Env>,
+    shared: Shared<W>,
     spec_stored: AtomicBool,
+}
+
+/// What every run of one registered workflow shares: its environment and its metric
+/// handles (registered once per step and series, not once per run).
+pub(super) struct Shared<W: Workflow> {
+    pub(super) env: Arc<W::Env>,
+    pub(super) metrics: Arc<[StepMetrics]>,
+}
+
+impl<W: Workflow> Clone for Shared<W> {
+    fn clone(&self) -> Self {
+        Shared {
+            env: Arc::clone(&self.env),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
 }
 
 impl<W: Workflow> Registration<W> {
     pub(super) fn new(env: W::Env) -> Self {
         Registration {
-            env: Arc::new(env),
+            shared: Shared {
+                env: Arc::new(env),
+                metrics: (0..W::spec().steps.len())
+                    .map(|_| StepMetrics::default())
+                    .collect(),
+            },
             spec_stored: AtomicBool::new(false),
         }
     }
@@ -91,7 +113,7 @@ impl<W: Workflow> Registered for Registration<W> {
 
     fn launch(&self, engine: Engine, run: crate::RunId, token: u64, events: Vec<Event>) {
         let launch = Launch::<W>::replay(&engine, run, &events);
-        super::driver::launch::<W>(engine, Arc::clone(&self.env), run, token, launch);
+        super::driver::launch::<W>(engine, self.shared.clone(), run, token, launch);
     }
 
     fn create<'a>(
@@ -102,7 +124,7 @@ impl<W: Workflow> Registered for Registration<W> {
     ) -> BoxFuture<'a, Result<Created, RunError>> {
         Box::pin(async move {
             self.store_spec(engine).await?;
-            super::plan::create::<W>(engine, Arc::clone(&self.env), input, options).await
+            super::plan::create::<W>(engine, self.shared.clone(), input, options).await
         })
     }
 

@@ -2,7 +2,7 @@
 //! attempt of an action (of one item, for a map step), a child run, a compensation (of one
 //! item, for a map step), a child's cancellation.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use workflow_spec::{Arg, StepKind};
 
@@ -151,22 +151,33 @@ impl<W: Workflow> Driver<W> {
     pub(super) fn snapshot(&self, step: usize) -> Vec<(usize, Value)> {
         let outputs = self.machine.outputs();
         let node = &self.spec().steps[step];
-        let mut wanted: Vec<usize> = vec![step];
-        wanted.extend(node.deps.iter().copied());
-        if let StepKind::Action(action) = &node.kind {
-            let calls = action.compensate.iter().chain(action.reconcile.iter());
-            for arg in calls.flat_map(|call| call.args.iter()) {
-                if let Arg::Step(dep) = arg {
-                    wanted.push(*dep);
-                }
+        let extra = match &node.kind {
+            StepKind::Action(action) => {
+                let calls = action.compensate.iter().chain(action.reconcile.iter());
+                Some(
+                    calls
+                        .flat_map(|call| call.args.iter())
+                        .filter_map(|arg| match arg {
+                            Arg::Step(dep) => Some(*dep),
+                            _ => None,
+                        }),
+                )
+            }
+            _ => None,
+        };
+        let wanted = std::iter::once(step)
+            .chain(node.deps.iter().copied())
+            .chain(extra.into_iter().flatten());
+        let mut snapshot: Vec<(usize, Value)> = Vec::with_capacity(node.deps.len() + 1);
+        for index in wanted {
+            if snapshot.iter().any(|(taken, _)| *taken == index) {
+                continue;
+            }
+            if let Some(Some(value)) = outputs.get(index) {
+                snapshot.push((index, value.clone()));
             }
         }
-        wanted.sort_unstable();
-        wanted.dedup();
-        wanted
-            .into_iter()
-            .filter_map(|index| Some((index, outputs.get(index)?.clone()?)))
-            .collect()
+        snapshot
     }
 
     pub(super) fn settle_joined(&mut self, joined: Result<Done, tokio::task::JoinError>) {
@@ -288,46 +299,41 @@ impl<W: Workflow> Driver<W> {
     }
 
     /// `workflow_action_total` and `workflow_step_duration_seconds` for one attempt,
-    /// through handles registered once per step and outcome.
-    fn count(
-        &mut self,
-        step: usize,
-        result: &Result<Value, StepError>,
-        elapsed: std::time::Duration,
-    ) {
+    /// through handles registered once per step and series.
+    fn count(&self, step: usize, result: &Result<Value, StepError>, elapsed: std::time::Duration) {
+        let Some(handles) = self.metrics.get(step) else {
+            return;
+        };
         let id = self.step_id(step);
-        if self.metrics.len() <= step {
-            self.metrics.resize_with(step + 1, || None);
-        }
-        let handles = self.metrics[step].get_or_insert_with(|| StepMetrics::new(W::NAME, id));
         let kind = result.as_ref().err().map(StepError::kind);
         handles.counter(W::NAME, id, kind).increment(1);
-        handles.duration.record(elapsed.as_secs_f64());
+        handles.duration(W::NAME, id).record(elapsed.as_secs_f64());
     }
 }
 
-/// The metric handles of one step, each registered on its first use (a series exists
-/// only once something was counted in it).
-pub(super) struct StepMetrics {
+/// The metric handles of one step of one registered workflow, each registered on its
+/// first use (a series exists only once something was counted in it). A recorder must be
+/// installed before the engine's first run to see them.
+#[derive(Default)]
+pub(crate) struct StepMetrics {
     /// `workflow_action_total`: the success series, then one per error type.
-    counters: [Option<metrics::Counter>; ErrorKind::ALL.len() + 1],
-    duration: metrics::Histogram,
+    counters: [OnceLock<metrics::Counter>; ErrorKind::ALL.len() + 1],
+    duration: OnceLock<metrics::Histogram>,
 }
 
 impl StepMetrics {
-    fn new(workflow: &'static str, step: &'static str) -> Self {
-        StepMetrics {
-            counters: Default::default(),
-            duration: metrics::histogram!(
+    fn duration(&self, workflow: &'static str, step: &'static str) -> &metrics::Histogram {
+        self.duration.get_or_init(|| {
+            metrics::histogram!(
                 "workflow_step_duration_seconds",
                 "workflow" => workflow,
                 "step" => step
-            ),
-        }
+            )
+        })
     }
 
     fn counter(
-        &mut self,
+        &self,
         workflow: &'static str,
         step: &'static str,
         kind: Option<ErrorKind>,
@@ -335,7 +341,7 @@ impl StepMetrics {
         let index = kind.map_or(0, |kind| {
             1 + ErrorKind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
         });
-        self.counters[index].get_or_insert_with(|| {
+        self.counters[index].get_or_init(|| {
             let (outcome, error_type) = match kind {
                 None => ("success", "none"),
                 Some(kind) => ("failure", kind.as_str()),

@@ -62,7 +62,10 @@ pub struct Machine<'s> {
     attempts: Vec<u32>,
     // Indexes kept in step with `states` by `set`, so each command costs O(changes), not
     // O(steps): a chain of a thousand steps stays linear.
-    dependents: Vec<Vec<usize>>,
+    /// The steps that depend on step `s` are `dependents[dependents_at[s]..dependents_at[s + 1]]`
+    /// (one flat list, built with two allocations).
+    dependents: Vec<usize>,
+    dependents_at: Vec<usize>,
     unsettled_deps: Vec<usize>,
     ready: BTreeSet<usize>,
     /// The ready steps that need no slot: human checkpoints and steps to skip.
@@ -103,12 +106,23 @@ impl<'s> Machine<'s> {
     /// A machine for `spec`, before its `RunStarted` event.
     pub fn new(spec: &'s Spec) -> Self {
         let n = spec.steps.len();
-        let mut dependents = vec![Vec::new(); n];
         let mut unsettled_deps = vec![0; n];
+        let mut dependents_at = vec![0; n + 1];
         for (step, node) in spec.steps.iter().enumerate() {
             for &dep in node.deps.iter().filter(|dep| **dep < n) {
-                dependents[dep].push(step);
+                dependents_at[dep + 1] += 1;
                 unsettled_deps[step] += 1;
+            }
+        }
+        for step in 0..n {
+            dependents_at[step + 1] += dependents_at[step];
+        }
+        let mut dependents = vec![0; dependents_at[n]];
+        let mut filled = dependents_at.clone();
+        for (step, node) in spec.steps.iter().enumerate() {
+            for &dep in node.deps.iter().filter(|dep| **dep < n) {
+                dependents[filled[dep]] = step;
+                filled[dep] += 1;
             }
         }
         let ready: BTreeSet<usize> = (0..n).filter(|step| unsettled_deps[*step] == 0).collect();
@@ -124,6 +138,7 @@ impl<'s> Machine<'s> {
             first_started: vec![None; n],
             attempts: vec![0; n],
             dependents,
+            dependents_at,
             unsettled_deps,
             ready,
             ready_free,
@@ -424,8 +439,8 @@ impl<'s> Machine<'s> {
         } else {
             self.unsettled += 1;
         }
-        for index in 0..self.dependents[step].len() {
-            let next = self.dependents[step][index];
+        for index in self.dependents_at[step]..self.dependents_at[step + 1] {
+            let next = self.dependents[index];
             if settled {
                 self.unsettled_deps[next] -= 1;
                 if self.unsettled_deps[next] == 0 && self.states[next] == StepState::Pending {
@@ -651,16 +666,15 @@ impl<'s> Machine<'s> {
     /// A data argument whose step is absent although its type says it is always present
     /// (only a dry run's proposals do that): the step cannot run and is skipped.
     fn absent_required_arg(&self, step: usize) -> Option<usize> {
-        let node = &self.spec.steps[step];
-        let args: Vec<&Arg> = match &node.kind {
-            StepKind::Action(action) => action.call.args.iter().collect(),
-            StepKind::Child(child) => child.args.iter().map(|a| &a.arg).collect(),
-            StepKind::Human(_) | StepKind::Event(_) => return None,
-        };
-        args.into_iter().find_map(|arg| match arg {
+        let absent = |arg: &Arg| match arg {
             Arg::Step(dep) if self.is_absent(*dep) && !self.spec.steps[*dep].optional => Some(*dep),
             _ => None,
-        })
+        };
+        match &self.spec.steps[step].kind {
+            StepKind::Action(action) => action.call.args.iter().find_map(absent),
+            StepKind::Child(child) => child.args.iter().find_map(|a| absent(&a.arg)),
+            StepKind::Human(_) | StepKind::Event(_) => None,
+        }
     }
 
     /// The output of one item of a map step, once it succeeded.

@@ -14,7 +14,7 @@ impl Machine<'_> {
     /// again. User code the rules need (conditions, dry-run proposals, the decision an
     /// `on_timeout: approve | reject` records) is reached through `hooks`.
     pub fn next(&self, now: Timestamp, hooks: &dyn Hooks) -> Vec<Command> {
-        let mut commands = Vec::with_capacity(16);
+        let mut commands = Vec::new();
         if self.status.is_terminal() {
             commands.push(Command::Finish(self.status));
             return commands;
@@ -58,17 +58,7 @@ impl Machine<'_> {
             .copied()
             .filter(|step| !self.ready_free.contains(step))
             .take(slots);
-        let mut candidates: Vec<usize> = self
-            .orphans
-            .iter()
-            .copied()
-            .chain(self.ready_free.iter().copied())
-            .chain(needing_slots)
-            .chain(due.map(|(_, step)| *step))
-            .collect();
-        candidates.sort_unstable();
-        candidates.dedup();
-        for step in candidates {
+        let mut consider = |step: usize, commands: &mut Vec<Command>| {
             let free = in_flight < self.max_in_flight;
             match &self.states[step] {
                 StepState::Running { attempt } if self.orphans.contains(&step) && free => {
@@ -80,7 +70,7 @@ impl Machine<'_> {
                 }
                 StepState::Pending => {
                     let before = commands.len();
-                    self.start(step, now, hooks, free, &mut commands);
+                    self.start(step, now, hooks, free, commands);
                     if commands[before..]
                         .iter()
                         .any(|c| matches!(c, Command::Attempt { .. }))
@@ -106,6 +96,29 @@ impl Machine<'_> {
                     ..
                 } if *deadline <= now => commands.push(self.time_out(step, *escalated, now, hooks)),
                 _ => {}
+            }
+        };
+        let only_ready = self.orphans.is_empty()
+            && self.ready_free.is_empty()
+            && self.timers.first().is_none_or(|(at, _)| *at > now);
+        if only_ready {
+            // The common case: ready steps alone, already in declaration order.
+            for step in needing_slots {
+                consider(step, &mut commands);
+            }
+        } else {
+            let mut candidates: Vec<usize> = self
+                .orphans
+                .iter()
+                .copied()
+                .chain(self.ready_free.iter().copied())
+                .chain(needing_slots)
+                .chain(due.map(|(_, step)| *step))
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            for step in candidates {
+                consider(step, &mut commands);
             }
         }
         self.map_commands(now, &mut in_flight, &mut commands);
