@@ -162,7 +162,7 @@ impl PgStore {
         check_schema_name(&options.schema)?;
         let connect = PgConnectOptions::from_str(&url)
             .map_err(|_| StoreError::Io(format!("not a PostgreSQL URL: {}", redact(&url))))?
-            .application_name("workflow")
+            .application_name(&format!("workflow:{}", options.schema))
             .options([("search_path", options.schema.as_str())])
             .disable_statement_logging();
         let target = Target::new(&connect);
