@@ -154,49 +154,8 @@ impl PgStore {
     }
 
     /// Connects with `options`; see [`PgStore::connect`].
-    pub async fn connect_with(url: &str, mut options: PgOptions) -> Result<PgStore, StoreError> {
-        let (url, schema) = split_schema(url)?;
-        if let Some(schema) = schema {
-            options.schema = schema;
-        }
-        check_schema_name(&options.schema)?;
-        let connect = PgConnectOptions::from_str(&url)
-            .map_err(|_| StoreError::Io(format!("not a PostgreSQL URL: {}", redact(&url))))?
-            .application_name(&format!("workflow:{}", options.schema))
-            .options([("search_path", options.schema.as_str())])
-            .disable_statement_logging();
-        let target = Target::new(&connect);
-
-        let mut first = first_connection(&connect, &target, options.connect_timeout).await?;
-        schema::prepare(&mut first, &options.schema, &target).await?;
-        let _ = first.close().await;
-
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
-            .acquire_timeout(options.connect_timeout)
-            .test_before_acquire(true)
-            .connect_lazy_with(connect.clone());
-        let channel = channel_for(&options.schema);
-        let (wake, _) = watch::channel(0);
-        let listener = options.listen.then(|| {
-            let pool = PgPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(options.connect_timeout)
-                .connect_lazy_with(connect);
-            tokio::spawn(listen::listen(pool, channel.clone(), wake.clone())).abort_handle()
-        });
-        tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
-        Ok(PgStore {
-            pool,
-            target,
-            schema: options.schema.clone(),
-            channel,
-            options,
-            wake,
-            listener,
-            nonce_prefix: nonce_prefix(),
-            stats: Stats::default(),
-        })
+    pub async fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+        open(url.to_owned(), options).await
     }
 
     /// The schema the store's tables live in.
@@ -271,6 +230,55 @@ impl Drop for PgStore {
             listener.abort();
         }
     }
+}
+
+/// Opens a store (boxed here, where its future's types are known, so callers' futures
+/// stay `Send`).
+fn open(url: String, mut options: PgOptions) -> BoxFuture<'static, Result<PgStore, StoreError>> {
+    Box::pin(async move {
+        let (url, schema) = split_schema(&url)?;
+        if let Some(schema) = schema {
+            options.schema = schema;
+        }
+        check_schema_name(&options.schema)?;
+        let connect = PgConnectOptions::from_str(&url)
+            .map_err(|_| StoreError::Io(format!("not a PostgreSQL URL: {}", redact(&url))))?
+            .application_name(&format!("workflow:{}", options.schema))
+            .options([("search_path", options.schema.as_str())])
+            .disable_statement_logging();
+        let target = Target::new(&connect);
+
+        let mut first = first_connection(&connect, &target, options.connect_timeout).await?;
+        schema::prepare(&mut first, &options.schema, &target).await?;
+        let _ = first.close().await;
+
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.connect_timeout)
+            .test_before_acquire(true)
+            .connect_lazy_with(connect.clone());
+        let channel = channel_for(&options.schema);
+        let (wake, _) = watch::channel(0);
+        let listener = options.listen.then(|| {
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(options.connect_timeout)
+                .connect_lazy_with(connect);
+            tokio::spawn(listen::listen(pool, channel.clone(), wake.clone())).abort_handle()
+        });
+        tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
+        Ok(PgStore {
+            pool,
+            target,
+            schema: options.schema.clone(),
+            channel,
+            options,
+            wake,
+            listener,
+            nonce_prefix: nonce_prefix(),
+            stats: Stats::default(),
+        })
+    })
 }
 
 /// Retries through lost connections, with growing pauses, for `retry_for`.

@@ -6,10 +6,11 @@
 //! a commit, a creation or a submission is one round trip to the server, checked and
 //! applied whole inside it.
 
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Executor, PgConnection, Row};
 
 use super::error::Target;
 use crate::store::StoreError;
+use crate::workflow::BoxFuture;
 
 /// The migrations: entry `i` takes a schema from version `i` to version `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -254,29 +255,42 @@ pub(super) const VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Creates the schema if needed, then checks its version and migrates it, in one
 /// transaction under an advisory lock. A newer schema is refused and left untouched.
-pub(super) async fn prepare(
-    conn: &mut PgConnection,
-    schema: &str,
-    target: &Target,
-) -> Result<(), StoreError> {
+pub(super) fn prepare<'a>(
+    conn: &'a mut PgConnection,
+    schema: &'a str,
+    target: &'a Target,
+) -> BoxFuture<'a, Result<(), StoreError>> {
+    Box::pin(async move {
+        conn.execute("BEGIN").await.map_err(|e| target.error(e))?;
+        let result = migrate(conn, schema, target).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = conn
+            .execute(end)
+            .await
+            .map(drop)
+            .map_err(|e| target.error(e));
+        result.and(ended)
+    })
+}
+
+/// Inside the open transaction: everything [`prepare`] does.
+async fn migrate(conn: &mut PgConnection, schema: &str, target: &Target) -> Result<(), StoreError> {
     let fail = |e: sqlx::Error| target.error(e);
-    let mut tx = conn.begin().await.map_err(fail)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('workflow-migrate:' || $1))")
         .bind(schema)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .map_err(fail)?;
     let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
         .bind(schema)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut *conn)
         .await
         .and_then(|row| row.try_get(0))
         .map_err(fail)?;
     let version = if exists {
-        current_version(&mut tx, schema, target).await?
+        current_version(conn, schema, target).await?
     } else {
-        sqlx::query(&format!("CREATE SCHEMA {}", quote(schema)))
-            .execute(&mut *tx)
+        conn.execute(format!("CREATE SCHEMA {}", quote(schema)).as_str())
             .await
             .map_err(fail)?;
         None
@@ -284,14 +298,16 @@ pub(super) async fn prepare(
     let version = match version {
         Some(version) => version,
         None => {
-            refuse_foreign_tables(&mut tx, schema, target).await?;
-            sqlx::raw_sql(&format!(
-                "CREATE TABLE {}.workflow_schema (version integer NOT NULL);
+            refuse_foreign_tables(conn, schema, target).await?;
+            conn.execute(
+                format!(
+                    "CREATE TABLE {}.workflow_schema (version integer NOT NULL);
                  INSERT INTO {}.workflow_schema (version) VALUES (0)",
-                quote(schema),
-                quote(schema)
-            ))
-            .execute(&mut *tx)
+                    quote(schema),
+                    quote(schema)
+                )
+                .as_str(),
+            )
             .await
             .map_err(fail)?;
             0
@@ -306,13 +322,9 @@ pub(super) async fn prepare(
     }
     for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tracing::info!(target = %target, schema, from, to = from + 1, "migrating the store schema");
-        sqlx::raw_sql(&format!(
-            "SET LOCAL search_path TO {};\n{migration}",
-            quote(schema)
-        ))
-        .execute(&mut *tx)
-        .await
-        .map_err(fail)?;
+        conn.execute(format!("SET LOCAL search_path TO {};\n{migration}", quote(schema)).as_str())
+            .await
+            .map_err(fail)?;
     }
     if version < VERSION {
         sqlx::query(&format!(
@@ -320,11 +332,11 @@ pub(super) async fn prepare(
             quote(schema)
         ))
         .bind(VERSION as i32)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .map_err(fail)?;
     }
-    tx.commit().await.map_err(fail)
+    Ok(())
 }
 
 /// The schema's version, `None` when it has no version table.
