@@ -11,6 +11,8 @@
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
+//! - [`workers`]: three worker processes on one PostgreSQL database; a killed worker's
+//!   runs move to the others.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -23,6 +25,7 @@ pub mod onboarding;
 pub mod order_saga;
 pub mod parallel_report;
 pub mod ticket_triage;
+pub mod workers;
 
 use std::collections::HashMap;
 use std::error::Error;
