@@ -255,7 +255,10 @@ fn open(url: String, mut options: PgOptions) -> BoxFuture<'static, Result<PgStor
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.connect_timeout)
-            .test_before_acquire(true)
+            // No ping before each use (it doubles the round trips): a connection that died
+            // while idle fails its statement, which the store retries on a new one, after
+            // looking up whether a write was applied.
+            .test_before_acquire(false)
             .connect_lazy_with(connect.clone());
         let channel = channel_for(&options.schema);
         let (wake, _) = watch::channel(0);
