@@ -391,6 +391,35 @@ async fn takeover(url: &str) {
     }
 }
 
+/// The server's latency for one durable write: the median of `n` autocommit inserts on one
+/// connection, in ms. The floor under every sequential commit.
+async fn raw_commit_ms(url: &str, n: usize) -> f64 {
+    let schema = Schema::new(url, "fsync");
+    schema
+        .execute(&format!(
+            "CREATE SCHEMA {0}; CREATE TABLE {0}.t (x bigint)",
+            schema.name()
+        ))
+        .await
+        .expect("baseline table");
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let insert = format!("INSERT INTO {}.t (x) VALUES ($1)", schema.name());
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let started = Instant::now();
+        sqlx::query(&insert)
+            .bind(i as i64)
+            .execute(&mut conn)
+            .await
+            .expect("insert");
+        times.push(started.elapsed());
+    }
+    let _ = conn.close().await;
+    schema.drop().await;
+    times.sort_unstable();
+    percentile(&times, 0.5)
+}
+
 async fn b5(url: &str) {
     let runs = number("--runs", 200);
     let concurrency = number("--concurrency", 32);
@@ -403,6 +432,7 @@ async fn b5(url: &str) {
         Duration::from_secs(30),
     );
     drive(engine.clone(), warmup, 1).await;
+    let raw_before = raw_commit_ms(url, 200).await;
     let mut phases = Vec::new();
     for (name, in_flight) in [("sequential", 1), ("concurrent", concurrency)] {
         let (writes, commits, trips) =
@@ -432,8 +462,12 @@ async fn b5(url: &str) {
         );
         phases.push(phase);
     }
+    let raw = (raw_before + raw_commit_ms(url, 200).await) / 2.0;
     println!(
-        "RESULT {{\"sequential\": {}, \"concurrent\": {}}}",
+        "server: one autocommit insert takes {raw:.3} ms (median, before and after the phases)"
+    );
+    println!(
+        "RESULT {{\"sequential\": {}, \"concurrent\": {}, \"raw_commit_ms\": {raw}}}",
         phases[0], phases[1]
     );
     drop(engine);

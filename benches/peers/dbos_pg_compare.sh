@@ -103,6 +103,10 @@ for phase in ("sequential", "concurrent"):
           f"{med('ours', phase, 'commits_per_run'):g} commits, "
           f"{med('ours', phase, 'round_trips_per_run'):.2f} round trips per workflow "
           f"({med('ours', phase, 'round_trips_per_run') / 10:.2f} per step)")
+raw = statistics.median(r["raw_commit_ms"] for r in by_who["ours"])
+seq_rt = med("ours", "sequential", "p50_ms") / med("ours", "sequential", "round_trips_per_run")
+print(f"server floor in the same rounds: one autocommit insert {raw:.3} ms (median); ours "
+      f"sequential: {seq_rt:.3} ms per round trip ({seq_rt / raw:.2}x the floor)")
 r = by_who["dbos"][0]
 per = {k: statistics.median(x["per_workflow"][k] for x in by_who["dbos"]) for k in r["per_workflow"]}
 tables = ", ".join(f"{t} {v:g}" for t, v in r["rows_per_workflow"].items())
