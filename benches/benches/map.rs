@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use workflow_core::{workflow, Engine, StepError};
 
 #[path = "common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 use common::{current_thread, on_worker};
 

@@ -12,6 +12,8 @@
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
 //! - [`order_fulfilment`]: a map over order lines, a child workflow and an event, on SQLite.
+//! - [`workers`]: three worker processes on one PostgreSQL database; a killed worker's
+//!   runs move to the others.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -25,6 +27,7 @@ pub mod order_fulfilment;
 pub mod order_saga;
 pub mod parallel_report;
 pub mod ticket_triage;
+pub mod workers;
 
 use std::collections::HashMap;
 use std::error::Error;

@@ -1,1 +1,3 @@
 //! Shared helpers of the test suite.
+
+pub mod chaos;

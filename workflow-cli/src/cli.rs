@@ -10,19 +10,21 @@ use workflow_core::RunId;
 /// Draw workflows, inspect runs, decide human tasks and retry dead letters.
 ///
 /// `diagram` reads Rust source files and needs no store. Every other command works on the
-/// SQLite store a running engine writes (`--store`, default `workflow.db`); it is never
-/// created here. Decisions and retries are appended to the store's journals: a running
+/// store a running engine writes (`--store`, default `workflow.db`): a SQLite file, never
+/// created here, or a PostgreSQL database (`postgres://user@host:5432/db?schema=workflow`). Decisions and retries are appended to the store's journals: a running
 /// engine picks them up, a stopped one when it resumes.
 #[derive(Debug, Parser)]
 #[command(name = "workflow", version, propagate_version = true)]
 pub struct Cli {
-    /// The SQLite store of runs, as the engine opened it.
+    /// The store of runs, as the engine opened it: the path of a SQLite file, or a
+    /// PostgreSQL URL (`postgres://user:password@host:5432/database`, optionally
+    /// `?schema=name`; default schema `workflow`).
     #[arg(
         long,
         global = true,
         env = "WORKFLOW_STORE",
         default_value = "workflow.db",
-        value_name = "PATH"
+        value_name = "PATH|URL"
     )]
     pub store: PathBuf,
 

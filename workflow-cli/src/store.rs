@@ -1,6 +1,8 @@
 //! Opening the engine's store, the async runtime around it, and what the CLI reads from
 //! it besides journals: the spec a run was started under.
 
+mod postgres;
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -9,8 +11,13 @@ use workflow_core::store::{SqliteOptions, SqliteStore, Store};
 
 use crate::error::{CliError, Result};
 
-/// Opens the store `--store` names; a missing SQLite file is an error, never created.
+/// Opens the store `--store` names: a `postgres://` (or `postgresql://`) URL, connected on
+/// first use inside the command's runtime, or the path of a SQLite file, which must exist
+/// (it is never created).
 pub fn open(path: &Path) -> Result<Box<dyn Store>> {
+    if let Some(url) = path.to_str().filter(|s| postgres::is_url(s)) {
+        return Ok(Box::new(postgres::LazyPgStore::new(url)));
+    }
     open_sqlite(path).map(|store| Box::new(store) as Box<dyn Store>)
 }
 

@@ -158,9 +158,18 @@ impl Engine {
     /// Resumes every unfinished run of the registered workflows that no live engine
     /// drives, from its journal. Runs whose spec no registration matches are parked
     /// instead. Returns how many resumed.
+    ///
+    /// In a store several engine processes share ([`Store::multi_worker`]), this also
+    /// starts the engine's background work for good: from then on it renews its leases and
+    /// takes over the runs of engines that stopped, even while it drives no run itself.
+    ///
+    /// [`Store::multi_worker`]: crate::store::Store::multi_worker
     pub async fn resume_all(&self) -> Result<usize, RunError> {
         for registered in self.inner.registry.all() {
             registered.store_spec(self).await?;
+        }
+        if self.inner.store.multi_worker() {
+            self.ensure_poller();
         }
         // Runs this engine owns but does not drive (a driver that stopped on an error).
         let mine: Vec<RunId> = self

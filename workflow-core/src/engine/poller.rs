@@ -1,7 +1,8 @@
 //! The engine's one background task: it wakes hibernating runs when their timers are due,
 //! hands messages other processes left in inboxes to the runs this engine drives, and, in
 //! stores several engines share, renews this engine's leases and takes over runs whose
-//! owner's lease lapsed.
+//! owner's lease lapsed. It sleeps until its next timer, at most a second in shared stores,
+//! and wakes early when the store signals that another process wrote something for it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,8 +24,10 @@ impl Engine {
         }
         let weak = Arc::downgrade(&self.inner);
         let notify = Arc::clone(&self.inner.wake_notify);
+        let mut signal = self.inner.store.wake_signal();
         let handle = tokio::spawn(async move {
             let mut renewed: Option<Timestamp> = None;
+            let mut idle_owned: Vec<RunId> = Vec::new();
             loop {
                 let Some(inner) = weak.upgrade() else { return };
                 let engine = Engine { inner };
@@ -38,7 +41,7 @@ impl Engine {
                     let now = engine.now();
                     let every = engine.inner.lease_ms / 3;
                     if renewed.is_none_or(|at| now >= at + every) {
-                        engine.renew().await;
+                        engine.renew(&mut idle_owned).await;
                         renewed = Some(now);
                     }
                     engine.take_over().await;
@@ -53,6 +56,7 @@ impl Engine {
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = notify.notified() => {}
+                    Ok(()) = store_signal(&mut signal) => {}
                 }
             }
         });
@@ -103,8 +107,11 @@ impl Engine {
         }
     }
 
-    /// Renews this engine's leases; runs it no longer holds are dropped.
-    async fn renew(&self) {
+    /// Renews this engine's leases; runs it no longer holds are dropped. Runs it holds but
+    /// does not drive (a driver stopped by a store failure, a claim whose answer was lost
+    /// with its connection) are taken up again when two renewals in a row find them so: a
+    /// run just created or claimed is launched a moment after its lease is written.
+    async fn renew(&self, idle_owned: &mut Vec<RunId>) {
         let held = match self.inner.store.renew(self.claimant()).await {
             Ok(held) => held,
             Err(error) => {
@@ -121,6 +128,32 @@ impl Engine {
                 .copied()
                 .collect()
         };
+        let idle: Vec<RunId> = held
+            .iter()
+            .filter(|run| !self.drives(**run))
+            .copied()
+            .collect();
+        let before = std::mem::replace(idle_owned, idle);
+        for run in idle_owned.iter().filter(|run| before.contains(run)) {
+            match self.take_up(*run).await {
+                Ok(true) => {
+                    tracing::info!(run = %run, "took up a run this engine owned but no longer drove")
+                }
+                Ok(false) => {
+                    if let Err(error) = self
+                        .inner
+                        .store
+                        .release(&self.inner.owner, Some(&[*run]))
+                        .await
+                    {
+                        tracing::warn!(run = %run, error = %error, "cannot release a run this engine cannot drive");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(run = %run, error = %error, "cannot take up a run this engine owns")
+                }
+            }
+        }
         for run in lost {
             tracing::warn!(run = %run, "lost the lease of a run; another engine drives it now");
             if let Some(entry) = self.inner.lock_live().remove(&run) {
@@ -161,5 +194,13 @@ impl Engine {
             }
             Err(error) => tracing::warn!(error = %error, "cannot look for runs to take over"),
         }
+    }
+}
+
+/// Resolves when the store signals a write from another process; never without a signal.
+async fn store_signal(signal: &mut Option<tokio::sync::watch::Receiver<u64>>) -> Result<(), ()> {
+    match signal {
+        Some(receiver) => receiver.changed().await.map_err(drop),
+        None => std::future::pending().await,
     }
 }

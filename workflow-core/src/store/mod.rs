@@ -1,5 +1,6 @@
 //! Where runs and their journals live: the [`Store`] trait, an in-memory store for tests
-//! ([`MemoryStore`]) and the embedded default, one SQLite file (`SqliteStore`).
+//! ([`MemoryStore`]), the embedded default, one SQLite file (`SqliteStore`), and the store
+//! for many engine processes on one PostgreSQL database (`PgStore`, feature `postgres`).
 //!
 //! # What a store guarantees
 //!
@@ -39,10 +40,16 @@ pub mod checksum;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use memory::MemoryStore;
+#[cfg(all(feature = "postgres", feature = "test-util"))]
+pub use postgres::testing as pg_testing;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgOptions, PgStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -640,5 +647,13 @@ pub trait Store: Send + Sync + 'static {
     /// drove it is gone, or is fenced off).
     fn multi_worker(&self) -> bool {
         false
+    }
+
+    /// A signal the store bumps when other processes wrote something an engine should act
+    /// on at once (a message in an inbox, a run anyone may claim): engines wait on it
+    /// beside their polling timer, so they react early. `None` (the default) for stores
+    /// that only polling notices.
+    fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
     }
 }

@@ -1,0 +1,132 @@
+//! `--store postgres://…`: a [`PgStore`] connected on the first call, inside the runtime
+//! the command runs on (its connections belong to that runtime, which exists only after
+//! the store is chosen).
+
+use tokio::sync::OnceCell;
+use workflow_core::journal::Timestamp;
+use workflow_core::store::{
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgStore,
+    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+};
+use workflow_core::{BoxFuture, RunId};
+
+/// Whether `--store` names a PostgreSQL database rather than a file.
+pub fn is_url(store: &str) -> bool {
+    store.starts_with("postgres://") || store.starts_with("postgresql://")
+}
+
+/// A PostgreSQL store opened on first use. Its schema is created or migrated then, as an
+/// engine would; a newer schema or an unreachable server is the command's error.
+pub struct LazyPgStore {
+    url: String,
+    store: OnceCell<PgStore>,
+}
+
+impl LazyPgStore {
+    pub fn new(url: &str) -> Self {
+        LazyPgStore {
+            url: url.to_owned(),
+            store: OnceCell::new(),
+        }
+    }
+
+    async fn get(&self) -> Result<&PgStore, StoreError> {
+        self.store
+            .get_or_try_init(|| PgStore::connect(&self.url))
+            .await
+    }
+}
+
+impl Store for LazyPgStore {
+    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.get().await?.create_run(run).await })
+    }
+
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.get().await?.commit(commit).await })
+    }
+
+    fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
+        Box::pin(async move { self.get().await?.load(run).await })
+    }
+
+    fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(async move { self.get().await?.runs(filter).await })
+    }
+
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        Box::pin(async move { self.get().await?.claim(claim).await })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        claimant: Claimant<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        Box::pin(async move { self.get().await?.renew(claimant).await })
+    }
+
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.get().await?.release(owner, runs).await })
+    }
+
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>> {
+        Box::pin(async move { self.get().await?.submit(run, message, key, at).await })
+    }
+
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
+        Box::pin(async move { self.get().await?.inbox(run, after).await })
+    }
+
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
+        Box::pin(async move { self.get().await?.pending_inbox(after).await })
+    }
+
+    fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        Box::pin(async move { self.get().await?.dead_letters().await })
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        workflow: &'a str,
+        spec_json: &'a str,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let store = self.get().await?;
+            store.put_spec(fingerprint, workflow, spec_json, at).await
+        })
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move { self.get().await?.spec(fingerprint).await })
+    }
+
+    fn specs<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
+        Box::pin(async move { self.get().await?.specs(workflow).await })
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn multi_worker(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,48 @@
+//! `LISTEN/NOTIFY`: the store's writes that other workers should act on at once (a
+//! message in an inbox, a run anyone may claim) notify the store's channel; every store
+//! listens on it and bumps its wake signal, which the engine's poller waits on beside its
+//! timer. A lost notification only delays: the poller polls anyway.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+/// The longest pause between two attempts to listen again after the connection broke.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Listens on `channel` until the task is aborted, reconnecting whenever the connection
+/// breaks. Every notification, and every (re)connection (something may have been missed
+/// meanwhile), bumps `wake`.
+pub(super) async fn listen(pool: PgPool, channel: String, wake: watch::Sender<u64>) {
+    let bump = |wake: &watch::Sender<u64>| wake.send_modify(|n| *n = n.wrapping_add(1));
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match PgListener::connect_with(&pool).await {
+            Ok(mut listener) => match listener.listen(&channel).await {
+                Ok(()) => {
+                    tracing::debug!(channel = channel.as_str(), "listening for wake-ups");
+                    backoff = Duration::from_millis(100);
+                    bump(&wake);
+                    loop {
+                        match listener.try_recv().await {
+                            Ok(Some(_)) => bump(&wake),
+                            // The connection broke and was made again (and LISTEN re-sent):
+                            // whatever was notified meanwhile is lost, so look now.
+                            Ok(None) => bump(&wake),
+                            Err(error) => {
+                                tracing::warn!(error = %error, "the wake-up listener lost its connection");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(error = %error, "cannot LISTEN for wake-ups"),
+            },
+            Err(error) => tracing::debug!(error = %error, "cannot connect to listen for wake-ups"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}

@@ -1,0 +1,498 @@
+//! `PgStore`: the store for many engine processes on one PostgreSQL database (feature
+//! `postgres`). Its documentation says what it guarantees; `connect` opens it, `sql` and
+//! `schema` hold its statements and tables, `listen` its wake-ups.
+
+mod connect;
+mod error;
+mod listen;
+mod schema;
+mod sql;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
+use tokio::sync::watch;
+
+pub use self::connect::PgOptions;
+use self::connect::{open, Retry};
+use self::error::{is_unique_violation, Target};
+use self::sql::{Answer, CommitRow, Failure};
+use super::{
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+};
+use crate::error::RunId;
+use crate::journal::Timestamp;
+use crate::workflow::BoxFuture;
+
+/// Runs, journals, inboxes, dead letters and specs in a PostgreSQL database, shared by any
+/// number of engine processes (feature `postgres`). Open it inside a tokio runtime: its
+/// connections and its listener belong to it.
+///
+/// - **Leases by the server's clock.** A claim takes runs with `FOR UPDATE SKIP LOCKED`
+///   (two workers claiming at once never wait for or take the same run) and gives each a
+///   lease that ends at the database's `now()` plus the lease: the workers' clocks play no
+///   part. Engines renew their leases by heartbeats; a run whose lease lapsed is claimed by
+///   the next worker that looks, with a new fencing token.
+/// - **Fenced writes.** Every commit runs in one server-side function that locks the run's
+///   row, checks owner, token and journal length, and appends, so a worker whose run was
+///   taken over cannot write to it ([`StoreError::Fenced`]).
+/// - **Uniqueness in the database.** Start idempotency keys, inbox keys (events) and the
+///   inbox message each journal entry takes in are unique indexes: two workers that get the
+///   same webhook create one run, and a message is taken in once.
+/// - **Wake-ups.** Writes other workers should act on at once (a message in an inbox, a
+///   run anyone may claim) `NOTIFY` the store's channel; every store listens on it and
+///   exposes a [wake signal](Store::wake_signal) engines wait on. Polling stays the
+///   backstop, so a lost notification delays and never loses.
+/// - **Reconnects.** A broken connection is replaced and the operation retried for
+///   [`PgOptions::retry_for`]. A write whose answer was lost with its connection is looked
+///   up before it is sent again (a commit by its entries, a creation or claim by a nonce
+///   it wrote), so nothing is lost or written twice.
+/// - **Migrations** are embedded and versioned; a database written by a newer version of
+///   this library is refused and left untouched.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), workflow_core::store::StoreError> {
+/// use workflow_core::store::PgStore;
+/// use workflow_core::Engine;
+///
+/// let store = PgStore::connect("postgres://app@db.internal:5432/app").await?;
+/// let engine = Engine::builder().store(store).build();
+/// # Ok(()) }
+/// ```
+///
+pub struct PgStore {
+    pool: PgPool,
+    target: Target,
+    schema: String,
+    channel: String,
+    options: PgOptions,
+    wake: watch::Sender<u64>,
+    listener: Option<tokio::task::AbortHandle>,
+    nonce_prefix: String,
+    stats: Stats,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    nonces: AtomicU64,
+    round_trips: AtomicU64,
+    journal_writes: AtomicU64,
+    commits: AtomicU64,
+    fenced: AtomicU64,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("target", &self.target.to_string())
+            .field("schema", &self.schema)
+            .field("options", &self.options)
+            .field("round_trips", &self.round_trips())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// The schema version this library reads and writes.
+    pub const SCHEMA_VERSION: u32 = schema::VERSION;
+
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`,
+    /// optionally `?schema=name`) with the default [`PgOptions`], creating or migrating the
+    /// store's schema.
+    ///
+    /// Fails with [`StoreError::Unreachable`] naming the host (never the password) when no
+    /// server answers within the connect timeout, [`StoreError::NewerSchema`] when a newer
+    /// version of this library wrote the schema (it is left untouched), and
+    /// [`StoreError::CorruptFile`] when the schema holds tables of ours that are not a store.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with(url, PgOptions::default()).await
+    }
+
+    /// Connects with `options`; see [`PgStore::connect`].
+    pub async fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+        open(url.to_owned(), options).await
+    }
+
+    /// The schema the store's tables live in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Where the store is, as errors show it: `host:port/database`.
+    pub fn target(&self) -> String {
+        self.target.to_string()
+    }
+
+    /// How many statements this store sent to the server (each one round trip).
+    pub fn round_trips(&self) -> u64 {
+        self.stats.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// How many journal entries this store wrote (run creations included).
+    pub fn journal_writes(&self) -> u64 {
+        self.stats.journal_writes.load(Ordering::Relaxed)
+    }
+
+    /// How many creations and commits with entries this store wrote.
+    pub fn commits(&self) -> u64 {
+        self.stats.commits.load(Ordering::Relaxed)
+    }
+
+    /// How many commits this store refused because their writer no longer owned the run.
+    pub fn fenced_writes(&self) -> u64 {
+        self.stats.fenced.load(Ordering::Relaxed)
+    }
+
+    fn nonce(&self) -> String {
+        let n = self.stats.nonces.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", self.nonce_prefix)
+    }
+
+    fn retry(&self) -> Retry<'_> {
+        Retry {
+            store: self,
+            started: Instant::now(),
+            pause: Duration::from_millis(50),
+        }
+    }
+
+    fn sent(&self) {
+        self.stats.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Runs a statement that is safe to send again (a read, or a write that does the same
+    /// the second time), through lost connections.
+    async fn idempotent<'a, T>(
+        &'a self,
+        op: impl Fn(PoolConnection<Postgres>) -> BoxFuture<'a, Answer<T>>,
+    ) -> Result<T, StoreError> {
+        let mut retry = self.retry();
+        loop {
+            let conn = retry.conn().await?;
+            self.sent();
+            match op(conn).await {
+                Ok(value) => return Ok(value),
+                Err(Failure::Store(error)) => return Err(error),
+                Err(Failure::Sql(error)) => retry.again(error).await?,
+            }
+        }
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.abort();
+        }
+    }
+}
+
+fn unknown_outcome(target: &Target, what: &str, outcome: &str) -> StoreError {
+    StoreError::Io(format!("{target}: {what} answered `{outcome}`"))
+}
+
+impl Store for PgStore {
+    fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move {
+            let events: Vec<String> = run
+                .events
+                .iter()
+                .map(sql::to_json)
+                .collect::<Result<_, _>>()?;
+            let nonce = self.nonce();
+            let mut retry = self.retry();
+            let mut ambiguous = false;
+            let answer = loop {
+                let mut conn = retry.conn().await?;
+                if ambiguous {
+                    self.sent();
+                    match sql::created_by(&mut conn, &nonce).await {
+                        Ok(Some(lease)) => {
+                            return Ok(Created::New {
+                                run: lease.run,
+                                token: lease.token,
+                            })
+                        }
+                        Ok(None) => {}
+                        Err(Failure::Store(error)) => return Err(error),
+                        Err(Failure::Sql(error)) => {
+                            retry.again(error).await?;
+                            continue;
+                        }
+                    }
+                }
+                self.sent();
+                match sql::create(&mut conn, &run, &events, &nonce, &self.channel).await {
+                    Ok(answer) => break answer,
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => {
+                        ambiguous = true;
+                        retry.again(error).await?;
+                    }
+                }
+            };
+            let run_id = |answer: &sql::CreateAnswer| RunId(answer.run.map_or(0, |id| id as u64));
+            match answer.outcome.as_str() {
+                "new" => {
+                    self.stats
+                        .journal_writes
+                        .fetch_add(events.len() as u64, Ordering::Relaxed);
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    Ok(Created::New {
+                        run: run_id(&answer),
+                        token: answer.token as u64,
+                    })
+                }
+                "existing" => Ok(Created::Existing(run_id(&answer))),
+                "unknown" => Err(StoreError::UnknownRun(run_id(&answer))),
+                "conflict" => Err(StoreError::Conflict {
+                    run: run_id(&answer),
+                    seq: answer.len as u64,
+                }),
+                other => Err(unknown_outcome(&self.target, "workflow_create", other)),
+            }
+        })
+    }
+
+    fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let row = CommitRow::new(&commit)?;
+            let mut retry = self.retry();
+            let mut ambiguous = false;
+            let outcome = loop {
+                let mut conn = retry.conn().await?;
+                if ambiguous {
+                    self.sent();
+                    match sql::committed(&mut conn, &row).await {
+                        Ok(true) => break "ok".to_owned(),
+                        Ok(false) => {}
+                        Err(Failure::Store(error)) => return Err(error),
+                        Err(Failure::Sql(error)) => {
+                            retry.again(error).await?;
+                            continue;
+                        }
+                    }
+                }
+                self.sent();
+                match sql::commit(&mut conn, &row, &self.channel).await {
+                    Ok(outcome) => break outcome,
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) if is_unique_violation(&error) => {
+                        // An inbox message this commit takes in was taken in already.
+                        return Err(StoreError::Conflict {
+                            run: commit.run,
+                            seq: commit.seq,
+                        });
+                    }
+                    Err(Failure::Sql(error)) => {
+                        ambiguous = true;
+                        retry.again(error).await?;
+                    }
+                }
+            };
+            match outcome.as_str() {
+                "ok" => {
+                    if !commit.events.is_empty() {
+                        self.stats
+                            .journal_writes
+                            .fetch_add(commit.events.len() as u64, Ordering::Relaxed);
+                        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                }
+                "unknown" => Err(StoreError::UnknownRun(commit.run)),
+                "fenced" => {
+                    self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+                    Err(StoreError::Fenced {
+                        run: commit.run,
+                        owner: commit
+                            .fence
+                            .map_or_else(String::new, |f| f.owner.to_owned()),
+                    })
+                }
+                "conflict" => Err(StoreError::Conflict {
+                    run: commit.run,
+                    seq: commit.seq,
+                }),
+                other => Err(unknown_outcome(&self.target, "workflow_commit", other)),
+            }
+        })
+    }
+
+    fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
+        Box::pin(
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { sql::load(&mut conn, run).await })
+            }),
+        )
+    }
+
+    fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(async move {
+            let filter = &filter;
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { sql::list_runs(&mut conn, filter).await })
+            })
+            .await
+        })
+    }
+
+    fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        Box::pin(async move {
+            if claim.workflows.is_empty() {
+                return Ok(Vec::new());
+            }
+            let nonce = self.nonce();
+            let mut retry = self.retry();
+            let mut ambiguous = false;
+            loop {
+                let mut conn = retry.conn().await?;
+                if ambiguous {
+                    self.sent();
+                    match sql::claimed_by(&mut conn, claim.claimant.owner, &nonce).await {
+                        Ok(leases) if !leases.is_empty() => return Ok(leases),
+                        Ok(_) => {}
+                        Err(Failure::Store(error)) => return Err(error),
+                        Err(Failure::Sql(error)) => {
+                            retry.again(error).await?;
+                            continue;
+                        }
+                    }
+                }
+                self.sent();
+                match sql::claim(&mut conn, &claim, &nonce).await {
+                    Ok(leases) => return Ok(leases),
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => {
+                        ambiguous = true;
+                        retry.again(error).await?;
+                    }
+                }
+            }
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        claimant: Claimant<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::renew(&mut conn, claimant.owner, claimant.lease_ms).await })
+        }))
+    }
+
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        runs: Option<&'a [RunId]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::release(&mut conn, owner, runs, &self.channel).await })
+        }))
+    }
+
+    fn submit<'a>(
+        &'a self,
+        run: RunId,
+        message: &'a Message,
+        key: Option<&'a str>,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<Submitted, StoreError>> {
+        Box::pin(async move {
+            let text = sql::to_json(message)?;
+            let mut retry = self.retry();
+            let (outcome, id) = loop {
+                let mut conn = retry.conn().await?;
+                self.sent();
+                match sql::submit(&mut conn, run, &text, key, at, &self.channel).await {
+                    Ok(answer) => break answer,
+                    Err(Failure::Store(error)) => return Err(error),
+                    // A keyed message is found by its key when sent again; an unkeyed one
+                    // could be stored twice, so its lost answer is an error.
+                    Err(Failure::Sql(error)) if key.is_some() => retry.again(error).await?,
+                    Err(Failure::Sql(error)) => return Err(self.target.error(error)),
+                }
+            };
+            let id = id.map_or(0, |id| id as u64);
+            match outcome.as_str() {
+                "new" => Ok(Submitted::New(id)),
+                "duplicate" => Ok(Submitted::Duplicate(id)),
+                "unknown" => Err(StoreError::UnknownRun(run)),
+                "finished" => Err(StoreError::Finished(run)),
+                other => Err(unknown_outcome(&self.target, "workflow_submit", other)),
+            }
+        })
+    }
+
+    fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
+        Box::pin(async move {
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { sql::inbox(&mut conn, run, after).await })
+            })
+            .await?
+            .ok_or(StoreError::UnknownRun(run))
+        })
+    }
+
+    fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::pending_inbox(&mut conn, after).await })
+        }))
+    }
+
+    fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::dead_letters(&mut conn).await })
+        }))
+    }
+
+    fn put_spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+        workflow: &'a str,
+        spec_json: &'a str,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(
+                async move { sql::put_spec(&mut conn, fingerprint, workflow, spec_json, at).await },
+            )
+        }))
+    }
+
+    fn spec<'a>(
+        &'a self,
+        fingerprint: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::spec(&mut conn, fingerprint).await })
+        }))
+    }
+
+    fn specs<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { sql::specs(&mut conn, workflow).await })
+        }))
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn multi_worker(&self) -> bool {
+        true
+    }
+
+    fn wake_signal(&self) -> Option<watch::Receiver<u64>> {
+        self.listener.as_ref().map(|_| self.wake.subscribe())
+    }
+}

@@ -1,0 +1,417 @@
+//! The schema: versioned migrations embedded in the binary, applied in one transaction
+//! under an advisory lock so workers starting together migrate once, and refused without
+//! a change when the database was written by a newer version of this library.
+//!
+//! Every write of the store is one statement, most of them calls of the functions below:
+//! a commit, a creation or a submission is one round trip to the server, checked and
+//! applied whole inside it.
+
+use sqlx::{Executor, PgConnection, Row};
+
+use super::error::Target;
+use crate::store::StoreError;
+use crate::workflow::BoxFuture;
+
+/// The migrations: entry `i` takes a schema from version `i` to version `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // Version 1: runs with leases and fencing tokens, their journals, inboxes, dead
+    // letters and specs, and the functions that write them.
+    r#"
+CREATE TABLE runs (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    workflow text NOT NULL,
+    fingerprint text NOT NULL,
+    status text NOT NULL,
+    idempotency_key text,
+    note text,
+    parent bigint,
+    owner text,
+    lease_token bigint NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    -- Which claim or creation wrote the row last, so a request whose answer was lost
+    -- with its connection finds out what it did.
+    claim_nonce text,
+    create_nonce text,
+    journal_len bigint NOT NULL DEFAULT 0,
+    inbox_last bigint NOT NULL DEFAULT 0,
+    inbox_cursor bigint NOT NULL DEFAULT 0,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL
+);
+CREATE UNIQUE INDEX runs_idempotency ON runs (workflow, idempotency_key);
+CREATE UNIQUE INDEX runs_create_nonce ON runs (create_nonce);
+CREATE INDEX runs_running ON runs (workflow, id) WHERE status = 'running';
+CREATE INDEX runs_owner ON runs (owner) WHERE owner IS NOT NULL;
+CREATE INDEX runs_pending ON runs (id) WHERE inbox_last > inbox_cursor;
+CREATE INDEX runs_status ON runs (status, id);
+
+CREATE TABLE journal (
+    run_id bigint NOT NULL REFERENCES runs (id),
+    seq bigint NOT NULL,
+    event text NOT NULL,
+    -- The inbox message the entry takes in: each is taken in once.
+    inbox bigint,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE UNIQUE INDEX journal_inbox ON journal (run_id, inbox) WHERE inbox IS NOT NULL;
+
+CREATE TABLE inbox (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id bigint NOT NULL REFERENCES runs (id),
+    key text,
+    message text NOT NULL,
+    at bigint NOT NULL
+);
+CREATE UNIQUE INDEX inbox_key ON inbox (run_id, key);
+CREATE INDEX inbox_run ON inbox (run_id, id);
+
+CREATE TABLE dead_letters (
+    run_id bigint PRIMARY KEY REFERENCES runs (id),
+    workflow text NOT NULL,
+    step text NOT NULL,
+    attempts bigint NOT NULL,
+    kind text NOT NULL,
+    message text NOT NULL,
+    trace_id text NOT NULL,
+    at bigint NOT NULL
+);
+
+CREATE TABLE specs (
+    fingerprint text PRIMARY KEY,
+    workflow text NOT NULL,
+    spec text NOT NULL,
+    first_registered bigint NOT NULL,
+    last_registered bigint NOT NULL
+);
+CREATE INDEX specs_workflow ON specs (workflow);
+
+-- Creates a run with its first entries, or names the run its idempotency key already
+-- names. Outcomes: new, existing, unknown (the superseded run), conflict (it is not
+-- parked).
+CREATE FUNCTION workflow_create(
+    p_workflow text, p_fingerprint text, p_key text, p_events text[], p_parent bigint,
+    p_owner text, p_lease_ms bigint, p_supersedes bigint, p_note text, p_at bigint,
+    p_nonce text, p_channel text,
+    OUT o_outcome text, OUT o_run bigint, OUT o_token bigint, OUT o_len bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_status text;
+BEGIN
+    o_len := 0;
+    o_token := 0;
+    IF p_key IS NOT NULL THEN
+        SELECT r.id INTO o_run FROM runs r
+        WHERE r.workflow = p_workflow AND r.idempotency_key = p_key;
+        IF FOUND THEN
+            o_outcome := 'existing';
+            RETURN;
+        END IF;
+    END IF;
+    IF p_supersedes IS NOT NULL THEN
+        SELECT r.status, r.journal_len INTO v_status, o_len FROM runs r
+        WHERE r.id = p_supersedes FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            o_outcome := 'unknown';
+            o_run := p_supersedes;
+            RETURN;
+        ELSIF v_status <> 'parked' THEN
+            o_outcome := 'conflict';
+            o_run := p_supersedes;
+            RETURN;
+        END IF;
+    END IF;
+    INSERT INTO runs (workflow, fingerprint, status, idempotency_key, parent, owner,
+                      lease_token, lease_until, create_nonce, journal_len, created_at,
+                      updated_at)
+    VALUES (p_workflow, p_fingerprint, 'running', p_key, p_parent, p_owner,
+            CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END,
+            CASE WHEN p_owner IS NULL THEN NULL
+                 ELSE now() + p_lease_ms * interval '1 millisecond' END,
+            p_nonce, coalesce(cardinality(p_events), 0), p_at, p_at)
+    ON CONFLICT (workflow, idempotency_key) DO NOTHING
+    RETURNING runs.id, runs.lease_token INTO o_run, o_token;
+    IF o_run IS NULL THEN
+        -- A concurrent start with the same key committed first.
+        SELECT r.id INTO o_run FROM runs r
+        WHERE r.workflow = p_workflow AND r.idempotency_key = p_key;
+        o_outcome := 'existing';
+        o_token := 0;
+        RETURN;
+    END IF;
+    INSERT INTO journal (run_id, seq, event)
+    SELECT o_run, t.ord - 1, t.event FROM unnest(p_events) WITH ORDINALITY AS t(event, ord);
+    IF p_supersedes IS NOT NULL THEN
+        UPDATE runs SET status = 'cancelled', note = p_note, owner = NULL, updated_at = p_at
+        WHERE id = p_supersedes;
+    END IF;
+    IF p_owner IS NULL THEN
+        PERFORM pg_notify(p_channel, 'run');
+    END IF;
+    o_outcome := 'new';
+    o_len := coalesce(cardinality(p_events), 0);
+END
+$$;
+
+-- Appends entries and applies a run's changes, all or nothing. Outcomes: ok, unknown,
+-- fenced (the owner or token is not the fence's), conflict (the journal is not p_seq
+-- long).
+CREATE FUNCTION workflow_commit(
+    p_run bigint, p_seq bigint, p_events text[], p_inboxes bigint[], p_fence_owner text,
+    p_fence_token bigint, p_status text, p_note text, p_letter smallint,
+    p_letter_workflow text, p_letter_step text, p_letter_attempts bigint,
+    p_letter_kind text, p_letter_message text, p_letter_trace text, p_letter_at bigint,
+    p_cursor bigint, p_at bigint, p_channel text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner text;
+    v_token bigint;
+    v_len bigint;
+    v_count bigint := coalesce(cardinality(p_events), 0);
+BEGIN
+    SELECT r.owner, r.lease_token, r.journal_len INTO v_owner, v_token, v_len
+    FROM runs r WHERE r.id = p_run FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'unknown';
+    END IF;
+    IF p_fence_owner IS NOT NULL
+       AND (v_owner IS DISTINCT FROM p_fence_owner OR v_token <> p_fence_token) THEN
+        RETURN 'fenced';
+    END IF;
+    IF v_len <> p_seq THEN
+        RETURN 'conflict';
+    END IF;
+    IF v_count > 0 THEN
+        INSERT INTO journal (run_id, seq, event, inbox)
+        SELECT p_run, p_seq + t.ord - 1, t.event, t.inbox
+        FROM unnest(p_events, p_inboxes) WITH ORDINALITY AS t(event, inbox, ord);
+    END IF;
+    UPDATE runs SET
+        journal_len = v_len + v_count,
+        status = coalesce(p_status, status),
+        note = CASE WHEN p_status IS NULL THEN note ELSE p_note END,
+        updated_at = CASE WHEN p_status IS NULL THEN updated_at ELSE p_at END,
+        owner = CASE WHEN p_status IS NULL OR p_status = 'running' THEN owner ELSE NULL END,
+        inbox_cursor = greatest(inbox_cursor, coalesce(p_cursor, 0))
+    WHERE id = p_run;
+    IF p_status = 'running' AND v_owner IS NULL THEN
+        -- An operator put the run back to work: any worker may claim it.
+        PERFORM pg_notify(p_channel, 'run');
+    END IF;
+    IF p_letter = 1 THEN
+        INSERT INTO dead_letters (run_id, workflow, step, attempts, kind, message,
+                                  trace_id, at)
+        VALUES (p_run, p_letter_workflow, p_letter_step, p_letter_attempts, p_letter_kind,
+                p_letter_message, p_letter_trace, p_letter_at)
+        ON CONFLICT (run_id) DO UPDATE SET
+            workflow = excluded.workflow, step = excluded.step,
+            attempts = excluded.attempts, kind = excluded.kind,
+            message = excluded.message, trace_id = excluded.trace_id, at = excluded.at;
+    ELSIF p_letter = 2 THEN
+        DELETE FROM dead_letters WHERE run_id = p_run;
+    END IF;
+    RETURN 'ok';
+END
+$$;
+
+-- Puts a message in a run's inbox under the run's row lock, so one run's message ids
+-- grow in the order their transactions commit. Outcomes: new, duplicate, unknown,
+-- finished.
+CREATE FUNCTION workflow_submit(
+    p_run bigint, p_message text, p_key text, p_at bigint, p_channel text,
+    OUT o_outcome text, OUT o_id bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_status text;
+BEGIN
+    SELECT r.status INTO v_status FROM runs r WHERE r.id = p_run FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        o_outcome := 'unknown';
+        RETURN;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT i.id INTO o_id FROM inbox i WHERE i.run_id = p_run AND i.key = p_key;
+        IF FOUND THEN
+            o_outcome := 'duplicate';
+            RETURN;
+        END IF;
+    END IF;
+    IF v_status IN ('completed', 'failed', 'cancelled') THEN
+        o_outcome := 'finished';
+        RETURN;
+    END IF;
+    INSERT INTO inbox (run_id, key, message, at) VALUES (p_run, p_key, p_message, p_at)
+    RETURNING inbox.id INTO o_id;
+    UPDATE runs SET inbox_last = o_id WHERE runs.id = p_run;
+    PERFORM pg_notify(p_channel, 'inbox');
+    o_outcome := 'new';
+END
+$$;
+"#,
+];
+
+/// The newest schema version this library knows.
+pub(super) const VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Creates the schema if needed, then checks its version and migrates it, in one
+/// transaction under an advisory lock. A newer schema is refused and left untouched.
+pub(super) fn prepare<'a>(
+    conn: &'a mut PgConnection,
+    schema: &'a str,
+    target: &'a Target,
+) -> BoxFuture<'a, Result<(), StoreError>> {
+    Box::pin(async move {
+        conn.execute("BEGIN").await.map_err(|e| target.error(e))?;
+        let result = migrate(conn, schema, target).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = conn
+            .execute(end)
+            .await
+            .map(drop)
+            .map_err(|e| target.error(e));
+        result.and(ended)
+    })
+}
+
+/// Inside the open transaction: everything [`prepare`] does.
+async fn migrate(conn: &mut PgConnection, schema: &str, target: &Target) -> Result<(), StoreError> {
+    let fail = |e: sqlx::Error| target.error(e);
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('workflow-migrate:' || $1))")
+        .bind(schema)
+        .execute(&mut *conn)
+        .await
+        .map_err(fail)?;
+    let exists: bool = sqlx::query("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(schema)
+        .fetch_one(&mut *conn)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(fail)?;
+    let version = if exists {
+        current_version(conn, schema, target).await?
+    } else {
+        conn.execute(format!("CREATE SCHEMA {}", quote(schema)).as_str())
+            .await
+            .map_err(fail)?;
+        None
+    };
+    let version = match version {
+        Some(version) => version,
+        None => {
+            refuse_foreign_tables(conn, schema, target).await?;
+            conn.execute(
+                format!(
+                    "CREATE TABLE {}.workflow_schema (version integer NOT NULL);
+                 INSERT INTO {}.workflow_schema (version) VALUES (0)",
+                    quote(schema),
+                    quote(schema)
+                )
+                .as_str(),
+            )
+            .await
+            .map_err(fail)?;
+            0
+        }
+    };
+    if version > VERSION {
+        return Err(StoreError::NewerSchema {
+            path: target.shown_with_schema(schema),
+            found: version,
+            supported: VERSION,
+        });
+    }
+    for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tracing::info!(target = %target, schema, from, to = from + 1, "migrating the store schema");
+        conn.execute(format!("SET LOCAL search_path TO {};\n{migration}", quote(schema)).as_str())
+            .await
+            .map_err(fail)?;
+    }
+    if version < VERSION {
+        sqlx::query(&format!(
+            "UPDATE {}.workflow_schema SET version = $1",
+            quote(schema)
+        ))
+        .bind(VERSION as i32)
+        .execute(&mut *conn)
+        .await
+        .map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// The schema's version, `None` when it has no version table.
+async fn current_version(
+    conn: &mut PgConnection,
+    schema: &str,
+    target: &Target,
+) -> Result<Option<u32>, StoreError> {
+    let fail = |e: sqlx::Error| target.error(e);
+    let has_table: bool = sqlx::query(
+        "SELECT EXISTS (SELECT 1 FROM pg_tables
+                        WHERE schemaname = $1 AND tablename = 'workflow_schema')",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await
+    .and_then(|row| row.try_get(0))
+    .map_err(fail)?;
+    if !has_table {
+        return Ok(None);
+    }
+    let versions: Vec<i32> = sqlx::query(&format!(
+        "SELECT version FROM {}.workflow_schema",
+        quote(schema)
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(fail)?
+    .iter()
+    .map(|row| row.try_get(0))
+    .collect::<Result<_, _>>()
+    .map_err(fail)?;
+    match versions.as_slice() {
+        [version] if *version >= 0 => Ok(Some(*version as u32)),
+        _ => Err(StoreError::CorruptFile {
+            path: target.shown_with_schema(schema),
+            reason: format!("workflow_schema holds {versions:?}, not one version"),
+        }),
+    }
+}
+
+/// A schema with tables of our names but no version table belongs to something else.
+async fn refuse_foreign_tables(
+    conn: &mut PgConnection,
+    schema: &str,
+    target: &Target,
+) -> Result<(), StoreError> {
+    let taken: Vec<String> = sqlx::query(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = $1
+           AND tablename IN ('runs', 'journal', 'inbox', 'dead_letters', 'specs')
+         ORDER BY tablename",
+    )
+    .bind(schema)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| target.error(e))?
+    .iter()
+    .map(|row| row.try_get(0))
+    .collect::<Result<_, _>>()
+    .map_err(|e| target.error(e))?;
+    if taken.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::CorruptFile {
+            path: target.shown_with_schema(schema),
+            reason: format!(
+                "the schema has tables named like the store's ({}) but is not a workflow store",
+                taken.join(", ")
+            ),
+        })
+    }
+}
+
+/// A schema name as a quoted identifier. Names are checked to be `[A-Za-z0-9_]` before
+/// they get here; quoting keeps their case.
+pub(super) fn quote(schema: &str) -> String {
+    format!("\"{}\"", schema.replace('"', "\"\""))
+}

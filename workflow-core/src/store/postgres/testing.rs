@@ -1,0 +1,158 @@
+//! Tests on a real PostgreSQL server (features `postgres` and `test-util`): the server's
+//! URL, a rule for machines without one, and a fresh schema per test so tests run in
+//! parallel on one database.
+//!
+//! The URL comes from `WORKFLOW_TEST_DATABASE_URL` (default [`DEFAULT_URL`]). Where no
+//! server answers, [`server`] prints one line saying the test is skipped and why, and
+//! returns `None`; under `CI=true` it panics instead, so CI never passes without the
+//! database.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use workflow_core::store::pg_testing;
+//!
+//! let Some(url) = pg_testing::server("my_test").await else { return };
+//! let db = pg_testing::Schema::new(&url, "my_test");
+//! let store = db.store().await;
+//! // ... use the store ...
+//! db.drop().await;
+//! # }
+//! ```
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection};
+
+use super::{schema::quote, PgOptions, PgStore};
+
+/// The server tests use when `WORKFLOW_TEST_DATABASE_URL` is not set.
+pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// The test server's URL: `WORKFLOW_TEST_DATABASE_URL`, or [`DEFAULT_URL`].
+pub fn url() -> String {
+    std::env::var("WORKFLOW_TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+/// Whether this runs under CI (`CI=true`), where a missing server fails the tests.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// The test server's URL when a server answers there. Otherwise prints one line naming
+/// `test` and why it is skipped and returns `None`, or panics under CI.
+pub async fn server(test: &str) -> Option<String> {
+    let url = url();
+    let Ok(options) = PgConnectOptions::from_str(&url) else {
+        return skip(test, "WORKFLOW_TEST_DATABASE_URL is not a PostgreSQL URL");
+    };
+    let shown = format!("{}:{}", options.get_host(), options.get_port());
+    match tokio::time::timeout(Duration::from_secs(3), options.connect()).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Some(url)
+        }
+        Ok(Err(error)) => skip(test, &format!("no PostgreSQL server at {shown}: {error}")),
+        Err(_) => skip(test, &format!("no PostgreSQL server answered at {shown}")),
+    }
+}
+
+fn skip(test: &str, why: &str) -> Option<String> {
+    if in_ci() {
+        panic!("{test}: {why} (CI=true: the PostgreSQL tests must run; set WORKFLOW_TEST_DATABASE_URL)");
+    }
+    eprintln!("skipped {test}: {why} (set WORKFLOW_TEST_DATABASE_URL to run it)");
+    None
+}
+
+/// A schema of its own on the test server, dropped with [`Schema::drop`].
+#[derive(Debug, Clone)]
+pub struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    /// A new schema name, unique to this process and call: `wft_<label>_<pid>_<n>`.
+    pub fn new(url: &str, label: &str) -> Schema {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let label: String = label
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(20)
+            .collect();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        Schema {
+            url: url.to_owned(),
+            name: format!(
+                "wft_{label}_{}_{}_{nanos:x}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+
+    /// The schema's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's URL with `?schema=` naming this schema: what `PgStore::connect`, the
+    /// CLI's `--store` and worker processes take.
+    pub fn url(&self) -> String {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{separator}schema={}", self.url, self.name)
+    }
+
+    /// Options for a store in this schema, with a small pool.
+    pub fn options(&self) -> PgOptions {
+        PgOptions {
+            schema: self.name.clone(),
+            max_connections: 4,
+            ..PgOptions::default()
+        }
+    }
+
+    /// A store in this schema (created and migrated on first use). Panics when it cannot
+    /// connect: the server answered [`server`] a moment ago.
+    pub async fn store(&self) -> PgStore {
+        self.store_with(self.options()).await
+    }
+
+    /// A store in this schema with `options` (their schema is replaced by this one).
+    pub async fn store_with(&self, options: PgOptions) -> PgStore {
+        let options = PgOptions {
+            schema: self.name.clone(),
+            ..options
+        };
+        match PgStore::connect_with(&self.url, options).await {
+            Ok(store) => store,
+            Err(error) => panic!("cannot open a store in schema {}: {error}", self.name),
+        }
+    }
+
+    /// Runs SQL in this schema (tests that look at or damage what the store wrote).
+    pub async fn execute(&self, sql: &str) -> Result<(), sqlx::Error> {
+        let options = PgConnectOptions::from_str(&self.url)?
+            .options([("search_path", self.name.as_str())])
+            .disable_statement_logging();
+        let mut conn = options.connect().await?;
+        sqlx::raw_sql(sql).execute(&mut conn).await?;
+        conn.close().await
+    }
+
+    /// Drops the schema and everything in it.
+    pub async fn drop(&self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", quote(&self.name));
+        if let Err(error) = self.execute(&sql).await {
+            eprintln!("cannot drop the test schema {}: {error}", self.name);
+        }
+    }
+}
