@@ -6,9 +6,10 @@
 //!   durable steps per second. Baselines: this disk's sync rate (`write` + `fdatasync` of
 //!   a 4 KiB block, overwritten in place and appended; a one-row SQLite commit; an empty
 //!   SQLite transaction) and raw rusqlite with the store's schema and pragmas, committing
-//!   every journal row on its own (`raw steps`: AttemptStarted + StepSucceeded per step;
-//!   `raw runs`: the engine's whole transaction pattern, run creation and status
-//!   included, with the store's statements). The engine and `raw runs` are also run with
+//!   one commit per step (`raw steps`: a step's StepSucceeded and the next step's
+//!   AttemptStarted in one transaction; `raw runs`: the engine's whole transaction
+//!   pattern, the run's creation with its first start and its status with its last
+//!   result, with the store's statements and checksums). The engine and `raw runs` are also run with
 //!   `synchronous = OFF`, to show the cost per commit that is not the disk's.
 //! - B4 (1000 concurrent runs of the same chain): runs/s and steps/s. Baselines: raw
 //!   rusqlite inserting the same rows in transactions of 256 (plain inserts, and the
@@ -43,8 +44,10 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 use workflow_core::journal::Event;
-use workflow_core::store::{Claim, Claimant, SqliteOptions, SqliteStore, Store, Synchronous};
-use workflow_core::{Engine, Workflow};
+use workflow_core::store::{
+    checksum, Claim, Claimant, SqliteOptions, SqliteStore, Store, Synchronous,
+};
+use workflow_core::{Engine, RunId, Workflow};
 
 /// The workflows: a 10-step chain, and the same chain with a gate at its fifth step.
 mod flows {
@@ -313,33 +316,44 @@ fn raw_create(conn: &Connection, started: &str) -> u64 {
     id
 }
 
-/// A journal insert. With `mirror`, the store's `append` statement for statement: in a
-/// savepoint, the sequence check, the insert and the run's `updated_at`.
-fn raw_append(conn: &Connection, run: u64, seq: u64, event: &str, mirror: bool) {
+/// The journal inserts of one commit, from entry `seq`. With `mirror`, the store's
+/// `commit` statement for statement: the owner, token and sequence read, and each row
+/// with its checksum.
+fn raw_commit(conn: &Connection, run: u64, seq: u64, events: &[String], mirror: bool) {
     if mirror {
-        ok(conn.execute_batch("SAVEPOINT request"), "savepoint");
-        let next: u64 = ok(
+        let (_owner, _token, next): (Option<String>, u64, u64) = ok(
             conn.prepare_cached(
-                "SELECT (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1)
+                "SELECT owner, lease_token,
+                        (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1)
                  FROM runs WHERE id = ?1",
             )
-            .and_then(|mut s| s.query_row(params![run], |row| row.get(0))),
+            .and_then(|mut s| {
+                s.query_row(params![run], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+            }),
             "read the next seq",
         );
         assert_eq!(next, seq, "raw baseline out of sequence");
     }
-    ok(
-        conn.prepare_cached("INSERT INTO journal (run_id, seq, event) VALUES (?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![run, seq, event])),
-        "insert a journal row",
-    );
-    if mirror {
-        ok(
-            conn.prepare_cached("UPDATE runs SET updated_at = ?2 WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![run, now_ms()])),
-            "update updated_at",
-        );
-        ok(conn.execute_batch("RELEASE request"), "release");
+    for (offset, event) in events.iter().enumerate() {
+        let seq = seq + offset as u64;
+        if mirror {
+            let crc = checksum::entry(RunId(run), seq, event);
+            ok(
+                conn.prepare_cached(
+                    "INSERT INTO journal (run_id, seq, event, crc) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| s.execute(params![run, seq, event, crc])),
+                "insert a journal row",
+            );
+        } else {
+            ok(
+                conn.prepare_cached("INSERT INTO journal (run_id, seq, event) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![run, seq, event])),
+                "insert a journal row",
+            );
+        }
     }
 }
 
@@ -423,36 +437,49 @@ fn sqlite_commit_probe<'a>(path: &Path, empty: bool) -> Contender<'a> {
     })
 }
 
-/// Raw: one long run, a journal row per commit, two per step; a unit is 10 steps.
+/// Raw: one long run, one commit per step (its result and the next step's start); a unit
+/// is 10 steps.
 fn raw_steps<'a>(path: &Path) -> Contender<'a> {
     let mut conn = raw_store(path, Synchronous::Full);
     let started_row = run_started::<Chain10>(1);
     let run = txn(&mut conn, |c| raw_create(c, &started_row));
-    let mut seq = 1u64;
+    txn(&mut conn, |c| raw_commit(c, run, 1, &[step_row(1)], false));
+    let mut seq = 2u64;
     Box::new(move || {
-        for _ in 0..2 * STEPS {
-            let row = step_row(seq);
-            txn(&mut conn, |c| raw_append(c, run, seq, &row, false));
-            seq += 1;
+        for _ in 0..STEPS {
+            let rows = [step_row(seq), step_row(seq + 1)];
+            txn(&mut conn, |c| raw_commit(c, run, seq, &rows, false));
+            seq += 2;
         }
         STEPS as f64
     })
 }
 
-/// Raw: one run of 10 steps with the engine's commits (create, one per journal row,
-/// status) and the store's statements.
+/// Raw: one run of 10 steps with the engine's commits (the run's creation with the first
+/// start, one per step boundary, the last result with the run's status) and the store's
+/// statements.
 fn raw_runs<'a>(path: &Path, sync: Synchronous) -> Contender<'a> {
     let mut conn = raw_store(path, sync);
     let mut seed = 0u64;
+    let last = 2 * STEPS as u64;
     Box::new(move || {
         seed += 1;
         let started_row = run_started::<Chain10>(seed);
-        let run = txn(&mut conn, |c| raw_create(c, &started_row));
-        for seq in 1..=2 * STEPS as u64 {
-            let row = step_row(seq);
-            txn(&mut conn, |c| raw_append(c, run, seq, &row, true));
+        let first = step_row(1);
+        let run = txn(&mut conn, |c| {
+            let run = raw_create(c, &started_row);
+            raw_commit(c, run, 1, std::slice::from_ref(&first), true);
+            run
+        });
+        for seq in (2..last).step_by(2) {
+            let rows = [step_row(seq), step_row(seq + 1)];
+            txn(&mut conn, |c| raw_commit(c, run, seq, &rows, true));
         }
-        txn(&mut conn, |c| raw_finish(c, run));
+        let result = step_row(last);
+        txn(&mut conn, |c| {
+            raw_commit(c, run, last, std::slice::from_ref(&result), true);
+            raw_finish(c, run);
+        });
         STEPS as f64
     })
 }
@@ -589,12 +616,12 @@ fn b3(rt: &Runtime, dir: &Path, budget: Duration) -> f64 {
             sqlite_commit_probe(&files[COMMIT], false),
         ),
         (
-            "raw steps: 2 journal inserts per step, 1 commit each",
+            "raw steps: 1 commit per step (a result and the next start)",
             "steps/s",
             raw_steps(&files[RAW_STEPS]),
         ),
         (
-            "raw runs: the engine's 22 commits per run, the store's statements",
+            "raw runs: the engine's 11 commits per run, the store's statements",
             "steps/s",
             raw_runs(&files[RAW_RUNS], Synchronous::Full),
         ),
@@ -662,10 +689,10 @@ fn b3(rt: &Runtime, dir: &Path, budget: Duration) -> f64 {
         1.0,
         1.0,
         1.0,
-        2.0,
-        2.2,
+        1.0,
+        1.1,
         commits_per_step,
-        2.2,
+        1.1,
         commits_per_step_off,
     ];
     let empty_path = fresh(dir, "b3-empty.db");
@@ -695,13 +722,13 @@ fn b3(rt: &Runtime, dir: &Path, budget: Duration) -> f64 {
     );
     println!();
     println!(
-        "| contender | per round | all rounds | steps/s at 2 syncs per step (per round) | bytes written per commit |"
+        "| contender | per round | all rounds | steps/s at 1 sync per step (per round) | bytes written per commit |"
     );
     println!("| --- | ---: | ---: | ---: | ---: |");
     for (index, s) in series.iter().enumerate() {
         let (m, q1, q3) = quartiles(&s.rates());
         let limit = if index < RAW_STEPS {
-            format!("{:.0}", m / 2.0)
+            format!("{m:.0}")
         } else {
             String::new()
         };
@@ -742,32 +769,32 @@ fn b3(rt: &Runtime, dir: &Path, budget: Duration) -> f64 {
         None,
     );
     ratio(
-        "engine / fsync limit (in-place fdatasync rate / 2)",
+        "engine / fsync limit (in-place fdatasync rate, 1 sync per step)",
         ENGINE,
         OVERWRITE,
-        0.5,
+        1.0,
         Some(0.8),
     );
     ratio(
-        "engine / (appending fdatasync rate / 2)",
+        "engine / appending fdatasync rate",
         ENGINE,
         APPEND,
-        0.5,
+        1.0,
         None,
     );
     ratio(
-        "engine / (SQLite 1-row commit rate / 2)",
+        "engine / SQLite 1-row commit rate",
         ENGINE,
         COMMIT,
-        0.5,
+        1.0,
         None,
     );
-    ratio("raw steps / fsync limit", RAW_STEPS, OVERWRITE, 0.5, None);
+    ratio("raw steps / fsync limit", RAW_STEPS, OVERWRITE, 1.0, None);
     ratio(
-        "raw steps / (SQLite 1-row commit rate / 2)",
+        "raw steps / SQLite 1-row commit rate",
         RAW_STEPS,
         COMMIT,
-        0.5,
+        1.0,
         None,
     );
     ratio(
@@ -785,10 +812,10 @@ fn b3(rt: &Runtime, dir: &Path, budget: Duration) -> f64 {
     println!(
         "time per commit (median round): raw steps {:.0} µs, raw runs {:.0} µs, engine {:.0} µs; \
          with synchronous=OFF: raw runs {:.0} µs, engine {:.0} µs",
-        per_commit(RAW_STEPS, 2.0),
-        per_commit(RAW_RUNS, 2.2),
+        per_commit(RAW_STEPS, 1.0),
+        per_commit(RAW_RUNS, 1.1),
         per_commit(ENGINE, commits_per_step),
-        per_commit(RAW_RUNS_OFF, 2.2),
+        per_commit(RAW_RUNS_OFF, 1.1),
         per_commit(ENGINE_OFF, commits_per_step_off)
     );
     engine
@@ -917,7 +944,8 @@ fn raw_batched(path: &Path, runs: usize, mirror: bool) -> f64 {
                 match *op {
                     Op::Create(run) => ids[run] = raw_create(c, &started_rows[run]),
                     Op::Append(run, seq) => {
-                        raw_append(c, ids[run], seq, &step_rows[seq as usize - 1], mirror)
+                        let row = std::slice::from_ref(&step_rows[seq as usize - 1]);
+                        raw_commit(c, ids[run], seq, row, mirror)
                     }
                     Op::Finish(run) => raw_finish(c, ids[run]),
                 }
