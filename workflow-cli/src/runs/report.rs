@@ -1,0 +1,573 @@
+//! `workflow runs show`: one run explained from its journal — steps, attempts, timeline,
+//! failures and decisions — as text or JSON.
+
+use serde_json::{json, Value};
+use workflow_core::journal::{Event, Timestamp};
+use workflow_core::machine::{Machine, StepState};
+use workflow_core::spec::Spec;
+use workflow_core::store::StoredRun;
+
+use super::{decision_text, mark, record_json};
+use crate::store::step_name;
+use crate::text::{duration, offset, relative, short, table, timestamp};
+
+/// One run, explained.
+pub(super) struct Report<'a> {
+    stored: &'a StoredRun,
+    spec: Option<&'a Spec>,
+    machine: Option<Machine<'a>>,
+    start: Timestamp,
+    now: Timestamp,
+}
+
+impl<'a> Report<'a> {
+    pub(super) fn new(stored: &'a StoredRun, spec: Option<&'a Spec>, now: Timestamp) -> Self {
+        Report {
+            stored,
+            spec,
+            machine: spec.map(|spec| Machine::replay(spec, &stored.events)),
+            start: stored
+                .events
+                .first()
+                .map_or(stored.record.created_at, Event::at),
+            now,
+        }
+    }
+
+    fn name(&self, step: usize) -> String {
+        step_name(self.spec, step)
+    }
+
+    fn trace_id(&self) -> Option<&str> {
+        self.stored.events.iter().find_map(|event| match event {
+            Event::RunStarted { trace_id, .. } => Some(trace_id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The child run a child step started.
+    fn child_of(&self, step: usize) -> Option<workflow_core::RunId> {
+        self.stored
+            .events
+            .iter()
+            .rev()
+            .find_map(|event| match event {
+                Event::ChildStarted { step: s, child, .. } if *s == step => Some(*child),
+                _ => None,
+            })
+    }
+
+    /// Who decided each human step (the last decision, after retries).
+    fn decider(&self, step: usize) -> Option<(&str, Timestamp)> {
+        self.stored
+            .events
+            .iter()
+            .rev()
+            .find_map(|event| match event {
+                Event::TaskDecided {
+                    step: s, by, at, ..
+                } if *s == step => Some((by.as_str(), *at)),
+                _ => None,
+            })
+    }
+
+    fn step_detail(&self, step: usize, state: &StepState) -> String {
+        match state {
+            StepState::Pending => String::new(),
+            StepState::Running { attempt } => format!("attempt {attempt} started"),
+            StepState::RetryWait { attempt, until } => format!(
+                "attempt {attempt} failed; next attempt {}",
+                relative(*until, self.now)
+            ),
+            StepState::Waiting {
+                assignee,
+                deadline,
+                escalated,
+            } => format!(
+                "task for {assignee}, due {} ({}){}",
+                timestamp(*deadline),
+                if *deadline <= self.now {
+                    format!("overdue by {}", duration(self.now - deadline))
+                } else {
+                    relative(*deadline, self.now)
+                },
+                if *escalated { ", escalated" } else { "" }
+            ),
+            StepState::Mapping { done, count } => format!("{done} of {count} items settled"),
+            StepState::Awaiting { deadline } => format!(
+                "waiting for an event until {} ({})",
+                timestamp(*deadline),
+                relative(*deadline, self.now)
+            ),
+            StepState::Succeeded => match (self.decider(step), self.child_of(step)) {
+                (Some((by, at)), _) => format!("decided by {by} at {}", offset(at, self.start)),
+                (None, Some(child)) => format!("child run {child}"),
+                (None, None) => String::new(),
+            },
+            StepState::Failed {
+                attempts,
+                kind,
+                message,
+            } => format!(
+                "{kind}: {} after {attempts} attempt(s)",
+                short(message, 100)
+            ),
+            StepState::Skipped { reason } => short(reason, 100),
+        }
+    }
+
+    pub(super) fn text(&self) -> String {
+        let record = &self.stored.record;
+        let mut out = format!(
+            "{}  {}  {}\n",
+            record.id,
+            record.workflow,
+            record.status.as_str()
+        );
+        if let Some(note) = &record.note {
+            out.push_str(&format!("note:     {}\n", short(note, 200)));
+        }
+        out.push_str(&format!(
+            "started:  {}\nupdated:  {} ({})\n",
+            timestamp(record.created_at),
+            timestamp(record.updated_at),
+            relative(record.updated_at, self.now)
+        ));
+        if let Some(trace) = self.trace_id() {
+            out.push_str(&format!("trace:    {trace}\n"));
+        }
+        match self.spec {
+            Some(_) => out.push_str(&format!("spec:     {}\n", record.fingerprint)),
+            None => out.push_str(&format!(
+                "spec:     {} (not recorded in the store: steps are shown by number)\n",
+                record.fingerprint
+            )),
+        }
+
+        if let (Some(spec), Some(machine)) = (self.spec, &self.machine) {
+            out.push_str("\nsteps:\n");
+            let rows: Vec<Vec<String>> = spec
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| {
+                    let state = &machine.states()[index];
+                    vec![
+                        format!("  {}", step.id),
+                        if step.is_human() { "human" } else { "step" }.to_owned(),
+                        state.name().to_owned(),
+                        machine.attempts()[index].to_string(),
+                        self.step_detail(index, state),
+                    ]
+                })
+                .collect();
+            out.push_str(&table(
+                &["  STEP", "KIND", "STATE", "ATTEMPTS", "DETAIL"],
+                &rows,
+            ));
+        }
+
+        out.push_str("\ntimeline:\n");
+        let rows: Vec<Vec<String>> = self
+            .stored
+            .events
+            .iter()
+            .map(|event| {
+                vec![
+                    format!("  {}", offset(event.at(), self.start)),
+                    self.event_text(event),
+                ]
+            })
+            .collect();
+        for row in &rows {
+            out.push_str(&format!("{:<10}  {}\n", row[0], row[1]));
+        }
+
+        let errors = self.errors();
+        if !errors.is_empty() {
+            out.push_str("\nerrors:\n");
+            for error in &errors {
+                out.push_str(&format!(
+                    "  {:<8}  {}\n",
+                    offset(error.at, self.start),
+                    error.text()
+                ));
+            }
+        }
+
+        let decisions = self.decisions();
+        if !decisions.is_empty() {
+            out.push_str("\ndecisions:\n");
+            for decision in &decisions {
+                out.push_str(&format!(
+                    "  {}: {} by {} at {} ({})\n",
+                    decision.step,
+                    decision_text(decision.decision),
+                    decision.by,
+                    timestamp(decision.at),
+                    offset(decision.at, self.start)
+                ));
+            }
+        }
+        out
+    }
+
+    pub(super) fn json(&self) -> Value {
+        let record = &self.stored.record;
+        let mut value = record_json(record);
+        value["spec_recorded"] = Value::Bool(self.spec.is_some());
+        value["trace_id"] = json!(self.trace_id());
+        if let (Some(spec), Some(machine)) = (self.spec, &self.machine) {
+            value["machine_status"] = json!(machine.status().as_str());
+            value["steps"] = spec
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| {
+                    let state = &machine.states()[index];
+                    json!({
+                        "step": step.id,
+                        "kind": if step.is_human() { "human" } else { "step" },
+                        "state": state.name(),
+                        "mark": mark(state).as_str(),
+                        "attempts": machine.attempts()[index],
+                        "detail": self.step_detail(index, state),
+                    })
+                })
+                .collect();
+        }
+        value["timeline"] = self
+            .stored
+            .events
+            .iter()
+            .enumerate()
+            .map(|(seq, event)| {
+                json!({
+                    "seq": seq,
+                    "at": event.at(),
+                    "offset_ms": event.at().saturating_sub(self.start),
+                    "step": event.step().map(|step| self.name(step)),
+                    "text": self.event_text(event),
+                    "event": serde_json::to_value(event).unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        value["errors"] = self
+            .errors()
+            .iter()
+            .map(|error| {
+                json!({
+                    "step": error.step,
+                    "attempt": error.attempt,
+                    "kind": error.kind,
+                    "message": error.message,
+                    "at": error.at,
+                    "offset_ms": error.at.saturating_sub(self.start),
+                })
+            })
+            .collect();
+        value["decisions"] = self
+            .decisions()
+            .iter()
+            .map(|decision| {
+                json!({
+                    "step": decision.step,
+                    "by": decision.by,
+                    "decision": decision.decision,
+                    "at": decision.at,
+                    "offset_ms": decision.at.saturating_sub(self.start),
+                })
+            })
+            .collect();
+        value
+    }
+
+    /// One journal entry, for people: `review: decided by ana@mods: approved`.
+    fn event_text(&self, event: &Event) -> String {
+        let start = self.start;
+        match event {
+            Event::RunStarted {
+                workflow,
+                dry_run,
+                deadline,
+                ..
+            } => {
+                let mut text = format!("run started ({workflow}");
+                if *dry_run {
+                    text.push_str(", dry run");
+                }
+                if let Some(deadline) = deadline {
+                    text.push_str(&format!(", deadline {}", timestamp(*deadline)));
+                }
+                text.push(')');
+                text
+            }
+            Event::AttemptStarted { step, attempt, .. } => {
+                format!("{}: attempt {attempt} started", self.name(*step))
+            }
+            Event::AttemptFailed {
+                step,
+                attempt,
+                kind,
+                message,
+                retry_after,
+                ..
+            } => {
+                let mut text = format!(
+                    "{}: attempt {attempt} failed: {kind}: {}",
+                    self.name(*step),
+                    short(message, 120)
+                );
+                if let Some(after) = retry_after {
+                    text.push_str(&format!(" (retry after {})", duration(*after)));
+                }
+                text
+            }
+            Event::StepSucceeded { step, .. } => format!("{}: succeeded", self.name(*step)),
+            Event::StepSkipped { step, reason, .. } => {
+                format!("{}: skipped ({})", self.name(*step), short(reason, 120))
+            }
+            Event::EffectProposed { step, .. } => {
+                format!("{}: effect proposed (dry run)", self.name(*step))
+            }
+            Event::TaskOpened {
+                step,
+                assignee,
+                deadline,
+                ..
+            } => format!(
+                "{}: task opened for {assignee}, due {} ({})",
+                self.name(*step),
+                timestamp(*deadline),
+                offset(*deadline, start)
+            ),
+            Event::TaskEscalated {
+                step, to, deadline, ..
+            } => format!(
+                "{}: escalated to {to}, due {} ({})",
+                self.name(*step),
+                timestamp(*deadline),
+                offset(*deadline, start)
+            ),
+            Event::TaskDecided {
+                step, by, decision, ..
+            } => format!(
+                "{}: decided by {by}: {}",
+                self.name(*step),
+                decision_text(decision)
+            ),
+            Event::TaskExpired { step, .. } => {
+                format!("{}: task expired with no decision", self.name(*step))
+            }
+            Event::MessageRefused {
+                step,
+                by,
+                code,
+                reason,
+                ..
+            } => match step {
+                Some(step) => format!(
+                    "{}: message from {by} refused ({code}): {}",
+                    self.name(*step),
+                    short(reason, 120)
+                ),
+                None => format!("message from {by} refused ({code}): {}", short(reason, 120)),
+            },
+            Event::CompensationStarted { step, .. } => {
+                format!("{}: compensation started", self.name(*step))
+            }
+            Event::Compensated { step, error, .. } => match error {
+                None => format!("{}: compensated", self.name(*step)),
+                Some(error) => format!(
+                    "{}: compensation failed: {}",
+                    self.name(*step),
+                    short(error, 120)
+                ),
+            },
+            Event::DeadlinePassed { .. } => "the run's deadline passed".to_owned(),
+            Event::Cancelled { by, .. } => format!("cancelled by {by}"),
+            Event::Retried { by, .. } => format!("retried by {by}"),
+            other => {
+                let value = serde_json::to_value(other).unwrap_or(Value::Null);
+                let tag = value["event"].as_str().unwrap_or("event").to_owned();
+                match other.step() {
+                    Some(step) => format!("{}: {tag}", self.name(step)),
+                    None => tag,
+                }
+            }
+        }
+    }
+
+    /// Every failure in the journal: failed attempts, expired tasks, failed compensations.
+    fn errors(&self) -> Vec<RunErrorLine> {
+        self.stored
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                Event::AttemptFailed {
+                    step,
+                    attempt,
+                    kind,
+                    message,
+                    at,
+                    ..
+                } => Some(RunErrorLine {
+                    step: self.name(*step),
+                    attempt: Some(*attempt),
+                    kind: kind.as_str().to_owned(),
+                    message: message.clone(),
+                    at: *at,
+                }),
+                Event::TaskExpired { step, at } => Some(RunErrorLine {
+                    step: self.name(*step),
+                    attempt: None,
+                    kind: "timeout".to_owned(),
+                    message: "no decision before the deadline".to_owned(),
+                    at: *at,
+                }),
+                Event::MessageRefused {
+                    step,
+                    by,
+                    code,
+                    reason,
+                    at,
+                    ..
+                } => Some(RunErrorLine {
+                    step: step.map(|step| self.name(step)).unwrap_or_default(),
+                    attempt: None,
+                    kind: format!("refused ({code})"),
+                    message: format!("from {by}: {reason}"),
+                    at: *at,
+                }),
+                Event::Compensated {
+                    step,
+                    error: Some(error),
+                    at,
+                    ..
+                } => Some(RunErrorLine {
+                    step: self.name(*step),
+                    attempt: None,
+                    kind: "compensation".to_owned(),
+                    message: error.clone(),
+                    at: *at,
+                }),
+                Event::DeadlinePassed { at } => Some(RunErrorLine {
+                    step: String::new(),
+                    attempt: None,
+                    kind: "timeout".to_owned(),
+                    message: "the run passed its deadline".to_owned(),
+                    at: *at,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every human decision in the journal, in order.
+    fn decisions(&self) -> Vec<Decision<'_>> {
+        self.stored
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                Event::TaskDecided {
+                    step,
+                    by,
+                    decision,
+                    at,
+                    ..
+                } => Some(Decision {
+                    step: self.name(*step),
+                    by,
+                    decision,
+                    at: *at,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A failure, as `runs show` lists it.
+struct RunErrorLine {
+    step: String,
+    attempt: Option<u32>,
+    kind: String,
+    message: String,
+    at: Timestamp,
+}
+
+impl RunErrorLine {
+    fn text(&self) -> String {
+        let place = match (&self.attempt, self.step.is_empty()) {
+            (_, true) => "run".to_owned(),
+            (Some(attempt), false) => format!("{} attempt {attempt}", self.step),
+            (None, false) => self.step.clone(),
+        };
+        format!("{place}: {}: {}", self.kind, short(&self.message, 160))
+    }
+}
+
+/// A human decision, as `runs show` lists it.
+struct Decision<'a> {
+    step: String,
+    by: &'a str,
+    decision: &'a Value,
+    at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use workflow_core::store::RunRecord;
+    use workflow_core::store::RunStatus;
+    use workflow_core::ErrorKind;
+    use workflow_core::RunId;
+
+    #[test]
+    fn without_a_spec_the_timeline_names_steps_by_number() {
+        let stored = StoredRun {
+            record: RunRecord {
+                id: RunId(3),
+                workflow: "Gone".to_owned(),
+                fingerprint: "0123".to_owned(),
+                status: RunStatus::Failed,
+                idempotency_key: None,
+                note: Some("failed at `x`".to_owned()),
+                parent: None,
+                owner: None,
+                created_at: 1_000,
+                updated_at: 2_000,
+            },
+            events: vec![
+                Event::AttemptStarted {
+                    step: 3,
+                    attempt: 1,
+                    at: 1_000,
+                },
+                Event::AttemptFailed {
+                    step: 3,
+                    attempt: 1,
+                    kind: ErrorKind::Validation,
+                    message: "bad input".to_owned(),
+                    retry_after: None,
+                    at: 2_500,
+                },
+            ],
+        };
+        let report = Report::new(&stored, None, 3_000);
+        let text = report.text();
+        assert!(text.starts_with("run-3  Gone  failed\n"), "{text}");
+        assert!(text.contains("not recorded in the store"), "{text}");
+        assert!(!text.contains("steps:"), "{text}");
+        assert!(text.contains("+0ms      #3: attempt 1 started"), "{text}");
+        assert!(
+            text.contains("+1.5s     #3: attempt 1 failed: validation: bad input"),
+            "{text}"
+        );
+        assert!(text.contains("errors:\n  +1.5s     #3 attempt 1: validation: bad input"));
+        let json = report.json();
+        assert_eq!(json["spec_recorded"], false);
+        assert_eq!(json["timeline"][1]["step"], "#3");
+        assert_eq!(json["errors"][0]["kind"], "validation");
+    }
+}
