@@ -1,14 +1,15 @@
 //! `workflow check`: verifies a store and lists what is damaged.
 //!
 //! SQLite's own integrity check runs first; then every row's checksum is verified (journal
-//! entries, runs, specs, dead letters, inbox messages). The file is only read. Damage is
+//! entries, runs, specs, dead letters, inbox messages), and every run's spec must be found.
+//! The file is only read. Damage is
 //! reported per row and per run, and the command exits with 1 when it finds any.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::json;
-use workflow_core::store::Verification;
+use workflow_core::store::{Damage, RunFilter, Store, Verification};
 use workflow_core::RunId;
 
 use crate::error::{CliError, Result};
@@ -16,7 +17,8 @@ use crate::error::{CliError, Result};
 /// Runs `workflow check`.
 pub async fn run(path: &Path, json: bool) -> Result<String> {
     let store = crate::store::open_for_check(path)?;
-    let verification = store.verify().await?;
+    let mut verification = store.verify().await?;
+    missing_specs(&*store, &mut verification).await;
     let report = if json {
         json_report(path, &verification)
     } else {
@@ -39,6 +41,32 @@ pub async fn run(path: &Path, json: bool) -> Result<String> {
             ),
             report,
         ))
+    }
+}
+
+/// Every run names the spec it was started under, and engines record a spec before they
+/// start a run under it. A spec row that cannot be found is damage the row checksums cannot
+/// see (its key itself was damaged, so the lookup misses it): the runs that name it are
+/// reported. Runs or specs unreadable for other reasons are already in `verification`.
+async fn missing_specs(store: &dyn Store, verification: &mut Verification) {
+    let Ok(runs) = store.runs(RunFilter::default()).await else {
+        return;
+    };
+    let mut present: BTreeMap<&str, bool> = BTreeMap::new();
+    for run in &runs {
+        let fingerprint = run.fingerprint.as_str();
+        if !present.contains_key(fingerprint) {
+            let found = !matches!(store.spec(fingerprint).await, Ok(None));
+            present.insert(fingerprint, found);
+        }
+        if !present[fingerprint] {
+            verification.damaged.push(Damage {
+                table: "runs".to_owned(),
+                run: Some(run.id),
+                key: run.id.to_string(),
+                reason: format!("the spec it was started under ({fingerprint}) is missing"),
+            });
+        }
     }
 }
 

@@ -89,17 +89,23 @@ pub async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun> {
 pub async fn show(store: &dyn Store, args: &RunsShowArgs, json: bool) -> Result<String> {
     let stored = load(store, args.run).await?;
     let mut specs = Specs::default();
-    let spec = specs.get(store, &stored.record.fingerprint).await?.cloned();
-    if args.diagram {
-        let spec = spec.ok_or_else(|| {
+    // Engines record a spec before they start a run under it: a run whose spec cannot be
+    // found is a damaged store, not a run to explain without its step names.
+    let spec = specs
+        .get(store, &stored.record.fingerprint)
+        .await?
+        .cloned()
+        .ok_or_else(|| {
             CliError::new(format!(
-                "cannot draw {}: the store has no spec recorded for fingerprint {}",
+                "{} was started under spec {}, which the store does not hold: the store is \
+                 damaged (`workflow check` lists what)",
                 args.run, stored.record.fingerprint
             ))
         })?;
+    if args.diagram {
         return Ok(diagram(&stored, &spec, json));
     }
-    let report = Report::new(&stored, spec.as_ref(), now_ms());
+    let report = Report::new(&stored, Some(&spec), now_ms());
     Ok(if json {
         format!("{:#}\n", report.json())
     } else {

@@ -9,7 +9,8 @@
 //! that changed a checksummed row.
 //!
 //! `cargo test -p workflow-cli --test flips` makes 1,000 flips; the long mode makes more:
-//! `FLIPS=20000 cargo test -p workflow-cli --release --test flips -- --nocapture`.
+//! `FLIPS=20000 cargo test -p workflow-cli --release --test flips -- --nocapture`. The seed
+//! is printed; `FLIPS_SEED=<seed>` repeats a sequence of offsets.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -174,9 +175,14 @@ fn every_flip_is_invisible_or_reported_never_a_different_answer() {
     );
 
     let bytes = std::fs::read(&original).unwrap();
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
+    let seed = std::env::var("FLIPS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
         | 1;
     let mut rng = Rng(seed);
     let copy = dir.join("flipped.db");
@@ -268,5 +274,53 @@ fn check_reports_a_damaged_row_and_its_run() {
     let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(report["ok"], false);
     assert_eq!(report["damaged_runs"][0], "run-1");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A spec row whose key is damaged is not found at all, so its checksum never gets a say:
+/// the runs started under it must be reported, not explained without their step names.
+#[test]
+fn a_spec_whose_key_is_damaged_is_reported_not_read_as_missing() {
+    let dir = temp_dir();
+    let path = dir.join("store.db");
+    write_store(&path);
+    let fingerprint = {
+        let conn = workflow_core::rusqlite::Connection::open(&path).unwrap();
+        let fingerprint: String = conn
+            .query_row("SELECT fingerprint FROM runs WHERE id = 1", [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        fingerprint
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    let needle = format!("{fingerprint}{{\"name\":\"Publication\"");
+    let at = bytes
+        .windows(needle.len())
+        .position(|window| window == needle.as_bytes())
+        .expect("the spec row's key is stored next to its JSON");
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let shown = workflow(&path, &["--json", "runs", "show", "run-1"]);
+    assert_eq!(shown.code, Some(1), "{}", shown.stdout);
+    assert!(
+        shown.stderr.contains("which the store does not hold"),
+        "{}",
+        shown.stderr
+    );
+    let checked = workflow(&path, &["--json", "check"]);
+    assert_eq!(checked.code, Some(1), "{}", checked.stdout);
+    let report: serde_json::Value = serde_json::from_str(&checked.stdout).unwrap();
+    assert_eq!(report["damaged_runs"][0], "run-1", "{report}");
+    let missing = format!("the spec it was started under ({fingerprint}) is missing");
+    assert!(
+        report["damaged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|damage| damage["run"] == "run-1" && damage["reason"] == missing.as_str()),
+        "{report}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
