@@ -12,6 +12,7 @@
 //! version of this library is refused and left untouched.
 
 mod check;
+mod read;
 mod schema;
 mod sql;
 mod writer;
@@ -342,11 +343,11 @@ impl Store for SqliteStore {
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
-        self.read(move |db| sql::load(db, run))
+        self.read(move |db| read::load(db, run))
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
-        self.read(move |db| sql::list_runs(db, &filter))
+        self.read(move |db| read::list_runs(db, &filter))
     }
 
     fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
@@ -408,15 +409,15 @@ impl Store for SqliteStore {
     }
 
     fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
-        self.read(move |db| sql::inbox(db, run, after))
+        self.read(move |db| read::inbox(db, run, after))
     }
 
     fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
-        self.read(move |db| sql::pending_inbox(db, after))
+        self.read(move |db| read::pending_inbox(db, after))
     }
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
-        self.read(sql::list_dead_letters)
+        self.read(read::list_dead_letters)
     }
 
     fn put_spec<'a>(
@@ -437,7 +438,7 @@ impl Store for SqliteStore {
         fingerprint: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
         let fingerprint = fingerprint.to_owned();
-        self.read(move |db| sql::spec(db, &fingerprint))
+        self.read(move |db| read::spec(db, &fingerprint))
     }
 
     fn specs<'a>(
@@ -445,7 +446,7 @@ impl Store for SqliteStore {
         workflow: &'a str,
     ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
         let workflow = workflow.to_owned();
-        self.read(move |db| sql::specs(db, &workflow))
+        self.read(move |db| read::specs(db, &workflow))
     }
 
     fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
