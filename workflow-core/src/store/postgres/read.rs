@@ -133,7 +133,7 @@ pub(super) async fn run_row(conn: &mut PgConnection, run: RunId) -> Answer<Optio
 pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<StoredRun>> {
     // One statement: the row and the journal from the same snapshot.
     let rows = sqlx::query(&format!(
-        "SELECT {RUN_COLUMNS}, j.seq, j.event, j.crc AS entry_crc
+        "SELECT {RUN_COLUMNS}, r.journal_len, j.seq, j.event, j.crc AS entry_crc
          FROM runs r LEFT JOIN journal j ON j.run_id = r.id
          WHERE r.id = $1 ORDER BY j.seq"
     ))
@@ -144,6 +144,7 @@ pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<S
         return Ok(None);
     };
     let record = RawRun::decode(first)?.record()?;
+    let length = uint(first.try_get("journal_len")?);
     let mut events = Vec::with_capacity(rows.len());
     for row in &rows {
         let Some(seq) = row.try_get::<Option<i64>, _>("seq")? else {
@@ -171,6 +172,11 @@ pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<S
             })
         })?;
         events.push(event);
+    }
+    if events.len() as u64 != length {
+        // Entries are missing from the end (or there are more than the row says).
+        let seq = length.min(events.len() as u64);
+        return Err(Failure::Store(StoreError::Corrupt { run, seq }));
     }
     Ok(Some(StoredRun { record, events }))
 }
