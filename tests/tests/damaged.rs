@@ -9,7 +9,7 @@ use std::time::Duration;
 use workflow_core::prelude::*;
 use workflow_core::store::conformance::Subject;
 use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{RunFilter, SqliteOptions, StoreError};
+use workflow_core::store::{RunFilter, RunStatus, SqliteOptions, StoreError};
 
 async fn draft(item: String) -> Result<String, StepError> {
     Ok(format!("draft of {item}"))
