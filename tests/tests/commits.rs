@@ -80,8 +80,7 @@ async fn a_ten_step_run_is_eleven_commits_on_sqlite() {
 async fn a_ten_step_run_is_eleven_commits_on_postgres() {
     use workflow_core::store::pg_testing::{self, Schema};
 
-    let Some(url) = pg_testing::server("a_ten_step_run_is_eleven_commits_on_postgres").await
-    else {
+    let Some(url) = pg_testing::server("a_ten_step_run_is_eleven_commits_on_postgres").await else {
         return;
     };
     let schema = Schema::new(&url, "commits");

@@ -61,7 +61,13 @@ async fn a_damaged_run_is_not_driven(subject: Subject) {
     assert_eq!(second.resume_all().await.unwrap(), 1, "only the intact run");
     assert_eq!(
         second.damaged(),
-        [(damaged, StoreError::Corrupt { run: damaged, seq: 1 })]
+        [(
+            damaged,
+            StoreError::Corrupt {
+                run: damaged,
+                seq: 1
+            }
+        )]
     );
     let listed = subject.store.runs(RunFilter::default()).await.unwrap();
     let record = listed.iter().find(|r| r.id == damaged).expect("listed");

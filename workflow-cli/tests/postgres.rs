@@ -144,14 +144,19 @@ async fn check_names_a_run_damaged_in_the_database() {
     let (code, stdout, stderr) = cli(&["check", "--store", &store]);
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        stdout.contains(&format!("damaged: journal {id}/0: its checksum does not match")),
+        stdout.contains(&format!(
+            "damaged: journal {id}/0: its checksum does not match"
+        )),
         "{stdout}"
     );
     assert!(
         stdout.contains(&format!("damaged runs (engines do not drive them): {id}")),
         "{stdout}"
     );
-    assert!(stderr.contains("is damaged: 1 damaged row(s) in 1 run(s)"), "{stderr}");
+    assert!(
+        stderr.contains("is damaged: 1 damaged row(s) in 1 run(s)"),
+        "{stderr}"
+    );
     let (code, _, stderr) = cli(&["runs", "show", &id, "--store", &store]);
     assert_eq!(code, 1);
     assert!(stderr.contains("journal entry 0 is damaged"), "{stderr}");

@@ -195,7 +195,18 @@ mod tests {
         let event = r#"{"event":"attempt_started","step":3,"attempt":1,"at":17}"#;
         let entries = Keyed::new(|run| entry(RunId(run), 7, event));
         let messages = Keyed::new(|id| inbox(id, RunId(4), Some("k"), "{}", 9));
-        for key in [0, 1, 2, 3, 255, 256, 65_537, 1 << 40, (1 << 62) + 12_345, i64::MAX as u64] {
+        for key in [
+            0,
+            1,
+            2,
+            3,
+            255,
+            256,
+            65_537,
+            1 << 40,
+            (1 << 62) + 12_345,
+            i64::MAX as u64,
+        ] {
             assert_eq!(entries.with_key(key), entry(RunId(key), 7, event), "{key}");
             assert_eq!(
                 messages.with_key(key),

@@ -4,13 +4,12 @@
 //! checksums.
 
 use serde_json::json;
-use workflow_core::ErrorKind;
 use workflow_core::journal::Event;
 use workflow_core::store::pg_testing::{self, Schema};
 use workflow_core::store::{
-    Commit, DeadLetter, DeadLetterChange, Message, PgStore, RunFilter, RunStatus, Store,
-    StoreError,
+    Commit, DeadLetter, DeadLetterChange, Message, PgStore, RunFilter, RunStatus, Store, StoreError,
 };
+use workflow_core::ErrorKind;
 use workflow_core::RunId;
 
 use super::{create, started};
@@ -73,13 +72,20 @@ async fn a_version_1_database_migrates_with_every_checksum_computed() {
     let store = schema.store().await;
     let verification = store.verify().await.unwrap();
     assert!(verification.is_clean(), "{verification:?}");
-    assert_eq!(verification.rows, 2 + 3 + 1 + 1 + 1, "runs, entries, inbox, letter, spec");
+    assert_eq!(
+        verification.rows,
+        2 + 3 + 1 + 1 + 1,
+        "runs, entries, inbox, letter, spec"
+    );
     let failed = store.load(RunId(1)).await.unwrap().expect("run 1");
     assert_eq!(failed.record.status, RunStatus::Failed);
     assert_eq!(failed.events, [started(1_000), attempt(0, 1_100)]);
     assert_eq!(store.dead_letters().await.unwrap(), [letter(RunId(1))]);
     assert_eq!(store.inbox(RunId(2), 0).await.unwrap().len(), 1);
-    assert_eq!(store.spec("fp1").await.unwrap().as_deref(), Some("{\"v\":1}"));
+    assert_eq!(
+        store.spec("fp1").await.unwrap().as_deref(),
+        Some("{\"v\":1}")
+    );
     // The new version writes on: a commit to the migrated run checks out.
     store
         .commit(Commit::events(RunId(2), 1, &[attempt(0, 1_300)], 1_300))
@@ -88,7 +94,10 @@ async fn a_version_1_database_migrates_with_every_checksum_computed() {
     assert!(store.verify().await.unwrap().is_clean());
     drop(store);
     let reopened = PgStore::connect(&schema.url()).await.unwrap();
-    assert_eq!(reopened.load(RunId(2)).await.unwrap().unwrap().events.len(), 2);
+    assert_eq!(
+        reopened.load(RunId(2)).await.unwrap().unwrap().events.len(),
+        2
+    );
     drop(reopened);
     // A writer of version 1 cannot add a row without a checksum.
     let old_writer = schema
@@ -117,17 +126,29 @@ async fn every_kind_of_damaged_row_is_reported_and_left_as_it_is() {
         .unwrap();
     let other = create(&store, None).await.id();
     store
-        .commit(Commit::events(other, 1, &[attempt(0, 1_100), attempt(1, 1_150)], 1_100))
+        .commit(Commit::events(
+            other,
+            1,
+            &[attempt(0, 1_100), attempt(1, 1_150)],
+            1_100,
+        ))
         .await
         .unwrap();
     let cancel = Message::Cancel { by: "ops".into() };
-    let message = store.submit(other, &cancel, None, 1_200).await.unwrap().id();
+    let message = store
+        .submit(other, &cancel, None, 1_200)
+        .await
+        .unwrap()
+        .id();
     store.put_spec("fp1", "onboard", "{}", 1_300).await.unwrap();
     assert!(store.verify().await.unwrap().is_clean());
 
     // The lease columns are not covered (claims rewrite them in bulk): still intact.
     schema
-        .execute(&format!("UPDATE runs SET owner = 'someone' WHERE id = {}", other.0))
+        .execute(&format!(
+            "UPDATE runs SET owner = 'someone' WHERE id = {}",
+            other.0
+        ))
         .await
         .unwrap();
     assert!(store.verify().await.unwrap().is_clean());
@@ -164,7 +185,10 @@ async fn every_kind_of_damaged_row_is_reported_and_left_as_it_is() {
         store.inbox(other, 0).await.unwrap_err(),
         row("inbox", message.to_string())
     );
-    assert_eq!(store.spec("fp1").await.unwrap_err(), row("specs", "fp1".into()));
+    assert_eq!(
+        store.spec("fp1").await.unwrap_err(),
+        row("specs", "fp1".into())
+    );
     assert_eq!(
         store.specs("onboard").await.unwrap_err(),
         row("specs", "fp1".into())
@@ -236,9 +260,16 @@ async fn ids_of_any_size_key_their_checksums() {
         event_id: "e1".into(),
         payload: json!({ "amount": 12 }),
     };
-    let id = store.submit(run, &event, Some("e1"), 1_100).await.unwrap().id();
+    let id = store
+        .submit(run, &event, Some("e1"), 1_100)
+        .await
+        .unwrap()
+        .id();
     assert_eq!(id, 9_223_372_036_854_775_000);
-    assert_eq!(store.load(run).await.unwrap().unwrap().events, [started(1_000)]);
+    assert_eq!(
+        store.load(run).await.unwrap().unwrap().events,
+        [started(1_000)]
+    );
     assert_eq!(store.inbox(run, 0).await.unwrap()[0].message, event);
     assert!(store.verify().await.unwrap().is_clean());
     schema.drop().await;

@@ -18,7 +18,11 @@ pub(super) async fn a_damaged_entry_is_reported(subject: Subject) {
     assert_eq!(store.load(run).await.expect_err("damaged"), damaged);
     // The failed read changed nothing: the damage is still there to be reported.
     assert_eq!(store.load(run).await.expect_err("still damaged"), damaged);
-    assert_eq!(events_of(store, other).await.len(), 1, "other runs still load");
+    assert_eq!(
+        events_of(store, other).await.len(),
+        1,
+        "other runs still load"
+    );
     assert_eq!(
         store.runs(RunFilter::default()).await.expect("runs").len(),
         2,
@@ -33,5 +37,9 @@ pub(super) async fn a_damaged_entry_is_reported(subject: Subject) {
         .map(|d| (d.table.as_str(), d.run, d.key.as_str()))
         .collect();
     let key = format!("run-{}/2", run.0);
-    assert_eq!(found, [("journal", Some(run), key.as_str())], "{verification:?}");
+    assert_eq!(
+        found,
+        [("journal", Some(run), key.as_str())],
+        "{verification:?}"
+    );
 }

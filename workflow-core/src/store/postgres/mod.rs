@@ -327,7 +327,10 @@ impl Store for PgStore {
                 }
             }
             let Some(answer) = answer else {
-                return Err(kept_changing(&self.target, run.supersedes.map(|(old, _)| old)));
+                return Err(kept_changing(
+                    &self.target,
+                    run.supersedes.map(|(old, _)| old),
+                ));
             };
             let run_id = |answer: &sql::CreateAnswer| RunId(answer.run.map_or(0, |id| id as u64));
             match answer.outcome.as_str() {

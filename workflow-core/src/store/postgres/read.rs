@@ -253,9 +253,7 @@ pub(super) const LETTER_COLUMNS: &str =
 
 /// A `dead_letters` row with its stored checksum; the letter is `None` when its kind is
 /// not one this version writes (the row is damaged).
-pub(super) fn dead_letter(
-    row: &PgRow,
-) -> Result<(RunId, Option<DeadLetter>, i64), sqlx::Error> {
+pub(super) fn dead_letter(row: &PgRow) -> Result<(RunId, Option<DeadLetter>, i64), sqlx::Error> {
     let run = RunId(uint(row.try_get(0)?));
     let crc: i64 = row.try_get(8)?;
     let kind: String = row.try_get(4)?;

@@ -80,7 +80,9 @@ impl CreateSums {
             events: events
                 .iter()
                 .enumerate()
-                .map(|(seq, event)| Keyed::new(|run| checksum::entry(RunId(run), seq as u64, event)))
+                .map(|(seq, event)| {
+                    Keyed::new(|run| checksum::entry(RunId(run), seq as u64, event))
+                })
                 .collect(),
             superseded: None,
         }
@@ -133,7 +135,12 @@ pub(super) async fn create(
     .bind(channel)
     .bind(stored(sums.run.base))
     .bind(bits([&sums.run]))
-    .bind(sums.events.iter().map(|k| stored(k.base)).collect::<Vec<i64>>())
+    .bind(
+        sums.events
+            .iter()
+            .map(|k| stored(k.base))
+            .collect::<Vec<i64>>(),
+    )
     .bind(bits(&sums.events))
     .bind(sums.superseded.map(|(seen, _)| seen))
     .bind(sums.superseded.map(|(_, new)| new))
@@ -415,18 +422,17 @@ pub(super) async fn submit(
 ) -> Answer<(String, Option<i64>)> {
     // The message's id is the server's: its checksum is keyed by it.
     let sum = Keyed::new(|id| checksum::inbox(id, run, key, message, at));
-    let row = sqlx::query(
-        "SELECT o_outcome, o_id FROM workflow_submit($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(int(run.0))
-    .bind(message)
-    .bind(key)
-    .bind(int(at))
-    .bind(channel)
-    .bind(stored(sum.base))
-    .bind(bits([&sum]))
-    .fetch_one(&mut *conn)
-    .await?;
+    let row =
+        sqlx::query("SELECT o_outcome, o_id FROM workflow_submit($1, $2, $3, $4, $5, $6, $7)")
+            .bind(int(run.0))
+            .bind(message)
+            .bind(key)
+            .bind(int(at))
+            .bind(channel)
+            .bind(stored(sum.base))
+            .bind(bits([&sum]))
+            .fetch_one(&mut *conn)
+            .await?;
     Ok((row.try_get(0)?, row.try_get(1)?))
 }
 

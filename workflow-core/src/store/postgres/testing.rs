@@ -184,7 +184,10 @@ impl Schema {
             run.0
         );
         if let Err(error) = self.execute(&sql).await {
-            panic!("cannot damage entry {seq} of {run} in {}: {error}", self.name);
+            panic!(
+                "cannot damage entry {seq} of {run} in {}: {error}",
+                self.name
+            );
         }
     }
 
