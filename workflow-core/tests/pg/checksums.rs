@@ -274,3 +274,56 @@ async fn ids_of_any_size_key_their_checksums() {
     assert!(store.verify().await.unwrap().is_clean());
     schema.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rows_new_checksum_is_written_only_over_the_row_it_was_computed_from() {
+    let Some(url) = pg_testing::server("a_rows_new_checksum_is_written_only_over").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "stale");
+    let (a, b) = (schema.store().await, schema.store().await);
+    let status = |run, status, at| Commit {
+        status: Some((status, None)),
+        ..Commit::events(run, 1, &[], at)
+    };
+
+    // A run's end, by the store that created it: one statement.
+    let run = create(&a, None).await.id();
+    let before = a.round_trips();
+    a.commit(status(run, RunStatus::Parked, 2_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.round_trips() - before,
+        1,
+        "computed from the row it wrote"
+    );
+    // A store that never saw the run reads its row first.
+    let before = b.round_trips();
+    b.commit(status(run, RunStatus::Running, 2_100))
+        .await
+        .unwrap();
+    assert_eq!(b.round_trips() - before, 2, "read, then written");
+
+    // Another store changes a row this one saw: its checksum computed from the old row is
+    // refused, the row read again, the commit made once.
+    let other = create(&a, None).await.id();
+    b.commit(Commit {
+        inbox_cursor: Some(5),
+        ..Commit::events(other, 1, &[], 2_200)
+    })
+    .await
+    .unwrap();
+    let before = a.round_trips();
+    a.commit(status(other, RunStatus::Completed, 2_300))
+        .await
+        .unwrap();
+    assert_eq!(a.round_trips() - before, 3, "refused, read, written");
+    let record = a.load(other).await.unwrap().unwrap().record;
+    assert_eq!(
+        (record.status, record.updated_at),
+        (RunStatus::Completed, 2_300)
+    );
+    assert!(a.verify().await.unwrap().is_clean());
+    schema.drop().await;
+}

@@ -5,6 +5,7 @@
 mod check;
 mod connect;
 mod error;
+mod known;
 mod listen;
 mod read;
 mod schema;
@@ -78,6 +79,7 @@ pub struct PgStore {
     listener: Option<tokio::task::AbortHandle>,
     nonce_prefix: String,
     stats: Stats,
+    known: known::Known,
 }
 
 #[derive(Debug, Default)]
@@ -335,6 +337,8 @@ impl Store for PgStore {
             let run_id = |answer: &sql::CreateAnswer| RunId(answer.run.map_or(0, |id| id as u64));
             match answer.outcome.as_str() {
                 "new" => {
+                    self.known
+                        .put(sql::created_row(&run, &sums, run_id(&answer)));
                     self.stats
                         .journal_writes
                         .fetch_add(events.len() as u64, Ordering::Relaxed);
@@ -360,17 +364,32 @@ impl Store for PgStore {
             let mut row = CommitRow::new(&commit)?;
             let mut outcome = None;
             for _ in 0..STALE_TRIES {
+                let mut changed = None;
                 if row.changes_run() {
-                    let Some(raw) = self.run_row(commit.run).await? else {
-                        return Err(StoreError::UnknownRun(commit.run));
+                    let raw = match self.known.get(commit.run) {
+                        Some(raw) => raw,
+                        None => self
+                            .run_row(commit.run)
+                            .await?
+                            .ok_or(StoreError::UnknownRun(commit.run))?,
                     };
-                    row.run_row = Some(row.changed(&raw));
+                    let after = row.changed(&raw);
+                    row.run_row = Some((raw.crc, after.crc));
+                    changed = Some(after);
                 }
-                let found = self.commit_once(&row).await?;
-                if found != "stale" {
-                    outcome = Some(found);
-                    break;
+                let found = self.commit_once(&row).await;
+                match (found.as_deref(), changed) {
+                    (Ok("ok"), Some(after)) if after.status == "running" => self.known.put(after),
+                    (Ok("ok"), None) => {}
+                    // The row changed since this store saw it: read it again.
+                    (Ok("stale"), _) => {
+                        self.known.forget(commit.run);
+                        continue;
+                    }
+                    _ => self.known.forget(commit.run),
                 }
+                outcome = Some(found?);
+                break;
             }
             let Some(outcome) = outcome else {
                 return Err(kept_changing(&self.target, Some(commit.run)));
@@ -405,11 +424,17 @@ impl Store for PgStore {
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
-        Box::pin(
-            self.idempotent(move |mut conn| {
-                Box::pin(async move { read::load(&mut conn, run).await })
-            }),
-        )
+        Box::pin(async move {
+            let loaded = self
+                .idempotent(move |mut conn| {
+                    Box::pin(async move { read::load(&mut conn, run).await })
+                })
+                .await?;
+            Ok(loaded.map(|(stored, raw)| {
+                self.known.put(raw);
+                stored
+            }))
+        })
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {

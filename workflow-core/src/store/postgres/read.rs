@@ -130,7 +130,11 @@ pub(super) async fn run_row(conn: &mut PgConnection, run: RunId) -> Answer<Optio
     }
 }
 
-pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<StoredRun>> {
+/// A run with its journal, and its row as stored (verified).
+pub(super) async fn load(
+    conn: &mut PgConnection,
+    run: RunId,
+) -> Answer<Option<(StoredRun, RawRun)>> {
     // One statement: the row and the journal from the same snapshot.
     let rows = sqlx::query(&format!(
         "SELECT {RUN_COLUMNS}, r.journal_len, j.seq, j.event, j.crc AS entry_crc
@@ -143,7 +147,8 @@ pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<S
     let Some(first) = rows.first() else {
         return Ok(None);
     };
-    let record = RawRun::decode(first)?.record()?;
+    let raw = RawRun::decode(first)?.verified()?;
+    let record = raw.clone().record()?;
     let length = uint(first.try_get("journal_len")?);
     let mut events = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -178,7 +183,7 @@ pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<S
         let seq = length.min(events.len() as u64);
         return Err(Failure::Store(StoreError::Corrupt { run, seq }));
     }
-    Ok(Some(StoredRun { record, events }))
+    Ok(Some((StoredRun { record, events }, raw)))
 }
 
 pub(super) async fn list_runs(

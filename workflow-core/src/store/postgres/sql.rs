@@ -211,19 +211,41 @@ impl<'a> CommitRow<'a> {
         self.commit.status.is_some() || self.commit.inbox_cursor.is_some()
     }
 
-    /// The run's row as read and after this commit, for [`CommitRow::run_row`].
-    pub(super) fn changed(&self, raw: &RawRun) -> (i64, i64) {
+    /// The run's row after this commit, with its checksum.
+    pub(super) fn changed(&self, raw: &RawRun) -> RawRun {
         let commit = self.commit;
-        let mut row = raw.row();
+        let mut changed = raw.clone();
         if let Some(cursor) = commit.inbox_cursor {
-            row.inbox_cursor = row.inbox_cursor.max(cursor);
+            changed.inbox_cursor = changed.inbox_cursor.max(cursor);
         }
         if let Some((status, note)) = commit.status {
-            row.status = status.as_str();
-            row.note = note;
-            row.updated_at = commit.at;
+            changed.status = status.as_str().to_owned();
+            changed.note = note.map(str::to_owned);
+            changed.updated_at = commit.at;
+            if !status.is_driven() {
+                changed.owner = None;
+            }
         }
-        (raw.crc, stored(row.checksum()))
+        changed.crc = stored(changed.row().checksum());
+        changed
+    }
+}
+
+/// The row of a run [`create`] made, with its checksum.
+pub(super) fn created_row(new: &NewRun<'_>, sums: &CreateSums, run: RunId) -> RawRun {
+    RawRun {
+        id: run,
+        workflow: new.workflow.to_owned(),
+        fingerprint: new.fingerprint.to_owned(),
+        status: RunStatus::Running.as_str().to_owned(),
+        idempotency_key: new.idempotency_key.map(str::to_owned),
+        note: None,
+        parent: new.parent.map(|p| p.0),
+        owner: new.owner.map(|c| c.owner.to_owned()),
+        created_at: new.at,
+        updated_at: new.at,
+        inbox_cursor: 0,
+        crc: stored(sums.run.with_key(run.0)),
     }
 }
 
