@@ -184,25 +184,21 @@ pub(super) struct CommitRow<'a> {
 
 impl<'a> CommitRow<'a> {
     pub(super) fn new(commit: &'a Commit<'a>) -> Result<Self, StoreError> {
+        let events: Vec<String> = commit
+            .events
+            .iter()
+            .map(to_json)
+            .collect::<Result<_, _>>()?;
+        let crcs = (commit.seq..)
+            .zip(&events)
+            .map(|(seq, event)| stored(checksum::entry(commit.run, seq, event)))
+            .collect();
         Ok(CommitRow {
             commit,
-            events: commit
-                .events
-                .iter()
-                .map(to_json)
-                .collect::<Result<_, _>>()?,
+            events,
             inboxes: commit.events.iter().map(|e| e.inbox().map(int)).collect(),
-            crcs: Vec::new(),
+            crcs,
             run_row: None,
-        })
-        .map(|mut row| {
-            row.crcs = row
-                .events
-                .iter()
-                .enumerate()
-                .map(|(n, event)| stored(checksum::entry(commit.run, commit.seq + n as u64, event)))
-                .collect();
-            row
         })
     }
 
