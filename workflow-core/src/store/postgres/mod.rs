@@ -1,6 +1,8 @@
 //! `PgStore`: the store for many engine processes on one PostgreSQL database (feature
 //! `postgres`). Its documentation says what it guarantees; `connect` opens it, `sql` and
-//! `schema` hold its statements and tables, `listen` its wake-ups.
+//! `schema` hold its statements and tables, `read` its verified reads, `check` the
+//! checksums of a whole schema (computed at migration, verified for `workflow check`),
+//! `known` the run rows it last saw, `listen` its wake-ups.
 
 mod check;
 mod connect;
@@ -52,6 +54,11 @@ use crate::workflow::BoxFuture;
 ///   run anyone may claim) `NOTIFY` the store's channel; every store listens on it and
 ///   exposes a [wake signal](Store::wake_signal) engines wait on. Polling stays the
 ///   backstop, so a lost notification delays and never loses.
+/// - **Checksums.** Every row carries the CRC-32C the SQLite store computes for it
+///   (`bigint` columns), written in the same statement as the row and verified on every
+///   read: damage is [`StoreError::Corrupt`] or [`StoreError::CorruptRow`], never a
+///   different value, and a failed read writes nothing. [`Store::verify`] checks a whole
+///   schema in one snapshot.
 /// - **Reconnects.** A broken connection is replaced and the operation retried for
 ///   [`PgOptions::retry_for`]. A write whose answer was lost with its connection is looked
 ///   up before it is sent again (a commit by its entries, a creation or claim by a nonce
