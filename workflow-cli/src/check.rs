@@ -1,8 +1,9 @@
 //! `workflow check`: verifies a store and lists what is damaged.
 //!
-//! SQLite's own integrity check runs first; then every row's checksum is verified (journal
-//! entries, runs, specs, dead letters, inbox messages), and every run's spec must be found.
-//! The file is only read. Damage is
+//! For a SQLite file, SQLite's own integrity check runs first; then, for any store, every
+//! row's checksum is verified (journal entries, runs, specs, dead letters, inbox
+//! messages), every journal is checked for gaps, and every run's spec must be found. The
+//! store is only read. Damage is
 //! reported per row and per run, and the command exits with 1 when it finds any.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,10 +20,11 @@ pub async fn run(path: &Path, json: bool) -> Result<String> {
     let store = crate::store::open_for_check(path)?;
     let mut verification = store.verify().await?;
     missing_specs(&*store, &mut verification).await;
+    let shown = crate::store::shown(path);
     let report = if json {
-        json_report(path, &verification)
+        json_report(&shown, &verification)
     } else {
-        text_report(path, &verification)
+        text_report(&shown, &verification)
     };
     if verification.is_clean() {
         Ok(report)
@@ -30,8 +32,7 @@ pub async fn run(path: &Path, json: bool) -> Result<String> {
         let runs = damaged_runs(&verification).len();
         Err(CliError::with_report(
             format!(
-                "{} is damaged: {} damaged row(s) in {runs} run(s){}",
-                path.display(),
+                "{shown} is damaged: {} damaged row(s) in {runs} run(s){}",
                 verification.damaged.len(),
                 if verification.integrity.is_empty() {
                     ""
@@ -74,10 +75,14 @@ fn damaged_runs(verification: &Verification) -> BTreeSet<RunId> {
     verification.damaged.iter().filter_map(|d| d.run).collect()
 }
 
-fn text_report(path: &Path, verification: &Verification) -> String {
-    let mut out = format!("{}: {} rows checked\n", path.display(), verification.rows);
+fn text_report(shown: &str, verification: &Verification) -> String {
+    let mut out = format!("{shown}: {} rows checked\n", verification.rows);
     if verification.is_clean() {
-        out.push_str("ok: SQLite's integrity check passed and every checksum matches\n");
+        out.push_str(if crate::store::postgres::is_url(shown) {
+            "ok: every checksum matches and no journal has a gap\n"
+        } else {
+            "ok: SQLite's integrity check passed and every checksum matches\n"
+        });
         return out;
     }
     for line in &verification.integrity {
@@ -102,7 +107,7 @@ fn text_report(path: &Path, verification: &Verification) -> String {
     out
 }
 
-fn json_report(path: &Path, verification: &Verification) -> String {
+fn json_report(shown: &str, verification: &Verification) -> String {
     let runs: Vec<String> = damaged_runs(verification)
         .iter()
         .map(ToString::to_string)
@@ -122,7 +127,7 @@ fn json_report(path: &Path, verification: &Verification) -> String {
     format!(
         "{:#}\n",
         json!({
-            "store": path.display().to_string(),
+            "store": shown,
             "ok": verification.is_clean(),
             "rows": verification.rows,
             "integrity": verification.integrity,

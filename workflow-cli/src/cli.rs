@@ -59,9 +59,9 @@ pub enum Command {
     #[command(subcommand)]
     Dead(DeadCommand),
 
-    /// Verify a store: SQLite's integrity check, then the checksum of every journal entry,
-    /// run, spec, dead letter and inbox message. Prints each damaged row and run; exits
-    /// with 1 when anything is damaged. Reads only.
+    /// Verify a store: SQLite's integrity check (for a file), then the checksum of every
+    /// journal entry, run, spec, dead letter and inbox message, and every journal for gaps.
+    /// Prints each damaged row and run; exits with 1 when anything is damaged. Reads only.
     Check,
 }
 

@@ -9,8 +9,8 @@
 //!   checked by the run's machine and left in the run's inbox for the engine that drives
 //!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
-//! - `workflow check`: verifies a store (SQLite's integrity check and every row's
-//!   checksum) and lists what is damaged.
+//! - `workflow check`: verifies a store (SQLite's integrity check for a file, and every
+//!   row's checksum) and lists what is damaged.
 //!
 //! Store commands open the SQLite file the engine writes (`--store`, `WORKFLOW_STORE`,
 //! default `workflow.db`) and never create it. `--json` prints JSON on stdout for every

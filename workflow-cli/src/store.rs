@@ -1,7 +1,7 @@
 //! Opening the engine's store, the async runtime around it, and what the CLI reads from
 //! it besides journals: the spec a run was started under.
 
-mod postgres;
+pub mod postgres;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,9 +21,12 @@ pub fn open(path: &Path) -> Result<Box<dyn Store>> {
     open_sqlite(path).map(|store| Box::new(store) as Box<dyn Store>)
 }
 
-/// Opens the store `--store` names for `workflow check`: without the quick check at
-/// opening, since the check runs the full one itself.
+/// Opens the store `--store` names for `workflow check`: a SQLite file without the quick
+/// check at opening, since the check runs the full one itself.
 pub fn open_for_check(path: &Path) -> Result<Box<dyn Store>> {
+    if let Some(url) = path.to_str().filter(|s| postgres::is_url(s)) {
+        return Ok(Box::new(postgres::LazyPgStore::new(url)));
+    }
     exists(path)?;
     let options = SqliteOptions {
         quick_check: false,
@@ -32,6 +35,14 @@ pub fn open_for_check(path: &Path) -> Result<Box<dyn Store>> {
     SqliteStore::open_with(path, options)
         .map(|store| Box::new(store) as Box<dyn Store>)
         .map_err(CliError::from)
+}
+
+/// The store as messages show it: a PostgreSQL URL without its password, or the path.
+pub fn shown(path: &Path) -> String {
+    match path.to_str().filter(|s| postgres::is_url(s)) {
+        Some(url) => postgres::redact(url),
+        None => path.display().to_string(),
+    }
 }
 
 /// Opens the SQLite store at `path`; a missing file is an error, never created.

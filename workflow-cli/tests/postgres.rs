@@ -1,7 +1,9 @@
 //! `--store postgres://…`: the CLI on the database a running engine shares with others.
 //! An engine drives a run to its human task; the CLI lists the task and approves it; the
 //! engine, still running, takes the decision in and finishes the run; the CLI shows it
-//! completed. An unreachable server is one line naming the host, never the password.
+//! completed. `workflow check` verifies every checksum of the database and names a run
+//! whose journal was changed behind the store's back. An unreachable server is one line
+//! naming the host, never the password.
 //!
 //! Needs a PostgreSQL server (`WORKFLOW_TEST_DATABASE_URL`); without one the test prints a
 //! line saying it was skipped (under `CI=true` it fails).
@@ -94,6 +96,79 @@ async fn the_cli_decides_a_task_on_a_postgres_store() {
     assert_eq!(code, 0, "{stderr}");
     let runs: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(runs[0]["status"], "completed", "{stdout}");
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_a_run_damaged_in_the_database() {
+    let Some(url) = pg_testing::server("check_names_a_run_damaged_in_the_database").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "cli_check");
+    let engine = Engine::builder().store(schema.store().await).build();
+    engine.register::<Moderation>(()).unwrap();
+    let run = engine
+        .start::<Moderation>(ModerationInput {
+            item: "post 7".into(),
+        })
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while engine.open_tasks().await.unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the review opens");
+    let id = run.id().to_string();
+    let store = schema.url();
+
+    let (code, stdout, stderr) = cli(&["check", "--json", "--store", &store]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["ok"], true, "{stdout}");
+    assert!(report["rows"].as_u64().unwrap() >= 5, "{stdout}");
+    let (code, stdout, _) = cli(&["check", "--store", &store]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("ok: every checksum matches"), "{stdout}");
+
+    // The item the run was started on, changed in the database behind the store's back.
+    schema
+        .execute(&format!(
+            "UPDATE journal SET event = replace(event, 'post 7', 'post 8')
+             WHERE run_id = {} AND seq = 0",
+            run.id().0
+        ))
+        .await
+        .unwrap();
+    let (code, stdout, stderr) = cli(&["check", "--store", &store]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "damaged: journal {id}/0: its checksum does not match"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("damaged runs (engines do not drive them): {id}")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("is damaged: 1 damaged row(s) in 1 run(s)"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = cli(&["runs", "show", &id, "--store", &store]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("journal entry 0 is damaged"), "{stderr}");
+
+    let (code, stdout, _) = cli(&["check", "--json", "--store", &store]);
+    assert_eq!(code, 1);
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["ok"], false, "{stdout}");
+    assert_eq!(report["damaged_runs"], serde_json::json!([id]), "{stdout}");
+    assert_eq!(report["damaged"][0]["table"], "journal", "{stdout}");
+    assert_eq!(report["damaged"][0]["key"], format!("{id}/0"), "{stdout}");
+    drop(engine);
     schema.drop().await;
 }
 

@@ -1,20 +1,21 @@
 //! The `Store` conformance suite against every store of this crate: the in-memory store
-//! and the SQLite store (a fresh file per check).
+//! (damaged through its test hook) and the SQLite store (a fresh file per check, damaged
+//! through a second connection).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use workflow_core::store::{conformance, MemoryStore, Store};
+use workflow_core::store::conformance::{self, Subject};
 
 #[tokio::test]
 async fn the_memory_store_conforms() {
-    conformance::run(|| async { Arc::new(MemoryStore::new()) as Arc<dyn Store> }).await;
+    conformance::run(|| async { Subject::memory() }).await;
 }
 
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sqlite_store_conforms() {
-    use workflow_core::store::{SqliteOptions, SqliteStore, Synchronous};
+    use workflow_core::store::{SqliteOptions, Synchronous};
 
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -35,8 +36,7 @@ async fn the_sqlite_store_conforms() {
                 synchronous: Synchronous::Off,
                 ..SqliteOptions::default()
             };
-            Arc::new(SqliteStore::open_with(path, options).expect("open a fresh store"))
-                as Arc<dyn Store>
+            Subject::sqlite(path, options).expect("open a fresh store")
         }
     })
     .await;

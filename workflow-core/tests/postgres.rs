@@ -1,8 +1,8 @@
 //! `PgStore` on a real PostgreSQL server: the `Store` conformance suite (a fresh schema per
-//! check), then what only a database shared by many processes has to show: lease expiry
-//! by the server's clock, fencing, `SKIP LOCKED` claims under concurrency, uniqueness
-//! under racing starts, `NOTIFY` wake-ups, reconnects, schema versions and an unreachable
-//! host.
+//! check, damaged by raw SQL), then what only a database shared by many processes has to
+//! show: lease expiry by the server's clock, fencing, `SKIP LOCKED` claims under
+//! concurrency, uniqueness under racing starts, `NOTIFY` wake-ups, reconnects, schema
+//! versions and migrations, checksums and an unreachable host.
 //!
 //! The server comes from `WORKFLOW_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`). Without one, each test prints a line saying
@@ -14,8 +14,8 @@ mod pg;
 
 use std::sync::{Arc, Mutex};
 
+use workflow_core::store::conformance::{self, Subject};
 use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{conformance, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_postgres_store_conforms() {
@@ -27,7 +27,7 @@ async fn the_postgres_store_conforms() {
     conformance::run(move || {
         let schema = Schema::new(&url, "conformance");
         made.lock().unwrap().push(schema.clone());
-        async move { Arc::new(schema.store().await) as Arc<dyn Store> }
+        async move { Subject::postgres(&schema).await }
     })
     .await;
     let schemas = schemas.lock().unwrap().clone();

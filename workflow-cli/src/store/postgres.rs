@@ -6,13 +6,27 @@ use tokio::sync::OnceCell;
 use workflow_core::journal::Timestamp;
 use workflow_core::store::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgStore,
-    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use workflow_core::{BoxFuture, RunId};
 
 /// Whether `--store` names a PostgreSQL database rather than a file.
 pub fn is_url(store: &str) -> bool {
     store.starts_with("postgres://") || store.starts_with("postgresql://")
+}
+
+/// The URL without its password (`postgres://user:***@host/db`).
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// A PostgreSQL store opened on first use. Its schema is created or migrated then, as an
@@ -120,6 +134,10 @@ impl Store for LazyPgStore {
         workflow: &'a str,
     ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
         Box::pin(async move { self.get().await?.specs(workflow).await })
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
+        Box::pin(async move { self.get().await?.verify().await })
     }
 
     fn shared(&self) -> bool {

@@ -183,7 +183,7 @@ impl Engine {
             .into_iter()
             .filter(|r| r.owner.as_deref() == Some(self.inner.owner.as_str()))
             .map(|r| r.id)
-            .filter(|run| !self.drives(*run))
+            .filter(|run| !self.drives(*run) && !self.is_damaged(*run))
             .collect();
         let names = self.inner.registry.names();
         let mut leases = self
@@ -273,14 +273,21 @@ impl Engine {
     }
 
     /// Never drives a run whose stored history fails verification: it is listed as
-    /// damaged (not failed, not dead-lettered) and its claim is given up.
-    async fn set_damaged(&self, run: RunId, error: StoreError) {
+    /// damaged (not failed, not dead-lettered). In a store one engine drives, its claim is
+    /// given up. In a store several workers share, the engine keeps the claim (its
+    /// heartbeats renew it and it does not take the run up again): a released run would
+    /// be claimed at once by the next worker, found damaged and released again, round
+    /// and round. The worker that found the damage holds the run until it stops.
+    pub(super) async fn set_damaged(&self, run: RunId, error: StoreError) {
         tracing::error!(run = %run, error = %error, "the run's stored history is damaged; it is not driven (see `workflow check`)");
         self.inner
             .damaged
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(run, error);
+        if self.inner.store.multi_worker() {
+            return;
+        }
         if let Err(error) = self
             .inner
             .store
@@ -289,6 +296,15 @@ impl Engine {
         {
             tracing::warn!(run = %run, error = %error, "cannot give up the claim of a damaged run");
         }
+    }
+
+    /// Whether this engine found the run's stored history damaged.
+    pub(super) fn is_damaged(&self, run: RunId) -> bool {
+        self.inner
+            .damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&run)
     }
 
     /// The runs this engine refused to drive because their stored history is damaged,
@@ -519,7 +535,7 @@ fn replayed_finish(spec: &workflow_spec::Spec, events: &[Event]) -> Option<Finis
 }
 
 /// Whether a store error says stored data is damaged.
-fn is_damage(error: &StoreError) -> bool {
+pub(super) fn is_damage(error: &StoreError) -> bool {
     matches!(
         error,
         StoreError::Corrupt { .. } | StoreError::CorruptRow { .. } | StoreError::BadRow { .. }

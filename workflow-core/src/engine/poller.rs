@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::driver::Msg;
+use super::lifecycle::is_damage;
 use super::{lock, Engine, FOREIGN_POLL};
 use crate::clock::until;
-use crate::error::RunId;
+use crate::error::{RunError, RunId};
 use crate::journal::Timestamp;
 use crate::store::Claim;
 
@@ -128,9 +129,10 @@ impl Engine {
                 .copied()
                 .collect()
         };
+        // A damaged run stays held, not driven, and is not taken up again.
         let idle: Vec<RunId> = held
             .iter()
-            .filter(|run| !self.drives(**run))
+            .filter(|run| !self.drives(**run) && !self.is_damaged(**run))
             .copied()
             .collect();
         let before = std::mem::replace(idle_owned, idle);
@@ -148,6 +150,10 @@ impl Engine {
                     {
                         tracing::warn!(run = %run, error = %error, "cannot release a run this engine cannot drive");
                     }
+                }
+                // Held, not driven (see `set_damaged`).
+                Err(RunError::Store(error)) if is_damage(&error) => {
+                    self.set_damaged(*run, error).await;
                 }
                 Err(error) => {
                     tracing::warn!(run = %run, error = %error, "cannot take up a run this engine owns")

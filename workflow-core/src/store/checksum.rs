@@ -119,6 +119,38 @@ pub fn inbox(id: u64, run: RunId, key: Option<&str>, message: &str, at: Timestam
         .0
 }
 
+/// A checksum whose key (a run id, a message id) the database assigns as it writes the row:
+/// the checksum computed with the key 0, and for each bit of the key what setting it
+/// changes. CRC-32C is affine over messages of one length and the key is framed as a fixed
+/// 8 bytes, so the row's checksum is `base` XOR the `bits` of the key's set bits: what
+/// the PostgreSQL store's `workflow_keyed_crc` computes, in the same statement as the
+/// write, so a row is never stored without its checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keyed {
+    pub base: u32,
+    pub bits: [u32; 64],
+}
+
+impl Keyed {
+    /// From the checksum of the row as a function of its key.
+    pub fn new(sum: impl Fn(u64) -> u32) -> Keyed {
+        let base = sum(0);
+        Keyed {
+            base,
+            bits: std::array::from_fn(|bit| sum(1 << bit) ^ base),
+        }
+    }
+
+    /// The checksum of the row under `key`, as the database computes it.
+    pub fn with_key(&self, key: u64) -> u32 {
+        self.bits
+            .iter()
+            .enumerate()
+            .filter(|(bit, _)| key & (1 << bit) != 0)
+            .fold(self.base, |sum, (_, part)| sum ^ part)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +188,31 @@ mod tests {
             spec("a", "bc", "d"),
             "fields are framed"
         );
+    }
+
+    #[test]
+    fn a_keyed_checksum_is_the_checksum_under_any_key() {
+        let event = r#"{"event":"attempt_started","step":3,"attempt":1,"at":17}"#;
+        let entries = Keyed::new(|run| entry(RunId(run), 7, event));
+        let messages = Keyed::new(|id| inbox(id, RunId(4), Some("k"), "{}", 9));
+        for key in [
+            0,
+            1,
+            2,
+            3,
+            255,
+            256,
+            65_537,
+            1 << 40,
+            (1 << 62) + 12_345,
+            i64::MAX as u64,
+        ] {
+            assert_eq!(entries.with_key(key), entry(RunId(key), 7, event), "{key}");
+            assert_eq!(
+                messages.with_key(key),
+                inbox(key, RunId(4), Some("k"), "{}", 9),
+                "{key}"
+            );
+        }
     }
 }

@@ -1,11 +1,12 @@
 //! An in-memory store: for tests, and for workflows that need no durability.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
     NewRun, RunFilter, RunRecord, RunStatus, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -28,6 +29,8 @@ struct Inner {
     inbox_keys: HashMap<(RunId, String), u64>,
     appends: u64,
     commits: u64,
+    /// Journal entries marked damaged by [`MemoryStore::damage_entry`].
+    damaged: BTreeSet<(RunId, u64)>,
 }
 
 #[derive(Debug)]
@@ -85,6 +88,15 @@ impl MemoryStore {
     /// How many atomic writes (creations and commits) changed the journal.
     pub fn commits(&self) -> u64 {
         self.lock().commits
+    }
+
+    /// Marks journal entry `seq` of `run` damaged, as a bad disk would leave it in a
+    /// durable store (this store keeps values, not bytes, so it has nothing to flip):
+    /// loading the run then fails with [`StoreError::Corrupt`] and [`Store::verify`]
+    /// reports the entry. For the conformance suite's damage checks (feature `test-util`).
+    #[cfg(feature = "test-util")]
+    pub fn damage_entry(&self, run: RunId, seq: u64) {
+        self.lock().damaged.insert((run, seq));
     }
 }
 
@@ -241,7 +253,11 @@ impl Store for MemoryStore {
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
-        ready(Ok(self.lock().runs.get(&run).map(|run| run.stored.clone())))
+        let inner = self.lock();
+        if let Some((_, seq)) = inner.damaged.range((run, 0)..=(run, u64::MAX)).next() {
+            return ready(Err(StoreError::Corrupt { run, seq: *seq }));
+        }
+        ready(Ok(inner.runs.get(&run).map(|run| run.stored.clone())))
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
@@ -407,5 +423,25 @@ impl Store for MemoryStore {
                 .then(b.first_registered.cmp(&a.first_registered))
         });
         ready(Ok(specs))
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
+        let inner = self.lock();
+        let entries: usize = inner.runs.values().map(|run| run.stored.events.len()).sum();
+        let rows = inner.runs.len() + entries + inner.dead.len() + inner.specs.len();
+        ready(Ok(Verification {
+            integrity: Vec::new(),
+            damaged: inner
+                .damaged
+                .iter()
+                .map(|(run, seq)| super::Damage {
+                    table: "journal".to_owned(),
+                    run: Some(*run),
+                    key: format!("run-{}/{seq}", run.0),
+                    reason: "marked damaged".to_owned(),
+                })
+                .collect(),
+            rows: (rows + inner.inbox.len()) as u64,
+        }))
     }
 }

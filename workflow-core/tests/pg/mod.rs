@@ -1,5 +1,6 @@
 //! What only a database shared by many processes has to show.
 
+mod checksums;
 mod engine;
 mod faults;
 mod leases;

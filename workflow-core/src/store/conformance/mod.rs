@@ -3,20 +3,25 @@
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use std::sync::Arc;
-//! use workflow_core::store::{conformance, MemoryStore, Store};
+//! use workflow_core::store::conformance::{self, Subject};
 //!
-//! conformance::run(|| async { Arc::new(MemoryStore::new()) as Arc<dyn Store> }).await;
+//! conformance::run(|| async { Subject::memory() }).await;
 //! # }
 //! ```
 //!
-//! Each check gets a fresh, empty store from the factory. Checks that need a lease to
-//! lapse wait a few milliseconds of real time, so stores that keep time by their own clock
-//! (a database server) pass the same checks as stores that use the caller's.
+//! Each check gets a fresh, empty store from the factory, as a [`Subject`]: the store and
+//! a way to damage one stored journal entry the way a bad disk would, so the suite can
+//! check that every store reports damage instead of reading it back. Checks that need a
+//! lease to lapse wait a few milliseconds of real time, so stores that keep time by their
+//! own clock (a database server) pass the same checks as stores that use the caller's.
 
+mod damage;
 mod inbox;
 mod owners;
 mod runs;
+mod subject;
+
+pub use subject::{DamageEntry, Subject};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,69 +38,72 @@ use crate::journal::{Event, Timestamp};
 use crate::workflow::BoxFuture;
 
 /// One check: it panics when the store breaks a promise.
-pub type Check = fn(Arc<dyn Store>) -> BoxFuture<'static, ()>;
+pub type Check = fn(Subject) -> BoxFuture<'static, ()>;
 
 /// Every check, by name.
 pub const CHECKS: &[(&str, Check)] = &[
     ("a created run loads back", |s| {
-        Box::pin(runs::created_runs_load_back(s))
+        Box::pin(runs::created_runs_load_back(s.store))
     }),
     ("idempotency keys name one run per workflow", |s| {
-        Box::pin(runs::idempotency_keys(s))
+        Box::pin(runs::idempotency_keys(s.store))
     }),
     ("commits append at the expected length only", |s| {
-        Box::pin(runs::commits_append_in_order(s))
+        Box::pin(runs::commits_append_in_order(s.store))
     }),
     ("a refused commit writes nothing", |s| {
-        Box::pin(runs::refused_commits_write_nothing(s))
+        Box::pin(runs::refused_commits_write_nothing(s.store))
     }),
     ("statuses, notes and dead letters", |s| {
-        Box::pin(runs::statuses_and_dead_letters(s))
+        Box::pin(runs::statuses_and_dead_letters(s.store))
     }),
     ("runs are filtered and paged newest first", |s| {
-        Box::pin(runs::runs_are_filtered_and_paged(s))
+        Box::pin(runs::runs_are_filtered_and_paged(s.store))
     }),
     ("claims honour owners", |s| {
-        Box::pin(owners::claims_honour_owners(s))
+        Box::pin(owners::claims_honour_owners(s.store))
     }),
     ("a lapsed lease is taken over and its owner fenced", |s| {
-        Box::pin(owners::lapsed_leases_are_taken_over(s))
+        Box::pin(owners::lapsed_leases_are_taken_over(s.store))
     }),
     ("renewed leases hold and released runs are free", |s| {
-        Box::pin(owners::renew_and_release(s))
+        Box::pin(owners::renew_and_release(s.store))
     }),
     ("a run created claimed is its creator's", |s| {
-        Box::pin(owners::created_claimed(s))
+        Box::pin(owners::created_claimed(s.store))
     }),
     ("finishing releases the owner", |s| {
-        Box::pin(owners::finishing_releases(s))
+        Box::pin(owners::finishing_releases(s.store))
     }),
     ("the inbox keeps messages in order, once per key", |s| {
-        Box::pin(inbox::inbox_in_order(s))
+        Box::pin(inbox::inbox_in_order(s.store))
     }),
     ("taken-in messages are no longer pending", |s| {
-        Box::pin(inbox::pending_inbox(s))
+        Box::pin(inbox::pending_inbox(s.store))
     }),
     ("specs are written once, registrations noted", |s| {
-        Box::pin(inbox::specs_and_registrations(s))
+        Box::pin(inbox::specs_and_registrations(s.store))
     }),
     ("a restart supersedes a parked run atomically", |s| {
-        Box::pin(runs::supersede_parked(s))
+        Box::pin(runs::supersede_parked(s.store))
     }),
     ("a written store verifies clean", |s| {
-        Box::pin(inbox::a_written_store_verifies_clean(s))
+        Box::pin(inbox::a_written_store_verifies_clean(s.store))
     }),
     ("every journal event round-trips", |s| {
-        Box::pin(runs::events_round_trip(s))
+        Box::pin(runs::events_round_trip(s.store))
+    }),
+    ("a damaged journal entry is reported, never read", |s| {
+        Box::pin(damage::a_damaged_entry_is_reported(s))
     }),
 ];
 
-/// Runs every check, each on a fresh store from `make`, and panics naming every check
-/// that failed.
+/// Runs every check, each on a fresh store from `make` (with its damage hook), and panics
+/// naming every check that failed.
 pub async fn run<F, Fut>(mut make: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Arc<dyn Store>>,
+    Fut: Future<Output = Subject>,
 {
     let mut failed = Vec::new();
     for (name, check) in CHECKS {

@@ -109,6 +109,7 @@ pub(super) fn open(
             listener,
             nonce_prefix: nonce_prefix(),
             stats: Stats::default(),
+            known: super::known::Known::default(),
         })
     })
 }

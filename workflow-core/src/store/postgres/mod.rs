@@ -1,10 +1,15 @@
 //! `PgStore`: the store for many engine processes on one PostgreSQL database (feature
 //! `postgres`). Its documentation says what it guarantees; `connect` opens it, `sql` and
-//! `schema` hold its statements and tables, `listen` its wake-ups.
+//! `schema` hold its statements and tables, `read` its verified reads, `check` the
+//! checksums of a whole schema (computed at migration, verified for `workflow check`),
+//! `known` the run rows it last saw, `listen` its wake-ups.
 
+mod check;
 mod connect;
 mod error;
+mod known;
 mod listen;
+mod read;
 mod schema;
 mod sql;
 #[cfg(feature = "test-util")]
@@ -24,7 +29,7 @@ use self::error::{is_unique_violation, Target};
 use self::sql::{Answer, CommitRow, Failure};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -49,6 +54,11 @@ use crate::workflow::BoxFuture;
 ///   run anyone may claim) `NOTIFY` the store's channel; every store listens on it and
 ///   exposes a [wake signal](Store::wake_signal) engines wait on. Polling stays the
 ///   backstop, so a lost notification delays and never loses.
+/// - **Checksums.** Every row carries the CRC-32C the SQLite store computes for it
+///   (`bigint` columns), written in the same statement as the row and verified on every
+///   read: damage is [`StoreError::Corrupt`] or [`StoreError::CorruptRow`], never a
+///   different value, and a failed read writes nothing. [`Store::verify`] checks a whole
+///   schema in one snapshot.
 /// - **Reconnects.** A broken connection is replaced and the operation retried for
 ///   [`PgOptions::retry_for`]. A write whose answer was lost with its connection is looked
 ///   up before it is sent again (a commit by its entries, a creation or claim by a nonce
@@ -76,6 +86,7 @@ pub struct PgStore {
     listener: Option<tokio::task::AbortHandle>,
     nonce_prefix: String,
     stats: Stats,
+    known: known::Known,
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +194,98 @@ impl PgStore {
             }
         }
     }
+
+    /// A run's row, verified against its checksum (a write that changes it computes the
+    /// new checksum from it).
+    async fn run_row(&self, run: RunId) -> Result<Option<read::RawRun>, StoreError> {
+        self.idempotent(move |mut conn| {
+            Box::pin(async move { read::run_row(&mut conn, run).await })
+        })
+        .await
+    }
+
+    /// One try of a creation, through lost connections: a creation whose answer was lost
+    /// is looked up by its nonce before it is sent again.
+    async fn create_once(
+        &self,
+        run: &NewRun<'_>,
+        events: &[String],
+        sums: &sql::CreateSums,
+        nonce: &str,
+    ) -> Result<sql::CreateAnswer, StoreError> {
+        let mut retry = self.retry();
+        let mut ambiguous = false;
+        loop {
+            let mut conn = retry.conn().await?;
+            if ambiguous {
+                self.sent();
+                match sql::created_by(&mut conn, nonce).await {
+                    Ok(Some(lease)) => {
+                        return Ok(sql::CreateAnswer {
+                            outcome: "new".to_owned(),
+                            run: Some(lease.run.0 as i64),
+                            token: lease.token as i64,
+                            len: events.len() as i64,
+                        })
+                    }
+                    Ok(None) => {}
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => {
+                        retry.again(error).await?;
+                        continue;
+                    }
+                }
+            }
+            self.sent();
+            match sql::create(&mut conn, run, events, sums, nonce, &self.channel).await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Store(error)) => return Err(error),
+                Err(Failure::Sql(error)) => {
+                    ambiguous = true;
+                    retry.again(error).await?;
+                }
+            }
+        }
+    }
+
+    /// One try of a commit, through lost connections: a commit whose answer was lost is
+    /// looked up by its entries before it is sent again.
+    async fn commit_once(&self, row: &CommitRow<'_>) -> Result<String, StoreError> {
+        let commit = row.commit;
+        let mut retry = self.retry();
+        let mut ambiguous = false;
+        loop {
+            let mut conn = retry.conn().await?;
+            if ambiguous {
+                self.sent();
+                match sql::committed(&mut conn, row).await {
+                    Ok(true) => return Ok("ok".to_owned()),
+                    Ok(false) => {}
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => {
+                        retry.again(error).await?;
+                        continue;
+                    }
+                }
+            }
+            self.sent();
+            match sql::commit(&mut conn, row, &self.channel).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(Failure::Store(error)) => return Err(error),
+                Err(Failure::Sql(error)) if is_unique_violation(&error) => {
+                    // An inbox message this commit takes in was taken in already.
+                    return Err(StoreError::Conflict {
+                        run: commit.run,
+                        seq: commit.seq,
+                    });
+                }
+                Err(Failure::Sql(error)) => {
+                    ambiguous = true;
+                    retry.again(error).await?;
+                }
+            }
+        }
+    }
 }
 
 impl Drop for PgStore {
@@ -191,6 +294,17 @@ impl Drop for PgStore {
             listener.abort();
         }
     }
+}
+
+/// How many times a write that changes a run's row is tried when the row keeps changing
+/// between the read its checksum is computed from and the write.
+const STALE_TRIES: usize = 8;
+
+fn kept_changing(target: &Target, run: Option<RunId>) -> StoreError {
+    let run = run.map_or_else(String::new, |run| format!(" of {run}"));
+    StoreError::Io(format!(
+        "{target}: the row{run} kept changing while a write computed its checksum"
+    ))
 }
 
 fn unknown_outcome(target: &Target, what: &str, outcome: &str) -> StoreError {
@@ -206,40 +320,32 @@ impl Store for PgStore {
                 .map(sql::to_json)
                 .collect::<Result<_, _>>()?;
             let nonce = self.nonce();
-            let mut retry = self.retry();
-            let mut ambiguous = false;
-            let answer = loop {
-                let mut conn = retry.conn().await?;
-                if ambiguous {
-                    self.sent();
-                    match sql::created_by(&mut conn, &nonce).await {
-                        Ok(Some(lease)) => {
-                            return Ok(Created::New {
-                                run: lease.run,
-                                token: lease.token,
-                            })
-                        }
-                        Ok(None) => {}
-                        Err(Failure::Store(error)) => return Err(error),
-                        Err(Failure::Sql(error)) => {
-                            retry.again(error).await?;
-                            continue;
-                        }
-                    }
+            let mut sums = sql::CreateSums::new(&run, &events);
+            let mut answer = None;
+            for _ in 0..STALE_TRIES {
+                if let Some((old, note)) = run.supersedes {
+                    sums.superseded = self
+                        .run_row(old)
+                        .await?
+                        .map(|raw| sql::cancelled(&raw, note, run.at));
                 }
-                self.sent();
-                match sql::create(&mut conn, &run, &events, &nonce, &self.channel).await {
-                    Ok(answer) => break answer,
-                    Err(Failure::Store(error)) => return Err(error),
-                    Err(Failure::Sql(error)) => {
-                        ambiguous = true;
-                        retry.again(error).await?;
-                    }
+                let found = self.create_once(&run, &events, &sums, &nonce).await?;
+                if found.outcome != "stale" {
+                    answer = Some(found);
+                    break;
                 }
+            }
+            let Some(answer) = answer else {
+                return Err(kept_changing(
+                    &self.target,
+                    run.supersedes.map(|(old, _)| old),
+                ));
             };
             let run_id = |answer: &sql::CreateAnswer| RunId(answer.run.map_or(0, |id| id as u64));
             match answer.outcome.as_str() {
                 "new" => {
+                    self.known
+                        .put(sql::created_row(&run, &sums, run_id(&answer)));
                     self.stats
                         .journal_writes
                         .fetch_add(events.len() as u64, Ordering::Relaxed);
@@ -262,39 +368,38 @@ impl Store for PgStore {
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let row = CommitRow::new(&commit)?;
-            let mut retry = self.retry();
-            let mut ambiguous = false;
-            let outcome = loop {
-                let mut conn = retry.conn().await?;
-                if ambiguous {
-                    self.sent();
-                    match sql::committed(&mut conn, &row).await {
-                        Ok(true) => break "ok".to_owned(),
-                        Ok(false) => {}
-                        Err(Failure::Store(error)) => return Err(error),
-                        Err(Failure::Sql(error)) => {
-                            retry.again(error).await?;
-                            continue;
-                        }
-                    }
+            let mut row = CommitRow::new(&commit)?;
+            let mut outcome = None;
+            for _ in 0..STALE_TRIES {
+                let mut changed = None;
+                if row.changes_run() {
+                    let raw = match self.known.get(commit.run) {
+                        Some(raw) => raw,
+                        None => self
+                            .run_row(commit.run)
+                            .await?
+                            .ok_or(StoreError::UnknownRun(commit.run))?,
+                    };
+                    let after = row.changed(&raw);
+                    row.run_row = Some((raw.crc, after.crc));
+                    changed = Some(after);
                 }
-                self.sent();
-                match sql::commit(&mut conn, &row, &self.channel).await {
-                    Ok(outcome) => break outcome,
-                    Err(Failure::Store(error)) => return Err(error),
-                    Err(Failure::Sql(error)) if is_unique_violation(&error) => {
-                        // An inbox message this commit takes in was taken in already.
-                        return Err(StoreError::Conflict {
-                            run: commit.run,
-                            seq: commit.seq,
-                        });
+                let found = self.commit_once(&row).await;
+                match (found.as_deref(), changed) {
+                    (Ok("ok"), Some(after)) if after.status == "running" => self.known.put(after),
+                    (Ok("ok"), None) => {}
+                    // The row changed since this store saw it: read it again.
+                    (Ok("stale"), _) => {
+                        self.known.forget(commit.run);
+                        continue;
                     }
-                    Err(Failure::Sql(error)) => {
-                        ambiguous = true;
-                        retry.again(error).await?;
-                    }
+                    _ => self.known.forget(commit.run),
                 }
+                outcome = Some(found?);
+                break;
+            }
+            let Some(outcome) = outcome else {
+                return Err(kept_changing(&self.target, Some(commit.run)));
             };
             match outcome.as_str() {
                 "ok" => {
@@ -326,18 +431,24 @@ impl Store for PgStore {
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
-        Box::pin(
-            self.idempotent(move |mut conn| {
-                Box::pin(async move { sql::load(&mut conn, run).await })
-            }),
-        )
+        Box::pin(async move {
+            let loaded = self
+                .idempotent(move |mut conn| {
+                    Box::pin(async move { read::load(&mut conn, run).await })
+                })
+                .await?;
+            Ok(loaded.map(|(stored, raw)| {
+                self.known.put(raw);
+                stored
+            }))
+        })
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
         Box::pin(async move {
             let filter = &filter;
             self.idempotent(move |mut conn| {
-                Box::pin(async move { sql::list_runs(&mut conn, filter).await })
+                Box::pin(async move { read::list_runs(&mut conn, filter).await })
             })
             .await
         })
@@ -433,7 +544,7 @@ impl Store for PgStore {
     fn inbox(&self, run: RunId, after: u64) -> BoxFuture<'_, Result<Vec<InboxItem>, StoreError>> {
         Box::pin(async move {
             self.idempotent(move |mut conn| {
-                Box::pin(async move { sql::inbox(&mut conn, run, after).await })
+                Box::pin(async move { read::inbox(&mut conn, run, after).await })
             })
             .await?
             .ok_or(StoreError::UnknownRun(run))
@@ -448,7 +559,7 @@ impl Store for PgStore {
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         Box::pin(self.idempotent(move |mut conn| {
-            Box::pin(async move { sql::dead_letters(&mut conn).await })
+            Box::pin(async move { read::dead_letters(&mut conn).await })
         }))
     }
 
@@ -471,7 +582,7 @@ impl Store for PgStore {
         fingerprint: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
         Box::pin(self.idempotent(move |mut conn| {
-            Box::pin(async move { sql::spec(&mut conn, fingerprint).await })
+            Box::pin(async move { read::spec(&mut conn, fingerprint).await })
         }))
     }
 
@@ -480,8 +591,23 @@ impl Store for PgStore {
         workflow: &'a str,
     ) -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>> {
         Box::pin(self.idempotent(move |mut conn| {
-            Box::pin(async move { sql::specs(&mut conn, workflow).await })
+            Box::pin(async move { read::specs(&mut conn, workflow).await })
         }))
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
+        Box::pin(async move {
+            let mut retry = self.retry();
+            loop {
+                let mut conn = retry.conn().await?;
+                self.sent();
+                match check::verify(&mut conn).await {
+                    Ok(verification) => return Ok(verification),
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => retry.again(error).await?,
+                }
+            }
+        })
     }
 
     fn shared(&self) -> bool {

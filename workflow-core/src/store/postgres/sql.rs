@@ -5,11 +5,12 @@
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
-use crate::error::{ErrorKind, RunId};
-use crate::journal::{Event, Timestamp};
+use super::read::{stored, RawRun};
+use crate::error::RunId;
+use crate::journal::Timestamp;
+use crate::store::checksum::{self, Keyed};
 use crate::store::{
-    Claim, Commit, DeadLetter, DeadLetterChange, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, RunStatus, SpecRecord, StoreError, StoredRun,
+    Claim, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
 };
 
 /// Rows that do not decode into the store's types.
@@ -29,11 +30,11 @@ impl From<sqlx::Error> for Failure {
 
 pub(super) type Answer<T> = Result<T, Failure>;
 
-fn int(value: u64) -> i64 {
+pub(super) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn uint(value: i64) -> u64 {
+pub(super) fn uint(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
@@ -50,16 +51,75 @@ pub(super) struct CreateAnswer {
     pub(super) len: i64,
 }
 
+/// The checksums of a creation: the new run's row and its entries, keyed by the run id
+/// the server assigns, and the superseded run's row as read and once cancelled.
+pub(super) struct CreateSums {
+    run: Keyed,
+    events: Vec<Keyed>,
+    pub(super) superseded: Option<(i64, i64)>,
+}
+
+impl CreateSums {
+    pub(super) fn new(new: &NewRun<'_>, events: &[String]) -> CreateSums {
+        CreateSums {
+            run: Keyed::new(|id| {
+                checksum::RunRow {
+                    id: RunId(id),
+                    workflow: new.workflow,
+                    fingerprint: new.fingerprint,
+                    status: RunStatus::Running.as_str(),
+                    idempotency_key: new.idempotency_key,
+                    note: None,
+                    parent: new.parent.map(|p| p.0),
+                    created_at: new.at,
+                    updated_at: new.at,
+                    inbox_cursor: 0,
+                }
+                .checksum()
+            }),
+            events: events
+                .iter()
+                .enumerate()
+                .map(|(seq, event)| {
+                    Keyed::new(|run| checksum::entry(RunId(run), seq as u64, event))
+                })
+                .collect(),
+            superseded: None,
+        }
+    }
+}
+
+/// The checksum of a superseded run's row as read, and once cancelled with `note`.
+pub(super) fn cancelled(raw: &RawRun, note: &str, at: Timestamp) -> (i64, i64) {
+    let row = checksum::RunRow {
+        status: RunStatus::Cancelled.as_str(),
+        note: Some(note),
+        updated_at: at,
+        ..raw.row()
+    };
+    (raw.crc, stored(row.checksum()))
+}
+
+/// The bits of keyed checksums, one after the other, as `workflow_keyed_crc` takes them.
+fn bits<'k>(keyed: impl IntoIterator<Item = &'k Keyed>) -> Vec<i64> {
+    keyed
+        .into_iter()
+        .flat_map(|k| k.bits.iter().map(|bit| stored(*bit)))
+        .collect()
+}
+
 pub(super) async fn create(
     conn: &mut PgConnection,
     new: &NewRun<'_>,
     events: &[String],
+    sums: &CreateSums,
     nonce: &str,
     channel: &str,
 ) -> Answer<CreateAnswer> {
     let row = sqlx::query(
         "SELECT o_outcome, o_run, o_token, o_len
-         FROM workflow_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         FROM workflow_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                              $15, $16, $17, $18)",
     )
     .bind(new.workflow)
     .bind(new.fingerprint)
@@ -73,6 +133,17 @@ pub(super) async fn create(
     .bind(int(new.at))
     .bind(nonce)
     .bind(channel)
+    .bind(stored(sums.run.base))
+    .bind(bits([&sums.run]))
+    .bind(
+        sums.events
+            .iter()
+            .map(|k| stored(k.base))
+            .collect::<Vec<i64>>(),
+    )
+    .bind(bits(&sums.events))
+    .bind(sums.superseded.map(|(seen, _)| seen))
+    .bind(sums.superseded.map(|(_, new)| new))
     .fetch_one(&mut *conn)
     .await?;
     Ok(CreateAnswer {
@@ -99,24 +170,78 @@ pub(super) async fn created_by(conn: &mut PgConnection, nonce: &str) -> Answer<O
     })
 }
 
-/// The owned, encoded parts of a [`Commit`].
+/// The owned, encoded parts of a [`Commit`], with their checksums.
 pub(super) struct CommitRow<'a> {
     pub(super) commit: &'a Commit<'a>,
     pub(super) events: Vec<String>,
     pub(super) inboxes: Vec<Option<i64>>,
+    crcs: Vec<i64>,
+    /// The run's row as read and as changed, when the commit changes it (a status or the
+    /// inbox cursor): the server writes the new checksum only over the row it was
+    /// computed from.
+    pub(super) run_row: Option<(i64, i64)>,
 }
 
 impl<'a> CommitRow<'a> {
     pub(super) fn new(commit: &'a Commit<'a>) -> Result<Self, StoreError> {
+        let events: Vec<String> = commit
+            .events
+            .iter()
+            .map(to_json)
+            .collect::<Result<_, _>>()?;
+        let crcs = (commit.seq..)
+            .zip(&events)
+            .map(|(seq, event)| stored(checksum::entry(commit.run, seq, event)))
+            .collect();
         Ok(CommitRow {
             commit,
-            events: commit
-                .events
-                .iter()
-                .map(to_json)
-                .collect::<Result<_, _>>()?,
+            events,
             inboxes: commit.events.iter().map(|e| e.inbox().map(int)).collect(),
+            crcs,
+            run_row: None,
         })
+    }
+
+    /// Whether the commit changes the run's row (not only its journal).
+    pub(super) fn changes_run(&self) -> bool {
+        self.commit.status.is_some() || self.commit.inbox_cursor.is_some()
+    }
+
+    /// The run's row after this commit, with its checksum.
+    pub(super) fn changed(&self, raw: &RawRun) -> RawRun {
+        let commit = self.commit;
+        let mut changed = raw.clone();
+        if let Some(cursor) = commit.inbox_cursor {
+            changed.inbox_cursor = changed.inbox_cursor.max(cursor);
+        }
+        if let Some((status, note)) = commit.status {
+            changed.status = status.as_str().to_owned();
+            changed.note = note.map(str::to_owned);
+            changed.updated_at = commit.at;
+            if !status.is_driven() {
+                changed.owner = None;
+            }
+        }
+        changed.crc = stored(changed.row().checksum());
+        changed
+    }
+}
+
+/// The row of a run [`create`] made, with its checksum.
+pub(super) fn created_row(new: &NewRun<'_>, sums: &CreateSums, run: RunId) -> RawRun {
+    RawRun {
+        id: run,
+        workflow: new.workflow.to_owned(),
+        fingerprint: new.fingerprint.to_owned(),
+        status: RunStatus::Running.as_str().to_owned(),
+        idempotency_key: new.idempotency_key.map(str::to_owned),
+        note: None,
+        parent: new.parent.map(|p| p.0),
+        owner: new.owner.map(|c| c.owner.to_owned()),
+        created_at: new.at,
+        updated_at: new.at,
+        inbox_cursor: 0,
+        crc: stored(sums.run.with_key(run.0)),
     }
 }
 
@@ -133,16 +258,19 @@ pub(super) async fn commit(
     };
     let outcome: String = sqlx::query(
         "SELECT workflow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                                $15, $16, $17, $18, $19)",
+                                $15, $16, $17, $18, $19, $20, $21, $22, $23)",
     )
     .bind(int(commit.run.0))
     .bind(int(commit.seq))
     .bind(&row.events)
     .bind(&row.inboxes)
+    .bind(&row.crcs)
     .bind(commit.fence.map(|f| f.owner))
     .bind(commit.fence.map_or(0, |f| int(f.token)))
     .bind(commit.status.map(|(s, _)| s.as_str()))
     .bind(commit.status.and_then(|(_, note)| note))
+    .bind(row.run_row.map(|(seen, _)| seen))
+    .bind(row.run_row.map(|(_, new)| new))
     .bind(op)
     .bind(letter.map(|l| l.workflow.as_str()))
     .bind(letter.map(|l| l.step.as_str()))
@@ -151,6 +279,7 @@ pub(super) async fn commit(
     .bind(letter.map(|l| l.message.as_str()))
     .bind(letter.map(|l| l.trace_id.as_str()))
     .bind(letter.map(|l| int(l.at)))
+    .bind(letter.map(|l| stored(checksum::dead_letter(l))))
     .bind(commit.inbox_cursor.map(int))
     .bind(int(commit.at))
     .bind(channel)
@@ -309,53 +438,20 @@ pub(super) async fn submit(
     at: Timestamp,
     channel: &str,
 ) -> Answer<(String, Option<i64>)> {
-    let row = sqlx::query("SELECT o_outcome, o_id FROM workflow_submit($1, $2, $3, $4, $5)")
-        .bind(int(run.0))
-        .bind(message)
-        .bind(key)
-        .bind(int(at))
-        .bind(channel)
-        .fetch_one(&mut *conn)
-        .await?;
+    // The message's id is the server's: its checksum is keyed by it.
+    let sum = Keyed::new(|id| checksum::inbox(id, run, key, message, at));
+    let row =
+        sqlx::query("SELECT o_outcome, o_id FROM workflow_submit($1, $2, $3, $4, $5, $6, $7)")
+            .bind(int(run.0))
+            .bind(message)
+            .bind(key)
+            .bind(int(at))
+            .bind(channel)
+            .bind(stored(sum.base))
+            .bind(bits([&sum]))
+            .fetch_one(&mut *conn)
+            .await?;
     Ok((row.try_get(0)?, row.try_get(1)?))
-}
-
-pub(super) async fn inbox(
-    conn: &mut PgConnection,
-    run: RunId,
-    after: u64,
-) -> Answer<Option<Vec<InboxItem>>> {
-    let rows = sqlx::query(
-        "SELECT i.id, i.message, i.at FROM runs r
-         LEFT JOIN inbox i ON i.run_id = r.id AND i.id > $2
-         WHERE r.id = $1 ORDER BY i.id",
-    )
-    .bind(int(run.0))
-    .bind(int(after))
-    .fetch_all(&mut *conn)
-    .await?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let mut items = Vec::new();
-    for row in &rows {
-        let Some(id) = row.try_get::<Option<i64>, _>(0)? else {
-            continue;
-        };
-        let text: String = row.try_get(1)?;
-        let message: Message = serde_json::from_str(&text).map_err(|e| {
-            Failure::Store(StoreError::Io(format!(
-                "inbox message {id} of {run} does not decode: {e}"
-            )))
-        })?;
-        items.push(InboxItem {
-            id: uint(id),
-            run,
-            message,
-            at: uint(row.try_get(2)?),
-        });
-    }
-    Ok(Some(items))
 }
 
 /// Runs holding messages their owner has not taken in, whatever their ids: sequence
@@ -380,112 +476,6 @@ pub(super) async fn pending_inbox(
     ))
 }
 
-const RUN_COLUMNS: &str = "id, workflow, fingerprint, status, idempotency_key, note, parent, \
-                           owner, created_at, updated_at";
-
-fn run_record(row: &PgRow) -> Answer<RunRecord> {
-    let id = RunId(uint(row.try_get("id")?));
-    let status: String = row.try_get("status")?;
-    let Some(status) = RunStatus::parse(&status) else {
-        return Err(Failure::Store(StoreError::Io(format!(
-            "{id} has an unknown status `{status}`"
-        ))));
-    };
-    Ok(RunRecord {
-        id,
-        workflow: row.try_get("workflow")?,
-        fingerprint: row.try_get("fingerprint")?,
-        status,
-        idempotency_key: row.try_get("idempotency_key")?,
-        note: row.try_get("note")?,
-        parent: row
-            .try_get::<Option<i64>, _>("parent")?
-            .map(|p| RunId(uint(p))),
-        owner: row.try_get("owner")?,
-        created_at: uint(row.try_get("created_at")?),
-        updated_at: uint(row.try_get("updated_at")?),
-    })
-}
-
-pub(super) async fn load(conn: &mut PgConnection, run: RunId) -> Answer<Option<StoredRun>> {
-    // One statement: the row and the journal from the same snapshot.
-    let row = sqlx::query(&format!(
-        "SELECT {RUN_COLUMNS},
-                array(SELECT j.event FROM journal j WHERE j.run_id = r.id ORDER BY j.seq)
-                    AS events
-         FROM runs r WHERE r.id = $1"
-    ))
-    .bind(int(run.0))
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let record = run_record(&row)?;
-    let texts: Vec<String> = row.try_get("events")?;
-    let events = texts
-        .iter()
-        .enumerate()
-        .map(|(seq, text)| {
-            serde_json::from_str::<Event>(text).map_err(|e| {
-                Failure::Store(StoreError::BadRow {
-                    run,
-                    seq: seq as u64,
-                    reason: e.to_string(),
-                })
-            })
-        })
-        .collect::<Result<Vec<Event>, Failure>>()?;
-    Ok(Some(StoredRun { record, events }))
-}
-
-pub(super) async fn list_runs(
-    conn: &mut PgConnection,
-    filter: &RunFilter,
-) -> Answer<Vec<RunRecord>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs
-         WHERE ($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR status = $2)
-           AND ($3::bigint IS NULL OR id < $3)
-         ORDER BY id DESC LIMIT $4"
-    ))
-    .bind(filter.workflow.as_deref())
-    .bind(filter.status.map(RunStatus::as_str))
-    .bind(filter.before.map(|r| int(r.0)))
-    .bind(filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter().map(run_record).collect()
-}
-
-pub(super) async fn dead_letters(conn: &mut PgConnection) -> Answer<Vec<DeadLetter>> {
-    let rows = sqlx::query(
-        "SELECT run_id, workflow, step, attempts, kind, message, trace_id, at
-         FROM dead_letters ORDER BY run_id DESC",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let run = RunId(uint(row.try_get(0)?));
-            let kind: String = row.try_get(4)?;
-            let kind = kind.parse::<ErrorKind>().map_err(|e| {
-                Failure::Store(StoreError::Io(format!("the dead letter of {run}: {e}")))
-            })?;
-            Ok(DeadLetter {
-                run,
-                workflow: row.try_get(1)?,
-                step: row.try_get(2)?,
-                attempts: u32::try_from(row.try_get::<i64, _>(3)?).unwrap_or(u32::MAX),
-                kind,
-                message: row.try_get(5)?,
-                trace_id: row.try_get(6)?,
-                at: uint(row.try_get(7)?),
-            })
-        })
-        .collect()
-}
-
 pub(super) async fn put_spec(
     conn: &mut PgConnection,
     fingerprint: &str,
@@ -494,8 +484,8 @@ pub(super) async fn put_spec(
     at: Timestamp,
 ) -> Answer<()> {
     sqlx::query(
-        "INSERT INTO specs (fingerprint, workflow, spec, first_registered, last_registered)
-         VALUES ($1, $2, $3, $4, $4)
+        "INSERT INTO specs (fingerprint, workflow, spec, first_registered, last_registered, crc)
+         VALUES ($1, $2, $3, $4, $4, $5)
          ON CONFLICT (fingerprint) DO UPDATE
             SET last_registered = greatest(specs.last_registered, excluded.last_registered)",
     )
@@ -503,39 +493,8 @@ pub(super) async fn put_spec(
     .bind(workflow)
     .bind(spec)
     .bind(int(at))
+    .bind(stored(checksum::spec(fingerprint, workflow, spec)))
     .execute(&mut *conn)
     .await?;
     Ok(())
-}
-
-pub(super) async fn spec(conn: &mut PgConnection, fingerprint: &str) -> Answer<Option<String>> {
-    let row = sqlx::query("SELECT spec FROM specs WHERE fingerprint = $1")
-        .bind(fingerprint)
-        .fetch_optional(&mut *conn)
-        .await?;
-    Ok(match row {
-        Some(row) => Some(row.try_get(0)?),
-        None => None,
-    })
-}
-
-pub(super) async fn specs(conn: &mut PgConnection, workflow: &str) -> Answer<Vec<SpecRecord>> {
-    let rows = sqlx::query(
-        "SELECT fingerprint, workflow, spec, first_registered, last_registered FROM specs
-         WHERE workflow = $1 ORDER BY last_registered DESC, first_registered DESC",
-    )
-    .bind(workflow)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(SpecRecord {
-                fingerprint: row.try_get(0)?,
-                workflow: row.try_get(1)?,
-                spec: row.try_get(2)?,
-                first_registered: uint(row.try_get(3)?),
-                last_registered: uint(row.try_get(4)?),
-            })
-        })
-        .collect()
 }

@@ -24,9 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection};
+use sqlx::{ConnectOptions, Connection, Executor};
 
 use super::{schema::quote, PgOptions, PgStore};
+use crate::error::RunId;
+use crate::workflow::BoxFuture;
 
 /// The server tests use when `WORKFLOW_TEST_DATABASE_URL` is not set.
 pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -139,13 +141,54 @@ impl Schema {
     }
 
     /// Runs SQL in this schema (tests that look at or damage what the store wrote).
-    pub async fn execute(&self, sql: &str) -> Result<(), sqlx::Error> {
-        let options = PgConnectOptions::from_str(&self.url)?
-            .options([("search_path", self.name.as_str())])
-            .disable_statement_logging();
-        let mut conn = options.connect().await?;
-        sqlx::raw_sql(sql).execute(&mut conn).await?;
-        conn.close().await
+    /// (Boxed here, where its future's types are known, so callers' futures stay `Send`.)
+    pub fn execute<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), sqlx::Error>> {
+        Box::pin(async move {
+            let options = PgConnectOptions::from_str(&self.url)?
+                .options([("search_path", self.name.as_str())])
+                .disable_statement_logging();
+            let mut conn = options.connect().await?;
+            conn.execute(sql).await?;
+            conn.close().await
+        })
+    }
+
+    /// Creates this schema as version `version` of this library left it (its first
+    /// `version` migrations, nothing computed after them), for tests of migrations from
+    /// older versions. Panics when the schema exists or a migration fails.
+    pub async fn create_at_version(&self, version: u32) {
+        let quoted = quote(&self.name);
+        let mut sql = format!(
+            "CREATE SCHEMA {quoted};
+             CREATE TABLE {quoted}.workflow_schema (version integer NOT NULL);
+             INSERT INTO {quoted}.workflow_schema (version) VALUES ({version});
+             SET search_path TO {quoted};"
+        );
+        for migration in super::schema::MIGRATIONS.iter().take(version as usize) {
+            sql.push_str(migration);
+        }
+        if let Err(error) = self.execute(&sql).await {
+            panic!("cannot create {} at version {version}: {error}", self.name);
+        }
+    }
+
+    /// Damages journal entry `seq` of `run` as a bad disk would: a trailing space after
+    /// its JSON (it still decodes to the same event), its checksum left as it was. Panics
+    /// when there is no such entry.
+    pub async fn damage_entry(&self, run: RunId, seq: u64) {
+        let sql = format!(
+            "DO $$ BEGIN
+                UPDATE journal SET event = event || ' ' WHERE run_id = {} AND seq = {seq};
+                IF NOT FOUND THEN RAISE EXCEPTION 'no such entry'; END IF;
+             END $$",
+            run.0
+        );
+        if let Err(error) = self.execute(&sql).await {
+            panic!(
+                "cannot damage entry {seq} of {run} in {}: {error}",
+                self.name
+            );
+        }
     }
 
     /// Drops the schema and everything in it.
