@@ -73,6 +73,9 @@ async fn a_webhook_delivered_three_times_makes_one_run_and_one_alert() {
         && entry["detail"] == "approved (\"payroll is blocked\")"));
 }
 
+/// Signed headers of a delivery.
+type Headers = Vec<(&'static str, String)>;
+
 fn body_of(event_id: &str) -> Vec<u8> {
     body(event_id, "T-92", TEXT)
 }
@@ -93,7 +96,7 @@ async fn bad_missing_or_stale_signatures_are_401_and_journal_nothing() {
     empty[2].1 = "v1,".into();
     let mut changed_id = good.clone();
     changed_id[0].1 = "evt_2".into();
-    let cases: Vec<(&str, Vec<(&'static str, String)>, Vec<u8>, &str)> = vec![
+    let cases: Vec<(&str, Headers, Vec<u8>, &str)> = vec![
         ("no headers", Vec::new(), body.clone(), "missing_signature"),
         (
             "no signature",

@@ -341,7 +341,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, Ver
 /// Lowercase or uppercase hex to bytes; `None` for odd lengths or other characters.
 fn from_hex(text: &str) -> Option<Vec<u8>> {
     let text = text.trim().as_bytes();
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     text.chunks(2)
