@@ -155,6 +155,12 @@ impl Server {
         self
     }
 
+    /// Serves [`Server::router`] on `listener` until the process ends (what `workflow
+    /// serve` does).
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        axum::serve(listener, self.router()).await
+    }
+
     /// The router: the webhooks, `/api/...` and `/inbox/...`.
     ///
     /// # Panics
