@@ -14,11 +14,12 @@
 //!
 //! Each phase runs on a fresh SQLite file (the durable default: WAL, `synchronous =
 //! FULL`) and waits for its runs to complete before the next; the engine, the server and
-//! the clients share one two-worker tokio runtime. Phases alternate for `ROUNDS` rounds;
-//! the ratio http/direct is taken per round and its median reported.
+//! the clients share one two-worker tokio runtime. Phases alternate for `ROUNDS` rounds
+//! (which goes first alternates too); the ratio http/direct is taken per round and its
+//! median reported.
 //!
 //! Run with `cargo bench -p benches --bench http`. Environment: `HTTP_RUNS` (default
-//! 2000), `CLIENTS` (16), `ROUNDS` (3), `HTTP_DIR` (where the files go).
+//! 5000), `CLIENTS` (16), `ROUNDS` (5), `HTTP_DIR` (where the files go).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -327,9 +328,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let runs = env("HTTP_RUNS", 2000);
+    let runs = env("HTTP_RUNS", 5000);
     let clients = env("CLIENTS", 16);
-    let rounds = env("ROUNDS", 3);
+    let rounds = env("ROUNDS", 5);
     let dir = dir();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -348,24 +349,17 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     for round in 1..=rounds {
+        // The order alternates between rounds, so neither side always goes first.
         let (direct, http) = rt.block_on(async {
-            let engine = engine(&dir.join(format!("direct-{round}.db")));
-            let direct = direct(&engine, runs, clients).await;
-            wait_completed(&engine, runs).await;
-            engine.shutdown();
-
-            let engine = engine_http(&dir, round);
-            let addr = serve(&engine, config.clone()).await;
-            let ids: Vec<String> = (0..runs).map(|n| format!("evt_{n}")).collect();
-            let now = (engine.now() / 1000) as i64;
-            let (http, answers) = send(addr, deliveries(&config, now, &ids), clients).await;
-            assert!(
-                answers.iter().all(|(_, a)| a.created),
-                "every delivery is new"
-            );
-            wait_completed(&engine, runs).await;
-            engine.shutdown();
-            (direct, http)
+            if round % 2 == 1 {
+                let direct = measure_direct(&dir, round, runs, clients).await;
+                let http = measure_http(&dir, round, runs, clients, &config).await;
+                (direct, http)
+            } else {
+                let http = measure_http(&dir, round, runs, clients, &config).await;
+                let direct = measure_direct(&dir, round, runs, clients).await;
+                (direct, http)
+            }
         });
         let ratio = http.rate() / direct.rate();
         ratios.push(ratio);
@@ -432,6 +426,36 @@ fn main() {
     }
 }
 
-fn engine_http(dir: &std::path::Path, round: usize) -> Engine {
-    engine(&dir.join(format!("http-{round}.db")))
+async fn measure_direct(
+    dir: &std::path::Path,
+    round: usize,
+    runs: usize,
+    clients: usize,
+) -> Sample {
+    let engine = engine(&dir.join(format!("direct-{round}.db")));
+    let sample = direct(&engine, runs, clients).await;
+    wait_completed(&engine, runs).await;
+    engine.shutdown();
+    sample
+}
+
+async fn measure_http(
+    dir: &std::path::Path,
+    round: usize,
+    runs: usize,
+    clients: usize,
+    config: &WebhookConfig,
+) -> Sample {
+    let engine = engine(&dir.join(format!("http-{round}.db")));
+    let addr = serve(&engine, config.clone()).await;
+    let ids: Vec<String> = (0..runs).map(|n| format!("evt_{n}")).collect();
+    let now = (engine.now() / 1000) as i64;
+    let (sample, answers) = send(addr, deliveries(config, now, &ids), clients).await;
+    assert!(
+        answers.iter().all(|(_, a)| a.created),
+        "every delivery is new"
+    );
+    wait_completed(&engine, runs).await;
+    engine.shutdown();
+    sample
 }
