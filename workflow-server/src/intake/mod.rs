@@ -22,14 +22,26 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-use workflow_core::{StartOptions, Workflow};
+use workflow_core::{Engine, RunError, RunId, StartOptions, Workflow};
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 use self::verify::{Scheme, WebhookConfig};
 use crate::error::ApiError;
 use crate::Shared;
 
-/// Maps a verified, parsed payload to a workflow's input, as JSON.
-type Mapper = dyn Fn(&Value) -> Result<Value, String> + Send + Sync;
+/// What a start returns: the run, and whether this start created it.
+type Started = BoxFuture<'static, Result<(RunId, bool), RunError>>;
+
+/// Parses a verified body as the endpoint's payload type, maps it to the workflow's input
+/// and returns the start (keyed by the event id) to await; `Err` when it does not parse.
+type Starter = dyn Fn(&Engine, &[u8], String) -> Result<Started, String> + Send + Sync;
+
+/// The id of a Stripe event, from its payload.
+#[derive(serde::Deserialize)]
+struct StripeEvent {
+    id: String,
+}
 
 /// One webhook endpoint.
 pub(crate) struct Route {
@@ -40,7 +52,7 @@ pub(crate) struct Route {
 struct Intake {
     config: WebhookConfig,
     workflow: &'static str,
-    map: Box<Mapper>,
+    start: Box<Starter>,
 }
 
 impl Route {
@@ -53,16 +65,23 @@ impl Route {
         W: Workflow,
         P: DeserializeOwned + 'static,
     {
-        let map = move |payload: &Value| -> Result<Value, String> {
-            let parsed = P::deserialize(payload).map_err(|error| error.to_string())?;
-            serde_json::to_value(map(parsed)).map_err(|error| error.to_string())
+        let start = move |engine: &Engine, body: &[u8], key: String| -> Result<Started, String> {
+            let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
+            let input = map(payload);
+            let engine = engine.clone();
+            Ok(Box::pin(async move {
+                let run = engine
+                    .start_with::<W>(input, StartOptions::key(key))
+                    .await?;
+                Ok((run.id(), run.was_created()))
+            }))
         };
         Route {
             path: path.to_owned(),
             intake: Arc::new(Intake {
                 config,
                 workflow: W::NAME,
-                map: Box::new(map),
+                start: Box::new(start),
             }),
         }
     }
@@ -107,14 +126,12 @@ impl Intake {
             ApiError::from(error)
         })?;
         // Verified: now, and only now, the body is parsed.
-        let payload: Value = serde_json::from_slice(&body)
-            .map_err(|error| ApiError::invalid_payload(format!("the body is not JSON: {error}")))?;
         let event_id = match self.config.scheme() {
-            Scheme::Stripe => payload
-                .get("id")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| ApiError::invalid_payload("the Stripe event has no string `id`"))?,
+            Scheme::Stripe => serde_json::from_slice::<StripeEvent>(&body)
+                .map(|event| event.id)
+                .map_err(|error| {
+                    ApiError::invalid_payload(format!("not a Stripe event with an `id`: {error}"))
+                })?,
             _ => header_id.ok_or_else(|| {
                 ApiError::new(
                     StatusCode::BAD_REQUEST,
@@ -123,16 +140,13 @@ impl Intake {
                 )
             })?,
         };
-        let input = (self.map)(&payload).map_err(|error| {
+        let start = (self.start)(&app.engine, &body, event_id.clone()).map_err(|error| {
             ApiError::invalid_payload(format!(
-                "the payload does not match what `{}` takes: {error}",
+                "the payload is not what `{}` takes: {error}",
                 self.workflow
             ))
         })?;
-        let (run, created) = app
-            .engine
-            .start_json(self.workflow, input, StartOptions::key(event_id.clone()))
-            .await?;
+        let (run, created) = start.await?;
         let status = if created {
             StatusCode::CREATED
         } else {
