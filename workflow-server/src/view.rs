@@ -404,6 +404,93 @@ mod tests {
     }
 
     #[test]
+    fn escalations_refusals_and_decisions_enter_the_audit_trail() {
+        let name = |step: usize| ["classify", "approve"][step].to_owned();
+        let events = [
+            Event::TaskOpened {
+                step: 1,
+                assignee: "support_leads".into(),
+                prompt: None,
+                deadline: 7_200_000,
+                at: 0,
+            },
+            Event::TaskEscalated {
+                step: 1,
+                to: "on_call".into(),
+                deadline: 14_400_000,
+                at: 7_200_000,
+            },
+            Event::MessageRefused {
+                inbox: 3,
+                step: Some(1),
+                by: "eve".into(),
+                code: "unauthorized".into(),
+                reason: "eve may not decide".into(),
+                at: 7_300_000,
+            },
+            Event::TaskDecided {
+                step: 1,
+                by: "kim@on_call".into(),
+                decision: serde_json::json!({"approved": false, "comment": "not urgent"}),
+                inbox: None,
+                at: 7_400_000,
+            },
+            Event::StepSucceeded {
+                step: 0,
+                output: serde_json::json!(true),
+                at: 1,
+            },
+        ];
+        let audit: Vec<(String, &str, Option<String>, String)> = events
+            .iter()
+            .filter_map(|e| audit_entry(e, &name))
+            .map(|a| (a.who, a.action, a.step, a.detail))
+            .collect();
+        assert_eq!(
+            audit,
+            [
+                (
+                    "support_leads".into(),
+                    "opened",
+                    Some("approve".into()),
+                    "due 1970-01-01T02:00:00Z".into()
+                ),
+                (
+                    "on_call".into(),
+                    "escalated",
+                    Some("approve".into()),
+                    "deadline passed; now due 1970-01-01T04:00:00Z".into()
+                ),
+                (
+                    "eve".into(),
+                    "refused",
+                    Some("approve".into()),
+                    "unauthorized: eve may not decide".into()
+                ),
+                (
+                    "kim@on_call".into(),
+                    "decided",
+                    Some("approve".into()),
+                    "rejected (\"not urgent\")".into()
+                ),
+            ]
+        );
+        let timeline: Vec<String> = events
+            .iter()
+            .map(|e| timeline_entry(e, &name, false).detail)
+            .collect();
+        assert_eq!(
+            timeline[1],
+            "escalated to on_call, due 1970-01-01T04:00:00Z"
+        );
+        assert_eq!(timeline[4], format!("succeeded: {REDACTED}"));
+        assert_eq!(
+            timeline_entry(&events[4], &name, false).event,
+            "step_succeeded"
+        );
+    }
+
+    #[test]
     fn payloads_are_redacted_unless_shown() {
         let output = serde_json::json!({"secret": "s3cret"});
         assert_eq!(payload(&output, false), REDACTED);
