@@ -20,12 +20,12 @@
 //!
 //! [`RunDetail`]: crate::RunDetail
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use workflow_core::store::{RunFilter, RunRecord, RunStatus};
@@ -33,6 +33,7 @@ use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
 
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::json::Json;
 use crate::view::{self, parse_run};
 use crate::{ApiCaller, App, Shared};
 
@@ -50,12 +51,6 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/tasks", get(tasks))
         .route("/api/dead-letters", get(dead_letters))
         .route("/api/dead-letters/{run}/retry", post(retry))
-}
-
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    body.map(|Json(body)| body).map_err(|rejection| {
-        ApiError::new(rejection.status(), "invalid_json", rejection.body_text())
-    })
 }
 
 /// A run's row as the API shows it.
@@ -146,9 +141,8 @@ struct StartBody {
 async fn start(
     State(app): State<Shared>,
     _caller: ApiCaller,
-    start: Result<Json<StartBody>, JsonRejection>,
+    Json(start): Json<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let start = body(start)?;
     let options = StartOptions {
         idempotency_key: start.idempotency_key,
         dry_run: start.dry_run,
@@ -215,10 +209,9 @@ async fn send_event(
     State(app): State<Shared>,
     _caller: ApiCaller,
     Path((run, step)): Path<(String, String)>,
-    event: Result<Json<EventBody>, JsonRejection>,
+    Json(event): Json<EventBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let run = parse_run(&run)?;
-    let event = body(event)?;
     app.engine
         .send_event(run, &step, &event.event_id, event.payload)
         .await?;
@@ -297,10 +290,9 @@ async fn decide(
     State(app): State<Shared>,
     ApiCaller(who): ApiCaller,
     Path((run, step)): Path<(String, String)>,
-    decision: Result<Json<DecideBody>, JsonRejection>,
+    Json(decision): Json<DecideBody>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
-    let decision = body(decision)?;
     let value = match (decision.decision, decision.approved) {
         (Some(value), None) => value,
         (None, Some(approved)) => {

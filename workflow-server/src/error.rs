@@ -3,12 +3,12 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::json;
 use workflow_core::store::StoreError;
 use workflow_core::{DecisionError, EventError, RunError};
 
 use crate::intake::verify::VerifyError;
+use crate::json::Json;
 
 /// An error answer of the JSON API and the webhook intake.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -47,6 +47,7 @@ mod error;
 mod html;
 pub mod inbox;
 pub mod intake;
+mod json;
 mod view;
 
 use std::fmt;

@@ -19,7 +19,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use workflow_core::{Engine, RunError, RunId, StartOptions, Workflow};
@@ -28,6 +28,7 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 
 use self::verify::{Scheme, WebhookConfig};
 use crate::error::ApiError;
+use crate::json::Json;
 use crate::Shared;
 
 /// What a start returns: the run, and whether this start created it.
