@@ -19,7 +19,7 @@
 //! median reported, after one unreported warm-up round of each.
 //!
 //! Run with `cargo bench -p benches --bench http`. Environment: `HTTP_RUNS` (default
-//! 5000), `CLIENTS` (16), `ROUNDS` (5), `HTTP_DIR` (where the files go).
+//! 5000), `CLIENTS` (16), `ROUNDS` (9), `HTTP_DIR` (where the files go).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -330,7 +330,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn main() {
     let runs = env("HTTP_RUNS", 5000);
     let clients = env("CLIENTS", 16);
-    let rounds = env("ROUNDS", 5);
+    let rounds = env("ROUNDS", 9);
     let dir = dir();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
