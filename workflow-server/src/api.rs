@@ -16,7 +16,8 @@
 //!
 //! Errors are `{"error": {"code", "message"}}`: 404 `unknown_run`, `unknown_task`,
 //! `unknown_workflow`; 403 `not_admitted`; 409 `already_decided`, `expired`, `finished`,
-//! `not_failed`, `not_waiting`; 422 `wrong_type`, `invalid_input`; 400 `bad_request`.
+//! `not_failed`, `not_waiting`; 422 `wrong_type`, `invalid_input`; 400 `bad_request`;
+//! 400, 415 or 422 `invalid_json` for a body that is not the JSON asked for.
 //!
 //! [`RunDetail`]: crate::RunDetail
 
