@@ -8,6 +8,8 @@
 //! - [`onboarding`]: DESIGN.md's user-onboarding spec on a SQLite file, resumable.
 //! - [`ticket_triage`]: the failure-handling seed's incident (duplicate webhooks, an
 //!   approval before an alert, a timeout after the alert was sent), with a dry-run mode.
+//! - [`ticket_server`]: the same triage behind `workflow-server`: the webhook is verified
+//!   at the front door, before anything is journaled, and the lead approves in the inbox.
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
@@ -26,6 +28,7 @@ pub mod onboarding;
 pub mod order_fulfilment;
 pub mod order_saga;
 pub mod parallel_report;
+pub mod ticket_server;
 pub mod ticket_triage;
 pub mod workers;
 

@@ -133,6 +133,17 @@ pub struct Helpdesk {
     log: Log,
 }
 
+impl Helpdesk {
+    /// A helpdesk with its webhook secret, its alert service and where it logs.
+    pub fn new(secret: impl Into<String>, alerts: Arc<AlertService>, log: Log) -> Self {
+        Helpdesk {
+            secret: secret.into(),
+            alerts,
+            log,
+        }
+    }
+}
+
 /// The shared secret of the example's webhook sender.
 pub const SECRET: &str = "whsec_example";
 

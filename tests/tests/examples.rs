@@ -13,6 +13,7 @@ use examples::content_moderation;
 use examples::onboarding::{self, Config, Found, Reviewer};
 use examples::order_saga;
 use examples::parallel_report::{self, Sources};
+use examples::ticket_server;
 use examples::ticket_triage;
 use examples::Log;
 use workflow_core::store::RunStatus;
@@ -316,4 +317,113 @@ async fn order_fulfilment_maps_ships_in_a_child_and_takes_an_early_payment() {
         .await
         .unwrap();
     assert_eq!(again.run, summary.run);
+}
+
+/// One HTTP/1.1 request on a fresh loopback connection: status and body.
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
+    (status, body)
+}
+
+/// The front-door example: the signed delivery it prints makes one run however often it is
+/// sent, the forged one is refused and journals nothing, and the lead's approval over HTTP
+/// sends exactly one alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_triage_server_verifies_at_the_front_door_and_sends_one_alert() {
+    use examples::ticket_triage::AlertService;
+    use std::sync::Arc;
+    use workflow_core::prelude::*;
+
+    let engine = Engine::builder().build();
+    let alerts = Arc::new(AlertService::default());
+    let router = ticket_server::router(&engine, Arc::clone(&alerts), &Log::quiet()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let now = (engine.now() / 1000) as i64;
+    let line = ticket_server::curl(addr, "evt_884", now, false);
+    assert!(
+        line.contains("webhook-signature: v1,") && line.contains(ticket_server::HOOK),
+        "{line}"
+    );
+
+    let deliver = |event_id: &'static str, forged: bool| async move {
+        let mut headers =
+            ticket_server::webhook().sign(event_id, now, ticket_server::BODY.as_bytes());
+        if forged {
+            headers[2].1 = "v1,Zm9yZ2Vk".into();
+        }
+        let mut all: Vec<(&str, String)> = vec![("content-type", "application/json".into())];
+        all.extend(headers);
+        http(addr, "POST", ticket_server::HOOK, &all, ticket_server::BODY).await
+    };
+    let mut runs = Vec::new();
+    for expected in [201, 200, 200] {
+        let (status, body) = deliver("evt_884", false).await;
+        assert_eq!(status, expected, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        runs.push(answer["run"].as_str().unwrap().to_owned());
+    }
+    assert!(runs.iter().all(|run| *run == runs[0]), "{runs:?}");
+    let (status, body) = deliver("evt_885", true).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(engine.runs(Default::default()).await.unwrap().len(), 1);
+
+    let run: RunId = runs[0].parse().unwrap();
+    examples::wait_for_task(&engine, run, "approve_alert", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let lead = [
+        ("x-forwarded-user", "lee@support_leads".to_owned()),
+        ("content-type", "application/json".to_owned()),
+    ];
+    let (status, body) = http(
+        addr,
+        "POST",
+        &format!("/api/runs/{run}/tasks/approve_alert"),
+        &lead,
+        r#"{"approved": true, "comment": "payroll is blocked"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let outputs = tokio::time::timeout(
+        Duration::from_secs(10),
+        engine
+            .handle::<ticket_server::TicketIntake>(run)
+            .await
+            .unwrap()
+            .outputs(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(outputs.send_alert.is_some());
+    assert_eq!(alerts.delivered().len(), 1);
 }

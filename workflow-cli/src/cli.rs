@@ -59,10 +59,53 @@ pub enum Command {
     #[command(subcommand)]
     Dead(DeadCommand),
 
+    /// Serve the JSON API and the approval inbox over HTTP for the store.
+    ///
+    /// Runs, run pages with their diagrams, open tasks, decisions (left in the run's inbox
+    /// for the engine that drives it, which admits the approver with its authorizer),
+    /// cancellations and dead letters: everything that needs no workflow code. Webhook
+    /// intake and starting runs need the workflows, so they are served by a binary of your
+    /// own that mounts `workflow_server::Server`.
+    ///
+    /// People are signed in by a reverse proxy that sets a trusted header (default
+    /// `X-Forwarded-User`), or by bearer tokens (`--tokens FILE`, one `TOKEN IDENTITY` a
+    /// line). Listen on loopback behind the proxy: the header is trusted as it comes.
+    Serve(ServeArgs),
+
     /// Verify a store: SQLite's integrity check (for a file), then the checksum of every
     /// journal entry, run, spec, dead letter and inbox message, and every journal for gaps.
     /// Prints each damaged row and run; exits with 1 when anything is damaged. Reads only.
     Check,
+}
+
+/// The arguments of `workflow serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+
+    /// The header a reverse proxy puts the signed-in person's name in.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "X-Forwarded-User",
+        conflicts_with = "tokens"
+    )]
+    pub trusted_header: String,
+
+    /// Sign people in with bearer tokens from this file instead (`TOKEN IDENTITY` per
+    /// line; `#` comments).
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+
+    /// Show runs' inputs and outputs in the inbox and the API (default: redacted).
+    #[arg(long)]
+    pub show_payloads: bool,
+
+    /// The path a proxy serves this under (`/workflow`), for the inbox's links.
+    #[arg(long, value_name = "PATH", default_value = "")]
+    pub base_path: String,
 }
 
 /// The arguments of `workflow diagram`.

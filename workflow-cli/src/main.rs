@@ -9,6 +9,7 @@
 //!   checked by the run's machine and left in the run's inbox for the engine that drives
 //!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
+//! - `workflow serve`: the HTTP API and approval inbox of `workflow-server` over the store.
 //! - `workflow check`: verifies a store (SQLite's integrity check for a file, and every
 //!   row's checksum) and lists what is damaged.
 //!
@@ -22,6 +23,7 @@ mod dead;
 mod diagram;
 mod error;
 mod runs;
+mod serve;
 mod store;
 mod tasks;
 mod text;
@@ -90,6 +92,11 @@ fn run(cli: Cli) -> Result<String> {
                 }
             };
             runtime.block_on(tasks::decide(&*store, &task, &who, &verdict, wait, json))
+        }
+        Command::Serve(args) => {
+            let store = store::open(&cli.store)?;
+            let runtime = store::runtime()?;
+            runtime.block_on(serve::run(store, &args))
         }
         Command::Check => {
             let runtime = store::runtime()?;

@@ -139,18 +139,9 @@ fn diagram(stored: &StoredRun, spec: &Spec, json: bool) -> String {
     )
 }
 
-/// How the diagram colours a step state.
+/// How the diagram colours a step state (the machine's [`StepState::mark`]).
 pub fn mark(state: &StepState) -> StepMark {
-    match state {
-        StepState::Pending => StepMark::Pending,
-        StepState::Running { .. } | StepState::RetryWait { .. } | StepState::Mapping { .. } => {
-            StepMark::Running
-        }
-        StepState::Waiting { .. } | StepState::Awaiting { .. } => StepMark::Waiting,
-        StepState::Succeeded => StepMark::Done,
-        StepState::Failed { .. } => StepMark::Failed,
-        StepState::Skipped { .. } => StepMark::Skipped,
-    }
+    state.mark()
 }
 
 /// Runs `workflow runs cancel`: a parked run is cancelled at once

@@ -873,3 +873,125 @@ fn a_decision_of_another_type_is_given_as_json() {
     let outputs = resume_to_end::<Triage>(&db, id);
     assert_eq!(outputs.route, "level 2 by ana@oncall");
 }
+
+// ---------------------------------------------------------------- serve
+
+/// One HTTP/1.1 request to `workflow serve`, over a plain socket: status and body.
+fn http(addr: &str, method: &str, path: &str, who: Option<&str>, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to workflow serve");
+    let user = who.map_or(String::new(), |who| format!("X-Forwarded-User: {who}\r\n"));
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{user}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_owned());
+    (status, body)
+}
+
+/// Kills `workflow serve` when the test ends, passed or not.
+struct Serving(std::process::Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code() {
+    use std::io::BufRead as _;
+    let temp = TempDir::new("serve");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workflow"))
+        .args([
+            "--store",
+            &db.display().to_string(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("WORKFLOW_STORE")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start workflow serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let serving = Serving(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stderr)
+        .read_line(&mut line)
+        .expect("the serving line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+
+    assert_eq!(http(&addr, "GET", "/api/tasks", None, "").0, 401);
+    let (status, tasks) = http(&addr, "GET", "/api/tasks", Some("ana@mods"), "");
+    assert_eq!(status, 200, "{tasks}");
+    assert!(tasks.contains("\"step\":\"review\""), "{tasks}");
+    let (status, inbox) = http(&addr, "GET", "/inbox", Some("ana@mods"), "");
+    assert_eq!(status, 200);
+    assert!(inbox.contains("Publish this draft?"), "{inbox}");
+    let (status, page) = http(
+        &addr,
+        "GET",
+        &format!("/inbox/runs/{id}"),
+        Some("ana@mods"),
+        "",
+    );
+    assert_eq!(status, 200);
+    assert!(page.contains("<svg"), "{page}");
+
+    let path = format!("/api/runs/{id}/tasks/review");
+    let refused = http(
+        &addr,
+        "POST",
+        &path,
+        Some("eve@other"),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    let decided = http(
+        &addr,
+        "POST",
+        &path,
+        Some("ana@mods"),
+        r#"{"approved": true, "comment": "fine"}"#,
+    );
+    assert_eq!(decided.0, 200, "{}", decided.1);
+    let starts = http(
+        &addr,
+        "POST",
+        "/api/runs",
+        Some("ana@mods"),
+        r#"{"workflow": "Moderation", "input": {"item": "x"}}"#,
+    );
+    assert_eq!(starts.0, 404, "no workflow code here: {}", starts.1);
+    drop(serving);
+
+    // The decision waited in the run's inbox; the engine with the workflow takes it in.
+    let outputs = resume_to_end::<Moderation>(&db, id);
+    assert_eq!(outputs.review.by, "ana@mods");
+    assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
+}

@@ -214,6 +214,12 @@ impl Engine {
         (self.inner.authorizer)(assignee, by)
     }
 
+    /// Whether this engine writes inputs and outputs to its logs
+    /// ([`EngineBuilder::log_payloads`]); front ends show payloads only when it does.
+    pub fn logs_payloads(&self) -> bool {
+        self.inner.log_payloads
+    }
+
     /// The current time by the engine's clock.
     pub fn now(&self) -> Timestamp {
         self.inner.clock.now()

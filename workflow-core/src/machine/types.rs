@@ -61,6 +61,23 @@ pub enum StepState {
 }
 
 impl StepState {
+    /// How a diagram of the run colours this state (the CLI's `runs show --diagram`, the
+    /// server's run pages): a step between two attempts is running, an open human task or
+    /// an awaited event is waiting.
+    pub fn mark(&self) -> workflow_spec::render::StepMark {
+        use workflow_spec::render::StepMark;
+        match self {
+            StepState::Pending => StepMark::Pending,
+            StepState::Running { .. } | StepState::RetryWait { .. } | StepState::Mapping { .. } => {
+                StepMark::Running
+            }
+            StepState::Waiting { .. } | StepState::Awaiting { .. } => StepMark::Waiting,
+            StepState::Succeeded => StepMark::Done,
+            StepState::Failed { .. } => StepMark::Failed,
+            StepState::Skipped { .. } => StepMark::Skipped,
+        }
+    }
+
     /// Whether the step has settled for good (its dependents may start).
     pub fn is_settled(&self) -> bool {
         matches!(

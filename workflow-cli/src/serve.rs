@@ -1,0 +1,62 @@
+//! `workflow serve`: `workflow-server`'s API and inbox over a store, with an engine that
+//! registers no workflow. It reads runs, tasks and dead letters from the store and leaves
+//! decisions and cancellations in the runs' inboxes for the engines that drive them;
+//! webhook intake and starts need the workflows' code, so they live in the user's binary.
+
+use std::sync::Arc;
+
+use workflow_core::store::Store;
+use workflow_core::Engine;
+use workflow_server::{BearerTokens, Server, TrustedHeader};
+
+use crate::cli::ServeArgs;
+use crate::error::{CliError, Result};
+
+/// Serves until the process is stopped.
+pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
+    let engine = Engine::builder().shared_store(Arc::from(store)).build();
+    let mut server = Server::new(engine)
+        .show_payloads(args.show_payloads)
+        .base_path(&args.base_path);
+    let who = match &args.tokens {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                CliError::new(format!("cannot read {}: {error}", path.display()))
+            })?;
+            let tokens = BearerTokens::parse(&text).map_err(|lines| {
+                CliError::new(format!(
+                    "{}: lines {lines:?} are not `TOKEN IDENTITY`",
+                    path.display()
+                ))
+            })?;
+            server = server.authenticator(tokens);
+            format!("bearer tokens from {}", path.display())
+        }
+        None => {
+            let header = TrustedHeader::named(&args.trusted_header).map_err(|error| {
+                CliError::new(format!(
+                    "`{}` is not a header name: {error}",
+                    args.trusted_header
+                ))
+            })?;
+            server = server.authenticator(header);
+            format!("the trusted header {}", args.trusted_header)
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|error| CliError::new(format!("cannot listen on {}: {error}", args.listen)))?;
+    let address = listener
+        .local_addr()
+        .map_err(|error| CliError::new(error.to_string()))?;
+    eprintln!(
+        "serving the API on http://{address}{base}/api/runs and the inbox on \
+         http://{address}{base}/inbox (people signed in by {who})",
+        base = args.base_path.trim_end_matches('/'),
+    );
+    server
+        .serve(listener)
+        .await
+        .map_err(|error| CliError::new(format!("the server stopped: {error}")))?;
+    Ok(String::new())
+}

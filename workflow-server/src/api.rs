@@ -1,0 +1,358 @@
+//! The JSON API, under `/api`. Every request needs an identity from the authenticator
+//! (401 `unauthenticated` without one); the identity is who decides, cancels and retries.
+//!
+//! | Method and path | Does |
+//! |---|---|
+//! | `GET /api/runs?status=&workflow=&before=&limit=` | runs, newest first, paged |
+//! | `POST /api/runs` | starts a run: `{"workflow", "input", "idempotency_key"?}` |
+//! | `GET /api/runs/{run}` | the run: steps, attempts, timeline, audit ([`RunDetail`]) |
+//! | `GET /api/runs/{run}/diagram.svg` | its diagram with each step's state |
+//! | `POST /api/runs/{run}/cancel` | cancels it |
+//! | `POST /api/runs/{run}/events/{step}` | sends an event: `{"event_id", "payload"}` |
+//! | `GET /api/tasks` | the open tasks the caller may decide |
+//! | `POST /api/runs/{run}/tasks/{step}` | decides: `{"approved", "comment"?}` or `{"decision"}` |
+//! | `GET /api/dead-letters` | failed runs |
+//! | `POST /api/dead-letters/{run}/retry` | retries one |
+//!
+//! Errors are `{"error": {"code", "message"}}`: 404 `unknown_run`, `unknown_task`,
+//! `unknown_workflow`; 403 `not_admitted`; 409 `already_decided`, `expired`, `finished`,
+//! `not_failed`, `not_waiting`; 422 `wrong_type`, `invalid_input`; 400 `bad_request`;
+//! 400, 415 or 422 `invalid_json` for a body that is not the JSON asked for.
+//!
+//! [`RunDetail`]: crate::RunDetail
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use workflow_core::store::{RunFilter, RunRecord, RunStatus};
+use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
+
+use crate::auth::Identity;
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::view::{self, parse_run};
+use crate::{ApiCaller, App, Shared};
+
+/// The most runs one page lists.
+pub const MAX_PAGE: usize = 500;
+
+pub(crate) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/api/runs", get(list_runs).post(start))
+        .route("/api/runs/{run}", get(run_detail))
+        .route("/api/runs/{run}/diagram.svg", get(diagram))
+        .route("/api/runs/{run}/cancel", post(cancel))
+        .route("/api/runs/{run}/events/{step}", post(send_event))
+        .route("/api/runs/{run}/tasks/{step}", post(decide))
+        .route("/api/tasks", get(tasks))
+        .route("/api/dead-letters", get(dead_letters))
+        .route("/api/dead-letters/{run}/retry", post(retry))
+}
+
+/// A run's row as the API shows it.
+pub(crate) fn record_json(record: &RunRecord) -> Value {
+    json!({
+        "run": record.id.to_string(),
+        "workflow": record.workflow,
+        "status": record.status.as_str(),
+        "note": record.note,
+        "idempotency_key": record.idempotency_key,
+        "parent": record.parent.map(|p| p.to_string()),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+    })
+}
+
+/// A task as the API shows it.
+pub(crate) fn task_json(task: &TaskInfo) -> Value {
+    json!({
+        "run": task.run.to_string(),
+        "workflow": task.workflow,
+        "step": task.step,
+        "assignee": task.assignee,
+        "prompt": task.prompt,
+        "deadline": task.deadline,
+        "escalated": task.escalated,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct RunsQuery {
+    status: Option<String>,
+    workflow: Option<String>,
+    before: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_runs(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown status `{text}`; one of running, completed, failed, cancelled, parked"
+            ))
+        })?),
+    };
+    let before = match query.before.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(
+            text.parse::<RunId>()
+                .map_err(|_| ApiError::bad_request(format!("`{text}` is not a run id")))?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(50).clamp(1, MAX_PAGE);
+    let runs = app
+        .engine
+        .runs(RunFilter {
+            workflow: query.workflow.filter(|w| !w.is_empty()),
+            status,
+            before,
+            limit: Some(limit),
+        })
+        .await?;
+    let next = (runs.len() == limit)
+        .then(|| runs.last().map(|r| r.id.to_string()))
+        .flatten();
+    Ok(Json(json!({
+        "runs": runs.iter().map(record_json).collect::<Vec<_>>(),
+        "next_before": next,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+struct StartBody {
+    workflow: String,
+    #[serde(default)]
+    input: Value,
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn start(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+    Json(start): Json<StartBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let options = StartOptions {
+        idempotency_key: start.idempotency_key,
+        dry_run: start.dry_run,
+        deadline: None,
+    };
+    let (run, created) = app
+        .engine
+        .start_json(&start.workflow, start.input, options)
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(json!({ "run": run.to_string(), "created": created })),
+    ))
+}
+
+async fn run_detail(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+    Path(run): Path<String>,
+) -> Result<Json<view::RunDetail>, ApiError> {
+    let run = parse_run(&run)?;
+    Ok(Json(
+        view::load(&app.engine, run, app.show_payloads)
+            .await?
+            .detail,
+    ))
+}
+
+async fn diagram(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let run = parse_run(&run)?;
+    let loaded = view::load(&app.engine, run, false).await?;
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], loaded.svg()).into_response())
+}
+
+async fn cancel(
+    State(app): State<Shared>,
+    ApiCaller(who): ApiCaller,
+    Path(run): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let run = parse_run(&run)?;
+    app.engine.cancel(run, who.name()).await?;
+    Ok(Json(
+        json!({ "run": run.to_string(), "cancelled_by": who.name() }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct EventBody {
+    event_id: String,
+    #[serde(default)]
+    payload: Value,
+}
+
+async fn send_event(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+    Path((run, step)): Path<(String, String)>,
+    Json(event): Json<EventBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let run = parse_run(&run)?;
+    app.engine
+        .send_event(run, &step, &event.event_id, event.payload)
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "run": run.to_string(), "step": step, "event_id": event.event_id })),
+    ))
+}
+
+/// The open tasks `who` may decide, by the engine's authorizer: every running run in the
+/// store, each replayed by its machine on its recorded spec.
+pub(crate) async fn tasks_for(app: &App, who: &Identity) -> Result<Vec<TaskInfo>, ApiError> {
+    let tasks = admin::open_tasks(&**app.engine.store()).await?;
+    Ok(tasks
+        .into_iter()
+        .filter(|task| app.engine.authorizes(&task.assignee, who.name()))
+        .collect())
+}
+
+/// The open task `step` of `run`, if it is open.
+pub(crate) async fn open_task(
+    app: &App,
+    run: RunId,
+    step: &str,
+) -> Result<Option<TaskInfo>, ApiError> {
+    let store = &**app.engine.store();
+    let Some(stored) = store.load(run).await? else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_run",
+            format!("unknown run {run}"),
+        ));
+    };
+    let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? else {
+        return Ok(None);
+    };
+    Ok(admin::tasks_of(&spec, &stored)
+        .into_iter()
+        .find(|task| task.step == step))
+}
+
+/// Decides a task as `who`: a person the engine's authorizer does not admit for the task's
+/// assignee is refused (403 `not_admitted`) before anything is written; everything else
+/// (open, not late, not decided before, of the right type) is the engine's call.
+pub(crate) async fn decide_as(
+    app: &App,
+    who: &Identity,
+    run: RunId,
+    step: &str,
+    decision: Value,
+) -> Result<(), ApiError> {
+    if let Some(task) = open_task(app, run, step).await? {
+        if !app.engine.authorizes(&task.assignee, who.name()) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "not_admitted",
+                format!(
+                    "{who} may not decide task `{step}` of {run}, assigned to {}",
+                    task.assignee
+                ),
+            ));
+        }
+    }
+    app.engine.decide(run, step, who.name(), decision).await?;
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+struct DecideBody {
+    approved: Option<bool>,
+    comment: Option<String>,
+    decision: Option<Value>,
+}
+
+async fn decide(
+    State(app): State<Shared>,
+    ApiCaller(who): ApiCaller,
+    Path((run, step)): Path<(String, String)>,
+    Json(decision): Json<DecideBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = parse_run(&run)?;
+    let value = match (decision.decision, decision.approved) {
+        (Some(value), None) => value,
+        (None, Some(approved)) => {
+            let approval = if approved {
+                Approval::approve(decision.comment)
+            } else {
+                Approval::reject(decision.comment)
+            };
+            serde_json::to_value(approval)
+                .map_err(|error| ApiError::bad_request(error.to_string()))?
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "give either `approved` (with an optional `comment`) or `decision`",
+            ))
+        }
+    };
+    decide_as(&app, &who, run, &step, value).await?;
+    Ok(Json(
+        json!({ "run": run.to_string(), "step": step, "by": who.name() }),
+    ))
+}
+
+async fn tasks(
+    State(app): State<Shared>,
+    ApiCaller(who): ApiCaller,
+) -> Result<Json<Value>, ApiError> {
+    let tasks = tasks_for(&app, &who).await?;
+    Ok(Json(json!({
+        "tasks": tasks.iter().map(task_json).collect::<Vec<_>>()
+    })))
+}
+
+async fn dead_letters(
+    State(app): State<Shared>,
+    _caller: ApiCaller,
+) -> Result<Json<Value>, ApiError> {
+    let letters = app.engine.dead_letters().await?;
+    let letters: Vec<Value> = letters
+        .iter()
+        .map(|letter| {
+            let mut value = serde_json::to_value(letter).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("run".into(), Value::from(letter.run.to_string()));
+            }
+            value
+        })
+        .collect();
+    Ok(Json(json!({ "dead_letters": letters })))
+}
+
+async fn retry(
+    State(app): State<Shared>,
+    ApiCaller(who): ApiCaller,
+    Path(run): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let run = parse_run(&run)?;
+    app.engine.retry_dead_letter(run, who.name()).await?;
+    Ok(Json(
+        json!({ "run": run.to_string(), "retried_by": who.name() }),
+    ))
+}

@@ -1,0 +1,142 @@
+//! Small HTML builders. Everything that is not a literal of this file goes through
+//! [`escape`] (or [`Html::text`]), so a prompt, comment or payload containing `<script>`
+//! shows as text.
+
+use std::fmt::Write as _;
+
+/// Escapes text for HTML content and double-quoted attribute values.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A page being written: markup from this crate's literals, text escaped.
+#[derive(Debug, Default)]
+pub(crate) struct Html {
+    out: String,
+}
+
+impl Html {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Markup written by this crate (never user or payload text).
+    pub(crate) fn raw(&mut self, markup: &str) -> &mut Self {
+        self.out.push_str(markup);
+        self
+    }
+
+    /// Text, escaped.
+    pub(crate) fn text(&mut self, text: &str) -> &mut Self {
+        self.out.push_str(&escape(text));
+        self
+    }
+
+    /// `<tag>text</tag>`, the text escaped.
+    pub(crate) fn element(&mut self, tag: &str, text: &str) -> &mut Self {
+        let _ = write!(self.out, "<{tag}>{}</{tag}>", escape(text));
+        self
+    }
+
+    /// `<a href="...">text</a>`, both escaped.
+    pub(crate) fn link(&mut self, href: &str, text: &str) -> &mut Self {
+        let _ = write!(
+            self.out,
+            "<a href=\"{}\">{}</a>",
+            escape(href),
+            escape(text)
+        );
+        self
+    }
+
+    /// A hidden form field.
+    pub(crate) fn hidden(&mut self, name: &str, value: &str) -> &mut Self {
+        let _ = write!(
+            self.out,
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            escape(name),
+            escape(value)
+        );
+        self
+    }
+
+    /// A table row of escaped cells.
+    pub(crate) fn row(&mut self, cells: &[&str]) -> &mut Self {
+        self.out.push_str("<tr>");
+        for cell in cells {
+            self.element("td", cell);
+        }
+        self.out.push_str("</tr>");
+        self
+    }
+
+    pub(crate) fn finish(self) -> String {
+        self.out
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem;color:#1a202c}\
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #cbd5e0;padding:.3rem .6rem;text-align:left;vertical-align:top}\
+.task{border:1px solid #cbd5e0;border-radius:6px;padding:1rem;margin:1rem 0}\
+.status{font-weight:bold}pre{background:#f7fafc;padding:.5rem;white-space:pre-wrap}\
+textarea{width:100%;min-height:4rem}button{margin:.5rem .5rem 0 0;padding:.4rem 1rem}\
+.error{color:#c53030}header{display:flex;justify-content:space-between}";
+
+/// A whole page around `body` (already HTML), titled `title` (escaped), for `who`.
+pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: &str) -> String {
+    let mut html = Html::new();
+    html.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">")
+        .raw("<meta name=\"viewport\" content=\"width=device-width\">")
+        .element("title", title)
+        .raw("<style>")
+        .raw(STYLE)
+        .raw("</style></head><body><header><nav>")
+        .link(&format!("{base}/inbox"), "Inbox")
+        .raw("</nav>");
+    if let Some(who) = who {
+        html.raw("<span>Signed in as <b id=\"who\">")
+            .text(who)
+            .raw("</b></span>");
+    }
+    html.raw("</header>")
+        .element("h1", title)
+        .raw(body)
+        .raw("</body></html>\n");
+    html.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_everywhere_it_goes() {
+        assert_eq!(
+            escape(r#"<script>alert("x")</script> & 'y'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+        let mut html = Html::new();
+        html.element("p", "<b>")
+            .link("/x?a=\"<", "<i>")
+            .hidden("n", "\"><script>")
+            .row(&["<td>"]);
+        let out = html.finish();
+        assert!(!out.contains("<b>"), "{out}");
+        assert!(!out.contains("<script>"), "{out}");
+        assert!(!out.contains("<i>"), "{out}");
+        assert!(out.contains("<td>&lt;td&gt;</td>"), "{out}");
+        let page = page("<title>", Some("<me>"), "", "");
+        assert!(page.contains("&lt;title&gt;") && page.contains("&lt;me&gt;"));
+    }
+}

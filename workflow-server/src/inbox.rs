@@ -1,0 +1,429 @@
+//! The approval inbox, server-rendered HTML under `/inbox` (no JavaScript):
+//!
+//! - `GET /inbox`: the signed-in person's open tasks (those the engine's authorizer admits
+//!   them for), each with its prompt, run context (inputs and upstream outputs, redacted
+//!   unless payloads are shown), deadline and what happens then (escalation target), and
+//!   a form to approve or reject with a comment.
+//! - `GET /inbox/runs/{run}`: the run's diagram with its state, its steps, timeline and
+//!   audit trail, and the forms of its tasks the person may decide. Only people the
+//!   authorizer admits for one of the run's human steps may see it (403 otherwise).
+//! - `POST /inbox/runs/{run}/tasks/{step}`: a decision. The form's CSRF token must be the
+//!   signed-in person's (403 otherwise); the engine decides the rest. Answers 303 to the run
+//!   page.
+//!
+//! Without an identity every page is a 401.
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use serde::Deserialize;
+use serde_json::Value;
+use workflow_core::journal::Event;
+use workflow_core::spec::{OnTimeout, Spec, StepKind};
+use workflow_core::{admin, Approval, TaskInfo};
+
+use crate::api::{decide_as, tasks_for};
+use crate::auth::Identity;
+use crate::error::ApiError;
+use crate::html::{escape, page, Html};
+use crate::view::{self, parse_run, rfc3339, REDACTED};
+use crate::{App, Shared};
+
+pub(crate) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/inbox", get(inbox))
+        .route("/inbox/", get(inbox))
+        .route("/inbox/runs/{run}", get(run_page))
+        .route("/inbox/runs/{run}/tasks/{step}", post(decide))
+}
+
+/// An error shown as a page, with the status of the API's error.
+#[derive(Debug)]
+pub(crate) struct PageError {
+    error: ApiError,
+    who: Option<Identity>,
+    base: String,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let title = match self.error.status {
+            StatusCode::UNAUTHORIZED => "Sign in first",
+            StatusCode::FORBIDDEN => "Forbidden",
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::CONFLICT => "Too late",
+            _ => "Error",
+        };
+        let mut body = Html::new();
+        body.raw("<p class=\"error\" id=\"error\">")
+            .text(&format!(
+                "{} {}: {}",
+                self.error.status.as_u16(),
+                self.error.code,
+                self.error.message
+            ))
+            .raw("</p>");
+        let html = page(
+            title,
+            self.who.as_ref().map(Identity::name),
+            &self.base,
+            &body.finish(),
+        );
+        (self.error.status, HtmlBody(html)).into_response()
+    }
+}
+
+/// The identity of an inbox request, or a 401 page.
+#[derive(Debug, Clone)]
+pub(crate) struct PageCaller(Identity);
+
+impl FromRequestParts<Shared> for PageCaller {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, PageError> {
+        app.authenticator
+            .as_ref()
+            .and_then(|auth| auth.authenticate(&parts.headers))
+            .map(PageCaller)
+            .ok_or_else(|| PageError {
+                error: ApiError::unauthenticated(),
+                who: None,
+                base: app.base.clone(),
+            })
+    }
+}
+
+fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
+    let who = who.clone();
+    let base = app.base.clone();
+    move |error| PageError {
+        error,
+        who: Some(who.clone()),
+        base: base.clone(),
+    }
+}
+
+async fn inbox(
+    State(app): State<Shared>,
+    PageCaller(who): PageCaller,
+) -> Result<Response, PageError> {
+    let fail = fail(&app, &who);
+    let tasks = tasks_for(&app, &who).await.map_err(&fail)?;
+    let mut body = Html::new();
+    if tasks.is_empty() {
+        body.raw("<p id=\"empty\">No open tasks for you.</p>");
+    }
+    for task in &tasks {
+        let store = &**app.engine.store();
+        let stored = store.load(task.run).await.map_err(|e| fail(e.into()))?;
+        let spec = match &stored {
+            Some(stored) => admin::stored_spec(store, &stored.record.fingerprint)
+                .await
+                .map_err(|e| fail(e.into()))?,
+            None => None,
+        };
+        let (Some(stored), Some(spec)) = (stored, spec) else {
+            continue;
+        };
+        task_card(&app, &who, &mut body, task, &spec, &stored.events, true);
+    }
+    let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
+    Ok(HtmlBody(html).into_response())
+}
+
+/// One task: prompt, context, deadline and escalation, and its decision form.
+fn task_card(
+    app: &App,
+    who: &Identity,
+    body: &mut Html,
+    task: &TaskInfo,
+    spec: &Spec,
+    events: &[Event],
+    link_run: bool,
+) {
+    let index = spec.step_index(&task.step);
+    let id = format!("task-{}-{}", task.run, task.step);
+    body.raw(&format!("<section class=\"task\" id=\"{}\">", escape(&id)))
+        .raw("<h2>")
+        .text(&format!("{} · {}", task.workflow, task.step))
+        .raw("</h2><p class=\"prompt\">")
+        .text(task.prompt.as_deref().unwrap_or("(no prompt)"))
+        .raw("</p><table>");
+    if link_run {
+        body.raw("<tr><th>Run</th><td>")
+            .link(
+                &format!("{}/inbox/runs/{}", app.base, task.run),
+                &task.run.to_string(),
+            )
+            .raw("</td></tr>");
+    }
+    let assignee = if task.escalated {
+        format!("{} (escalated)", task.assignee)
+    } else {
+        task.assignee.clone()
+    };
+    body.raw("<tr><th>Assigned to</th>")
+        .element("td", &assignee)
+        .raw("</tr><tr><th>Deadline</th>")
+        .element("td", &rfc3339(task.deadline))
+        .raw("</tr><tr><th>At the deadline</th>")
+        .element("td", &on_timeout(spec, index, task.escalated))
+        .raw("</tr></table>");
+    context(app, body, spec, index, events);
+    decision_form(app, who, body, task, spec, index);
+    body.raw("</section>");
+}
+
+fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
+    let human = index
+        .and_then(|i| spec.steps.get(i))
+        .and_then(|step| match &step.kind {
+            StepKind::Human(human) => Some(human),
+            _ => None,
+        });
+    match human.map(|h| &h.on_timeout) {
+        Some(OnTimeout::Escalate(to)) if !escalated => format!("escalates to {to}"),
+        Some(OnTimeout::Escalate(_)) => "expires (escalated once already)".to_owned(),
+        Some(OnTimeout::Abort) => "expires: the step fails".to_owned(),
+        Some(OnTimeout::Approve) => "approved automatically".to_owned(),
+        Some(OnTimeout::Reject) => "rejected automatically".to_owned(),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// The run's inputs and the outputs of the steps the task depends on.
+fn context(app: &App, body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event]) {
+    let show = |value: &Value| {
+        if app.show_payloads {
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        } else {
+            REDACTED.to_owned()
+        }
+    };
+    body.raw("<details open><summary>Context</summary><table>");
+    if let Some(Event::RunStarted { input, .. }) = events.first() {
+        body.raw("<tr><th>inputs</th><td><pre>")
+            .text(&show(input))
+            .raw("</pre></td></tr>");
+    }
+    let deps = index
+        .and_then(|i| spec.steps.get(i))
+        .map_or(&[][..], |step| step.deps.as_slice());
+    for dep in deps {
+        let output = events.iter().rev().find_map(|event| match event {
+            Event::StepSucceeded { step, output, .. } if step == dep => Some(output),
+            _ => None,
+        });
+        let name = spec.steps.get(*dep).map_or("?", |s| s.id.as_str());
+        let text = output.map_or_else(|| "(no output)".to_owned(), show);
+        body.raw("<tr>")
+            .element("th", name)
+            .raw("<td><pre>")
+            .text(&text)
+            .raw("</pre></td></tr>");
+    }
+    body.raw("</table></details>");
+}
+
+fn is_approval(spec: &Spec, index: Option<usize>) -> bool {
+    index
+        .and_then(|i| spec.steps.get(i))
+        .is_some_and(|step| step.output == "Approval" || step.output.ends_with("::Approval"))
+}
+
+fn decision_form(
+    app: &App,
+    who: &Identity,
+    body: &mut Html,
+    task: &TaskInfo,
+    spec: &Spec,
+    index: Option<usize>,
+) {
+    let action = format!("{}/inbox/runs/{}/tasks/{}", app.base, task.run, task.step);
+    body.raw(&format!(
+        "<form method=\"post\" action=\"{}\">",
+        escape(&action)
+    ))
+    .hidden("csrf", &app.csrf.token(who));
+    if is_approval(spec, index) {
+        body.raw("<label>Comment<textarea name=\"comment\"></textarea></label>")
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>")
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"reject\">Reject</button>");
+    } else {
+        body.raw("<label>Decision (JSON)<textarea name=\"decision\"></textarea></label>")
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"decide\">Decide</button>");
+    }
+    body.raw("</form>");
+}
+
+/// Whether `who` is admitted for a human step of the run: its assignees in the spec, and
+/// whoever its tasks were opened for or escalated to.
+fn involved(app: &App, who: &Identity, spec: &Spec, events: &[Event]) -> bool {
+    let from_spec = spec.steps.iter().filter_map(|step| match &step.kind {
+        StepKind::Human(human) => Some(human.assignee.as_str()),
+        _ => None,
+    });
+    let from_journal = events.iter().filter_map(|event| match event {
+        Event::TaskOpened { assignee, .. } => Some(assignee.as_str()),
+        Event::TaskEscalated { to, .. } => Some(to.as_str()),
+        _ => None,
+    });
+    from_spec
+        .chain(from_journal)
+        .any(|assignee| app.engine.authorizes(assignee, who.name()))
+}
+
+async fn run_page(
+    State(app): State<Shared>,
+    PageCaller(who): PageCaller,
+    Path(run): Path<String>,
+) -> Result<Response, PageError> {
+    let fail = fail(&app, &who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let loaded = view::load(&app.engine, run, app.show_payloads)
+        .await
+        .map_err(&fail)?;
+    if !involved(&app, &who, &loaded.spec, &loaded.events) {
+        return Err(fail(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_admitted",
+            format!("{who} is not admitted for any task of {run}"),
+        )));
+    }
+    let detail = &loaded.detail;
+    let mut body = Html::new();
+    body.raw("<p>Workflow ")
+        .element("b", &detail.workflow)
+        .raw(", status <span class=\"status\" id=\"status\">")
+        .text(detail.status)
+        .raw("</span>");
+    if let Some(note) = &detail.note {
+        body.raw(" — ").text(note);
+    }
+    body.raw("</p><figure id=\"diagram\">")
+        // The diagram is drawn from the spec (identifiers written in code), never from
+        // payloads or people's text.
+        .raw(&loaded.svg())
+        .raw("</figure>");
+    let tasks: Vec<TaskInfo> = {
+        let stored = workflow_core::store::StoredRun {
+            record: app
+                .engine
+                .inspect(run)
+                .await
+                .map_err(|e| fail(e.into()))?
+                .record,
+            events: loaded.events.clone(),
+        };
+        admin::tasks_of(&loaded.spec, &stored)
+    };
+    for task in tasks
+        .iter()
+        .filter(|task| app.engine.authorizes(&task.assignee, who.name()))
+    {
+        task_card(
+            &app,
+            &who,
+            &mut body,
+            task,
+            &loaded.spec,
+            &loaded.events,
+            false,
+        );
+    }
+    body.raw("<h2>Steps</h2><table><tr><th>Step</th><th>State</th><th>Attempts</th></tr>");
+    for step in &detail.steps {
+        body.row(&[&step.id, step.state, &step.attempts.to_string()]);
+    }
+    body.raw("</table><h2>Audit</h2><table id=\"audit\"><tr><th>When</th><th>Who</th><th>What</th><th>Step</th><th>Detail</th></tr>");
+    for entry in &detail.audit {
+        body.row(&[
+            &rfc3339(entry.at),
+            &entry.who,
+            entry.action,
+            entry.step.as_deref().unwrap_or(""),
+            &entry.detail,
+        ]);
+    }
+    body.raw("</table><h2>Timeline</h2><table id=\"timeline\"><tr><th>When</th><th>Event</th><th>Step</th><th>Detail</th></tr>");
+    for entry in &detail.timeline {
+        body.row(&[
+            &rfc3339(entry.at),
+            &entry.event,
+            entry.step.as_deref().unwrap_or(""),
+            &entry.detail,
+        ]);
+    }
+    body.raw("</table>");
+    let html = page(
+        &run.to_string(),
+        Some(who.name()),
+        &app.base,
+        &body.finish(),
+    );
+    Ok(HtmlBody(html).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct DecisionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    verdict: String,
+    comment: Option<String>,
+    decision: Option<String>,
+}
+
+async fn decide(
+    State(app): State<Shared>,
+    PageCaller(who): PageCaller,
+    Path((run, step)): Path<(String, String)>,
+    form: Result<Form<DecisionForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let fail = fail(&app, &who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let Form(form) = form.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
+    if !app.csrf.verify(&who, &form.csrf) {
+        return Err(fail(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "the form's CSRF token is missing or not yours; reload the page and try again",
+        )));
+    }
+    let comment = form.comment.filter(|c| !c.trim().is_empty());
+    let decision = match form.verdict.as_str() {
+        "approve" | "reject" => {
+            let approval = if form.verdict == "approve" {
+                Approval::approve(comment)
+            } else {
+                Approval::reject(comment)
+            };
+            serde_json::to_value(approval)
+                .map_err(|e| fail(ApiError::bad_request(e.to_string())))?
+        }
+        "decide" => serde_json::from_str(form.decision.as_deref().unwrap_or("")).map_err(|e| {
+            fail(ApiError::invalid_payload(format!(
+                "the decision is not JSON: {e}"
+            )))
+        })?,
+        other => {
+            return Err(fail(ApiError::bad_request(format!(
+                "unknown verdict `{other}`"
+            ))))
+        }
+    };
+    decide_as(&app, &who, run, &step, decision)
+        .await
+        .map_err(&fail)?;
+    let target = format!("{}/inbox/runs/{run}", app.base);
+    let mut response = Redirect::to(&target).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
+}

@@ -1,0 +1,210 @@
+//! The HTTP front door of typed workflows: verified webhook intake, a JSON API over the
+//! engine and an approval inbox in the browser, as an axum [`Router`] you mount in your own
+//! service.
+//!
+//! ```no_run
+//! # use workflow_core::prelude::*;
+//! # use workflow_server::{Server, TrustedHeader, WebhookConfig};
+//! # workflow! { pub workflow Intake(ticket: String) env () {
+//! #     step note -> String { action: note(ticket) }
+//! # } }
+//! # async fn note(t: String) -> Result<String, StepError> { Ok(t) }
+//! # #[derive(serde::Deserialize)] struct Payload { text: String }
+//! # async fn demo(engine: Engine) -> Result<(), Box<dyn std::error::Error>> {
+//! let router = Server::new(engine)
+//!     .webhook::<Intake, Payload>(
+//!         "/hooks/tickets",
+//!         WebhookConfig::standard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?,
+//!         |payload| IntakeInput { ticket: payload.text },
+//!     )
+//!     .authenticator(TrustedHeader::new())
+//!     .router();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, router).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! - [`intake`]: `POST <path>` per webhook: the signature is verified on the raw bytes
+//!   before the body is parsed, the payload mapped to the workflow's input and the event id
+//!   used as the start's idempotency key.
+//! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
+//!   diagrams; errors are [`ApiError`]s with stable codes.
+//! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
+//! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
+//!
+//! Every rule of run policy is the engine's: the server calls it and reports its answer.
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+pub mod api;
+pub mod auth;
+mod error;
+mod html;
+pub mod inbox;
+pub mod intake;
+mod json;
+mod view;
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::Router;
+use serde::de::DeserializeOwned;
+use workflow_core::{Engine, Workflow};
+
+pub use crate::auth::{Authenticator, BearerTokens, Csrf, Identity, TrustedHeader};
+pub use crate::error::ApiError;
+pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
+pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
+
+/// Builds the router: the engine, the webhooks, who may sign in.
+pub struct Server {
+    engine: Engine,
+    authenticator: Option<Arc<dyn Authenticator>>,
+    csrf: Option<Csrf>,
+    base: String,
+    show_payloads: Option<bool>,
+    webhooks: Vec<intake::Route>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("engine", &self.engine)
+            .field("authenticator", &self.authenticator.is_some())
+            .field("base", &self.base)
+            .field("webhooks", &self.webhooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct App {
+    pub(crate) engine: Engine,
+    pub(crate) authenticator: Option<Arc<dyn Authenticator>>,
+    pub(crate) csrf: Csrf,
+    pub(crate) base: String,
+    pub(crate) show_payloads: bool,
+}
+
+pub(crate) type Shared = Arc<App>;
+
+impl Server {
+    /// A server over `engine`, with no webhooks and no authenticator (the API and the
+    /// inbox answer 401 until one is set).
+    pub fn new(engine: Engine) -> Self {
+        Server {
+            engine,
+            authenticator: None,
+            csrf: None,
+            base: String::new(),
+            show_payloads: None,
+            webhooks: Vec::new(),
+        }
+    }
+
+    /// Who is asking, for the API and the inbox (webhooks are verified by signature).
+    pub fn authenticator(mut self, authenticator: impl Authenticator) -> Self {
+        self.authenticator = Some(Arc::new(authenticator));
+        self
+    }
+
+    /// The key of the forms' CSRF tokens (default: random per process, so forms made
+    /// before a restart, or by another replica, stop verifying; set one to share).
+    pub fn csrf_key(mut self, key: [u8; 32]) -> Self {
+        self.csrf = Some(Csrf::new(key));
+        self
+    }
+
+    /// The path the router is mounted under (`/workflow` for
+    /// `Router::new().nest("/workflow", server.router())`), for the inbox's links.
+    pub fn base_path(mut self, base: &str) -> Self {
+        self.base = base.trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Whether the inbox shows a task's inputs and upstream outputs (default: whether the
+    /// engine logs payloads, [`Engine::logs_payloads`]); otherwise they are redacted.
+    pub fn show_payloads(mut self, show: bool) -> Self {
+        self.show_payloads = Some(show);
+        self
+    }
+
+    /// A webhook endpoint starting runs of `W`: `POST path` is verified with `config` on
+    /// its raw bytes, then its body is parsed as `P` (a 422 if it does not parse), mapped to
+    /// `W`'s input with `map`, and started with the delivery's event id as idempotency key,
+    /// so a redelivery answers 200 with the run the first one started.
+    pub fn webhook<W, P>(
+        mut self,
+        path: &str,
+        config: WebhookConfig,
+        map: impl Fn(P) -> W::Input + Send + Sync + 'static,
+    ) -> Self
+    where
+        W: Workflow,
+        P: DeserializeOwned + 'static,
+    {
+        self.webhooks
+            .push(intake::Route::new::<W, P>(path, config, map));
+        self
+    }
+
+    /// Serves [`Server::router`] on `listener` until the process ends (what `workflow
+    /// serve` does).
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        axum::serve(listener, self.router()).await
+    }
+
+    /// The router: the webhooks, `/api/...` and `/inbox/...`.
+    ///
+    /// # Panics
+    ///
+    /// Only when no CSRF key was set and the system's random source fails.
+    pub fn router(self) -> Router {
+        let csrf = match self.csrf {
+            Some(csrf) => csrf,
+            None => match Csrf::random() {
+                Ok(csrf) => csrf,
+                Err(error) => panic!("no random CSRF key: {error}; set one with csrf_key"),
+            },
+        };
+        let show_payloads = self
+            .show_payloads
+            .unwrap_or_else(|| self.engine.logs_payloads());
+        let app = Arc::new(App {
+            engine: self.engine,
+            authenticator: self.authenticator,
+            csrf,
+            base: self.base,
+            show_payloads,
+        });
+        let mut router = Router::new().merge(api::routes()).merge(inbox::routes());
+        for webhook in self.webhooks {
+            router = webhook.mount(router);
+        }
+        router.with_state(app)
+    }
+}
+
+/// The identity of an API request, or a 401.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiCaller(pub(crate) Identity);
+
+impl FromRequestParts<Shared> for ApiCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, ApiError> {
+        app.authenticator
+            .as_ref()
+            .and_then(|auth| auth.authenticate(&parts.headers))
+            .map(ApiCaller)
+            .ok_or_else(ApiError::unauthenticated)
+    }
+}

@@ -1,0 +1,499 @@
+//! A run as the API and the run page show it: steps with their state and attempts, the
+//! timeline of its journal and the audit trail (who decided what, when; escalations,
+//! refusals, cancellations, retries). Payloads (inputs, outputs, event payloads) appear only
+//! when the server shows payloads; decisions and who made them always do.
+
+use serde::Serialize;
+use serde_json::Value;
+use workflow_core::journal::{Event, Timestamp};
+use workflow_core::spec::render::{svg_with_states, StepMark};
+use workflow_core::spec::Spec;
+use workflow_core::{Engine, RunId};
+
+use crate::error::ApiError;
+
+/// What stands in for a payload that is not shown.
+pub(crate) const REDACTED: &str = "(redacted: the engine does not log payloads)";
+
+/// One run, explained.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    /// The run, `run-N`.
+    pub run: String,
+    /// Its workflow.
+    pub workflow: String,
+    /// `running`, `completed`, `failed`, `cancelled` or `parked`.
+    pub status: &'static str,
+    /// Why it is parked or failed, or who retried it.
+    pub note: Option<String>,
+    /// The start's idempotency key (a webhook's event id).
+    pub idempotency_key: Option<String>,
+    /// Created, ms since the epoch.
+    pub created_at: Timestamp,
+    /// Last status change, ms since the epoch.
+    pub updated_at: Timestamp,
+    /// The inputs, when payloads are shown.
+    pub input: Option<Value>,
+    /// Per step, in declaration order.
+    pub steps: Vec<StepDetail>,
+    /// Every journal entry, in order.
+    pub timeline: Vec<TimelineEntry>,
+    /// What people (and timeouts) did.
+    pub audit: Vec<AuditEntry>,
+}
+
+/// One step of a [`RunDetail`].
+#[derive(Debug, Clone, Serialize)]
+pub struct StepDetail {
+    /// The step id.
+    pub id: String,
+    /// The machine's state name (`pending`, `running`, `waiting`, `succeeded`...).
+    pub state: &'static str,
+    /// How the diagram colours it (`done`, `failed`, `running`, `waiting`, `skipped`,
+    /// `pending`).
+    pub mark: &'static str,
+    /// Attempts started.
+    pub attempts: u32,
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineEntry {
+    /// When, ms since the epoch.
+    pub at: Timestamp,
+    /// The event's name (`attempt_started`, `task_decided`...).
+    pub event: String,
+    /// The step it concerns.
+    pub step: Option<String>,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+/// One entry of the audit trail.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditEntry {
+    /// When, ms since the epoch.
+    pub at: Timestamp,
+    /// Who: the decider, the canceller, or the task's new assignee.
+    pub who: String,
+    /// `opened`, `decided`, `escalated`, `refused`, `expired`, `cancelled`, `retried`.
+    pub action: &'static str,
+    /// The step, if any.
+    pub step: Option<String>,
+    /// The decision, the refusal's reason, the deadline...
+    pub detail: String,
+}
+
+/// A run with its spec, loaded once for a page or an answer.
+pub(crate) struct Loaded {
+    pub(crate) detail: RunDetail,
+    pub(crate) spec: Spec,
+    pub(crate) events: Vec<Event>,
+    pub(crate) marks: Vec<StepMark>,
+}
+
+impl Loaded {
+    /// The run's diagram with its state.
+    pub(crate) fn svg(&self) -> String {
+        svg_with_states(&self.spec, &self.marks)
+    }
+}
+
+/// Loads `run` through the engine: its state and its journal.
+pub(crate) async fn load(engine: &Engine, run: RunId, show: bool) -> Result<Loaded, ApiError> {
+    let view = engine.inspect(run).await?;
+    let events = engine.events(run).await?;
+    let spec = workflow_core::admin::stored_spec(&**engine.store(), &view.record.fingerprint)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "the store has no spec recorded for {run} ({})",
+                view.record.fingerprint
+            ))
+        })?;
+    let names: Vec<String> = view.steps.iter().map(|s| s.id.clone()).collect();
+    let name = |step: usize| {
+        names
+            .get(step)
+            .cloned()
+            .unwrap_or_else(|| format!("#{step}"))
+    };
+    let marks: Vec<StepMark> = view.steps.iter().map(|s| s.state.mark()).collect();
+    let steps = view
+        .steps
+        .iter()
+        .zip(&marks)
+        .map(|(step, mark)| StepDetail {
+            id: step.id.clone(),
+            state: step.state.name(),
+            mark: mark.as_str(),
+            attempts: step.attempts,
+        })
+        .collect();
+    let input = match events.first() {
+        Some(Event::RunStarted { input, .. }) if show => Some(input.clone()),
+        _ => None,
+    };
+    let timeline = events
+        .iter()
+        .map(|event| timeline_entry(event, &name, show))
+        .collect();
+    let audit = events
+        .iter()
+        .filter_map(|e| audit_entry(e, &name))
+        .collect();
+    let record = view.record;
+    Ok(Loaded {
+        detail: RunDetail {
+            run: record.id.to_string(),
+            workflow: record.workflow,
+            status: record.status.as_str(),
+            note: record.note,
+            idempotency_key: record.idempotency_key,
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+            input,
+            steps,
+            timeline,
+            audit,
+        },
+        spec,
+        events,
+        marks,
+    })
+}
+
+fn payload(value: &Value, show: bool) -> String {
+    if show {
+        value.to_string()
+    } else {
+        REDACTED.to_owned()
+    }
+}
+
+/// The event's name as journaled (`task_decided`).
+fn event_name(event: &Event) -> String {
+    serde_json::to_value(event)
+        .ok()
+        .and_then(|v| v.get("event").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "event".to_owned())
+}
+
+fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> TimelineEntry {
+    let (step, detail) = match event {
+        Event::RunStarted {
+            workflow, dry_run, ..
+        } => (
+            None,
+            format!(
+                "{workflow} started{}",
+                if *dry_run { " (dry run)" } else { "" }
+            ),
+        ),
+        Event::AttemptStarted { step, attempt, .. } => {
+            (Some(*step), format!("attempt {attempt} started"))
+        }
+        Event::AttemptFailed {
+            step,
+            attempt,
+            kind,
+            message,
+            ..
+        } => (
+            Some(*step),
+            format!("attempt {attempt} failed: {kind}: {message}"),
+        ),
+        Event::StepSucceeded { step, output, .. } => {
+            (Some(*step), format!("succeeded: {}", payload(output, show)))
+        }
+        Event::StepFailed {
+            step,
+            attempts,
+            kind,
+            message,
+            ..
+        } => (
+            Some(*step),
+            format!("failed after {attempts} attempt(s): {kind}: {message}"),
+        ),
+        Event::StepSkipped { step, reason, .. } => (Some(*step), format!("skipped: {reason}")),
+        Event::EffectProposed { step, args, .. } => (
+            Some(*step),
+            format!("effect proposed with {}", payload(args, show)),
+        ),
+        Event::TaskOpened {
+            step,
+            assignee,
+            deadline,
+            ..
+        } => (
+            Some(*step),
+            format!("task opened for {assignee}, due {}", rfc3339(*deadline)),
+        ),
+        Event::TaskEscalated {
+            step, to, deadline, ..
+        } => (
+            Some(*step),
+            format!("escalated to {to}, due {}", rfc3339(*deadline)),
+        ),
+        Event::TaskDecided {
+            step, by, decision, ..
+        } => (
+            Some(*step),
+            format!("decided by {by}: {}", decision_text(decision)),
+        ),
+        Event::MessageRefused {
+            step,
+            by,
+            code,
+            reason,
+            ..
+        } => (*step, format!("refused from {by} ({code}): {reason}")),
+        Event::TaskExpired { step, .. } => (Some(*step), "task expired".to_owned()),
+        Event::CompensationStarted { step, .. } => (Some(*step), "compensation started".into()),
+        Event::Compensated { step, error, .. } => (
+            Some(*step),
+            match error {
+                Some(error) => format!("compensation failed: {error}"),
+                None => "compensated".to_owned(),
+            },
+        ),
+        Event::EventReceived {
+            step,
+            event_id,
+            payload: body,
+            ..
+        }
+        | Event::EventBuffered {
+            step,
+            event_id,
+            payload: body,
+            ..
+        } => (
+            Some(*step),
+            format!("event {event_id}: {}", payload(body, show)),
+        ),
+        Event::Cancelled { by, .. } => (None, format!("cancelled by {by}")),
+        Event::Retried { by, .. } => (None, format!("retried by {by}")),
+        Event::DeadlinePassed { .. } => (None, "the run's deadline passed".to_owned()),
+        other => (step_of(other), String::new()),
+    };
+    TimelineEntry {
+        at: event.at(),
+        event: event_name(event),
+        step: step.map(name),
+        detail,
+    }
+}
+
+/// The step of events the timeline does not spell out.
+fn step_of(event: &Event) -> Option<usize> {
+    let value = serde_json::to_value(event).ok()?;
+    value
+        .get("step")
+        .and_then(Value::as_u64)
+        .and_then(|s| usize::try_from(s).ok())
+}
+
+fn audit_entry(event: &Event, name: &dyn Fn(usize) -> String) -> Option<AuditEntry> {
+    let (who, action, step, detail) = match event {
+        Event::TaskOpened {
+            step,
+            assignee,
+            deadline,
+            ..
+        } => (
+            assignee.clone(),
+            "opened",
+            Some(*step),
+            format!("due {}", rfc3339(*deadline)),
+        ),
+        Event::TaskDecided {
+            step, by, decision, ..
+        } => (by.clone(), "decided", Some(*step), decision_text(decision)),
+        Event::TaskEscalated {
+            step, to, deadline, ..
+        } => (
+            to.clone(),
+            "escalated",
+            Some(*step),
+            format!("deadline passed; now due {}", rfc3339(*deadline)),
+        ),
+        Event::MessageRefused {
+            step,
+            by,
+            code,
+            reason,
+            ..
+        } => (by.clone(), "refused", *step, format!("{code}: {reason}")),
+        Event::TaskExpired { step, .. } => (String::new(), "expired", Some(*step), String::new()),
+        Event::Cancelled { by, .. } => (by.clone(), "cancelled", None, String::new()),
+        Event::Retried { by, .. } => (by.clone(), "retried", None, String::new()),
+        _ => return None,
+    };
+    Some(AuditEntry {
+        at: event.at(),
+        who,
+        action,
+        step: step.map(name),
+        detail,
+    })
+}
+
+/// A decision in words: `approved ("comment")` for approvals, JSON otherwise.
+pub(crate) fn decision_text(decision: &Value) -> String {
+    match decision.get("approved").and_then(Value::as_bool) {
+        Some(approved) => {
+            let verdict = if approved { "approved" } else { "rejected" };
+            match decision.get("comment").and_then(Value::as_str) {
+                Some(comment) => format!("{verdict} (\"{comment}\")"),
+                None => verdict.to_owned(),
+            }
+        }
+        None => decision.to_string(),
+    }
+}
+
+/// Milliseconds since the epoch as `2026-07-18T05:10:00Z`.
+pub(crate) fn rfc3339(ms: Timestamp) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rest = secs % 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The id of a run named in a path: `run-7` or `7`.
+pub(crate) fn parse_run(text: &str) -> Result<RunId, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::not_found(format!("`{text}` is not a run id")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_print_as_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_784_351_400_000), "2026-07-18T05:10:00Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn decisions_read_as_words() {
+        let approval = serde_json::json!({"approved": true, "by": "lee", "comment": "ok"});
+        assert_eq!(decision_text(&approval), "approved (\"ok\")");
+        let rejection = serde_json::json!({"approved": false, "by": "lee"});
+        assert_eq!(decision_text(&rejection), "rejected");
+        assert_eq!(decision_text(&serde_json::json!(3)), "3");
+    }
+
+    #[test]
+    fn escalations_refusals_and_decisions_enter_the_audit_trail() {
+        let name = |step: usize| ["classify", "approve"][step].to_owned();
+        let events = [
+            Event::TaskOpened {
+                step: 1,
+                assignee: "support_leads".into(),
+                prompt: None,
+                deadline: 7_200_000,
+                at: 0,
+            },
+            Event::TaskEscalated {
+                step: 1,
+                to: "on_call".into(),
+                deadline: 14_400_000,
+                at: 7_200_000,
+            },
+            Event::MessageRefused {
+                inbox: 3,
+                step: Some(1),
+                by: "eve".into(),
+                code: "unauthorized".into(),
+                reason: "eve may not decide".into(),
+                at: 7_300_000,
+            },
+            Event::TaskDecided {
+                step: 1,
+                by: "kim@on_call".into(),
+                decision: serde_json::json!({"approved": false, "comment": "not urgent"}),
+                inbox: None,
+                at: 7_400_000,
+            },
+            Event::StepSucceeded {
+                step: 0,
+                output: serde_json::json!(true),
+                at: 1,
+            },
+        ];
+        let audit: Vec<(String, &str, Option<String>, String)> = events
+            .iter()
+            .filter_map(|e| audit_entry(e, &name))
+            .map(|a| (a.who, a.action, a.step, a.detail))
+            .collect();
+        assert_eq!(
+            audit,
+            [
+                (
+                    "support_leads".into(),
+                    "opened",
+                    Some("approve".into()),
+                    "due 1970-01-01T02:00:00Z".into()
+                ),
+                (
+                    "on_call".into(),
+                    "escalated",
+                    Some("approve".into()),
+                    "deadline passed; now due 1970-01-01T04:00:00Z".into()
+                ),
+                (
+                    "eve".into(),
+                    "refused",
+                    Some("approve".into()),
+                    "unauthorized: eve may not decide".into()
+                ),
+                (
+                    "kim@on_call".into(),
+                    "decided",
+                    Some("approve".into()),
+                    "rejected (\"not urgent\")".into()
+                ),
+            ]
+        );
+        let timeline: Vec<String> = events
+            .iter()
+            .map(|e| timeline_entry(e, &name, false).detail)
+            .collect();
+        assert_eq!(
+            timeline[1],
+            "escalated to on_call, due 1970-01-01T04:00:00Z"
+        );
+        assert_eq!(timeline[4], format!("succeeded: {REDACTED}"));
+        assert_eq!(
+            timeline_entry(&events[4], &name, false).event,
+            "step_succeeded"
+        );
+    }
+
+    #[test]
+    fn payloads_are_redacted_unless_shown() {
+        let output = serde_json::json!({"secret": "s3cret"});
+        assert_eq!(payload(&output, false), REDACTED);
+        assert!(payload(&output, true).contains("s3cret"));
+    }
+}

@@ -1,0 +1,302 @@
+//! The inbox in a real browser: headless Chromium driven through chromedriver (Debian's
+//! `chromium` and `chromium-driver`), over the WebDriver JSON protocol with a small client.
+//! An approver opens the inbox, sees the task, approves it with a comment and sees the run
+//! complete; an outsider gets 403. Screenshots go to `target/browser/`.
+//!
+//! The identities come from a trusted header, as behind a reverse proxy: the same router
+//! is served on two ports, each setting `X-Forwarded-User` for whoever connects there.
+//!
+//! Without chromedriver this test fails (it does not skip): `.ci/run` installs it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method};
+use axum::middleware::map_request;
+use base64::Engine as _;
+use common::*;
+use serde_json::{json, Value};
+use workflow_core::store::RunStatus;
+
+/// The W3C key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+fn chromedriver() -> PathBuf {
+    if let Some(path) = std::env::var_os("CHROMEDRIVER") {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("chromedriver"))
+            .find(|path| path.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "chromedriver is not installed: the browser test needs Debian's `chromium` and \
+             `chromium-driver` (apt-get install chromium chromium-driver; .ci/run installs \
+             them), or CHROMEDRIVER=/path/to/chromedriver"
+        )
+    })
+}
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|path| path.is_file())
+}
+
+/// A WebDriver session on a chromedriver this test started (killed when dropped).
+struct Browser {
+    driver: SocketAddr,
+    session: String,
+    _process: tokio::process::Child,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let path = chromedriver();
+        let process = tokio::process::Command::new(&path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
+        let driver: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        // Readiness, bounded: chromedriver answers /status once it listens.
+        let mut ready = false;
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(driver).await.is_ok() {
+                let status = call(driver, Method::GET, "/status", None).await;
+                if status["value"]["ready"] == true {
+                    ready = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ready, "chromedriver did not become ready within 10 s");
+        let mut options = json!({
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1200,1400"]
+        });
+        if let Some(binary) = chromium() {
+            options["binary"] = Value::from(binary.display().to_string());
+        }
+        let created = call(
+            driver,
+            Method::POST,
+            "/session",
+            Some(json!({
+                "capabilities": { "alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": options,
+                }}
+            })),
+        )
+        .await;
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {created}"))
+            .to_owned();
+        Browser {
+            driver,
+            session,
+            _process: process,
+        }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let path = format!("/session/{}{path}", self.session);
+        let answer = call(self.driver, method, &path, body).await;
+        if answer["value"]["error"].is_string() {
+            panic!("WebDriver {path}: {answer}");
+        }
+        answer["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let found = self
+            .call(
+                Method::POST,
+                "/element",
+                Some(json!({ "using": "css selector", "value": css })),
+            )
+            .await;
+        found[ELEMENT].as_str().unwrap().to_owned()
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let element = self.find(css).await;
+        let text = self
+            .call(Method::GET, &format!("/element/{element}/text"), None)
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    async fn title(&self) -> String {
+        self.call(Method::GET, "/title", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    async fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.call(Method::GET, "/screenshot", None).await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let dir = target.join("browser");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    async fn quit(self) {
+        call(
+            self.driver,
+            Method::DELETE,
+            &format!("/session/{}", self.session),
+            None,
+        )
+        .await;
+    }
+}
+
+async fn call(driver: SocketAddr, method: Method, path: &str, body: Option<Value>) -> Value {
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let answer = request(
+        driver,
+        method,
+        path,
+        &[("content-type", "application/json".to_owned())],
+        bytes,
+    )
+    .await;
+    serde_json::from_str(&answer.body).unwrap_or(Value::Null)
+}
+
+/// The router behind a "proxy" that signs everyone connecting to it in as `who`.
+async fn serve_as(router: axum::Router, who: &'static str) -> SocketAddr {
+    let signed_in = router.layer(map_request(move |mut request: Request| async move {
+        request
+            .headers_mut()
+            .insert("x-forwarded-user", HeaderValue::from_static(who));
+        request
+    }));
+    serve(signed_in).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
+    let (engine, desk) = engine(false);
+    let router = server(&engine, standard()).router();
+    let lead = serve_as(router.clone(), LEAD).await;
+    let outsider = serve_as(router, OUTSIDER).await;
+
+    // A signed ticket webhook starts the run.
+    let config = standard();
+    let body = body("evt_884", "T-91", "Maybe locked out; payroll closes today");
+    let answer = deliver(
+        lead,
+        &config.sign("evt_884", now_secs(&engine), &body),
+        body,
+    )
+    .await;
+    let run = run_id(&answer);
+    wait_for_task(&engine, run, "approve_alert").await;
+
+    let browser = Browser::start().await;
+    browser.open(&format!("http://{lead}/inbox")).await;
+    assert_eq!(browser.title().await, "Your tasks");
+    assert_eq!(browser.text("#who").await, LEAD);
+    let card = format!("#task-{run}-approve_alert");
+    // The prompt's markup is shown as text, not run.
+    assert_eq!(
+        browser.text(&format!("{card} .prompt")).await,
+        "Send the urgent alert? <script>alert('prompt')</script>"
+    );
+    let comment = browser
+        .find(&format!("{card} textarea[name=comment]"))
+        .await;
+    browser
+        .call(
+            Method::POST,
+            &format!("/element/{comment}/value"),
+            Some(json!({ "text": "Confirmed with the customer <b>now</b>" })),
+        )
+        .await;
+    let inbox_png = browser.screenshot("inbox.png").await;
+    let approve = browser.find(&format!("{card} button[value=approve]")).await;
+    browser
+        .call(
+            Method::POST,
+            &format!("/element/{approve}/click"),
+            Some(json!({})),
+        )
+        .await;
+
+    // The form answers with the run page; it shows the run complete once the engine has
+    // sent the alert (reloaded until then, within a bound).
+    wait_for_status(&engine, run, RunStatus::Completed).await;
+    let page = format!("http://{lead}/inbox/runs/{run}");
+    browser.open(&page).await;
+    assert_eq!(browser.title().await, run.to_string());
+    assert_eq!(browser.text("#status").await, "completed");
+    let audit = browser.text("#audit").await;
+    assert!(audit.contains(LEAD), "{audit}");
+    assert!(
+        audit.contains("approved (\"Confirmed with the customer <b>now</b>\")"),
+        "{audit}"
+    );
+    browser.find("#diagram svg").await;
+    let run_png = browser.screenshot("run.png").await;
+    assert_eq!(desk.alerts.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The outsider sees no task, and the run page is forbidden.
+    browser.open(&format!("http://{outsider}/inbox")).await;
+    assert_eq!(browser.text("#empty").await, "No open tasks for you.");
+    browser
+        .open(&format!("http://{outsider}/inbox/runs/{run}"))
+        .await;
+    assert_eq!(browser.title().await, "Forbidden");
+    assert!(browser.text("#error").await.starts_with("403 not_admitted"));
+    browser.screenshot("outsider.png").await;
+    browser.quit().await;
+
+    for png in [inbox_png, run_png] {
+        assert!(
+            std::fs::metadata(&png).unwrap().len() > 1000,
+            "{}",
+            png.display()
+        );
+    }
+}
