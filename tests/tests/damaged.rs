@@ -29,14 +29,11 @@ workflow! {
     }
 }
 
-/// An engine named `worker-1`. Its lease is short, so that on PostgreSQL a run its
-/// heartbeat set aside while it was being started (a renewal that raced the run's
-/// creation) is taken up again within a second rather than twenty.
+/// An engine named `worker-1`, with the default lease.
 async fn engine(subject: &Subject) -> Engine {
     let engine = Engine::builder()
         .shared_store(subject.store.clone())
         .owner("worker-1")
-        .lease(Duration::from_millis(1_500))
         .build();
     engine.register::<Review>(()).unwrap();
     engine

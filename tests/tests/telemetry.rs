@@ -405,3 +405,47 @@ fn a_run_parked_for_its_spec_is_logged_at_warn_with_its_id() {
         .expect("the parking is logged");
     assert_eq!(parked.fields["run"], "run-1");
 }
+
+/// A run started while a lease renewal is out is missing from the renewal's answer, which
+/// was read before the run existed: the engine must not take that for a lost lease and
+/// drop the run it has just started.
+#[test]
+fn a_run_started_while_a_renewal_is_out_is_not_dropped_as_lost() {
+    let (capture, _) = recorded(|| async {
+        let store = FaultyStore::new(Arc::new(MemoryStore::new()));
+        store.slow_renewals(Duration::from_secs(1));
+        let engine = Engine::builder()
+            .shared_store(Arc::new(store))
+            .clock(TokioClock::starting_at(0))
+            .owner("worker-1")
+            .lease(Duration::from_secs(6))
+            .build();
+        engine.register::<Observed>(Env::default()).unwrap();
+        let input = || ObservedInput { secret: "s".into() };
+        let first = engine.start::<Observed>(input()).await.unwrap();
+        // The first renewal was asked for as the first run started and answers a second
+        // later; this run starts in between.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let second = engine.start::<Observed>(input()).await.unwrap();
+        for run in [first.id(), second.id()] {
+            testing::wait_for_task(&engine, run, "review", Duration::from_secs(60))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for run in [&first, &second] {
+            run.review().approve("ops", None).await.unwrap();
+            run.outputs().await.unwrap();
+        }
+    });
+    let lost: Vec<Record> = capture
+        .records()
+        .into_iter()
+        .filter(|r| {
+            r.fields
+                .get("message")
+                .is_some_and(|m| m.contains("lost the lease"))
+        })
+        .collect();
+    assert!(lost.is_empty(), "runs dropped as lost: {lost:?}");
+}

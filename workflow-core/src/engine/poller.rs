@@ -4,6 +4,7 @@
 //! owner's lease lapsed. It sleeps until its next timer, at most a second in shared stores,
 //! and wakes early when the store signals that another process wrote something for it.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +65,13 @@ impl Engine {
         *poller = Some(handle.abort_handle());
     }
 
+    /// The runs this engine drives or keeps hibernating.
+    fn driven(&self) -> Vec<RunId> {
+        let live = self.inner.lock_live();
+        let hibernating = self.inner.lock_hibernating();
+        live.keys().chain(hibernating.keys()).copied().collect()
+    }
+
     fn drives_any(&self) -> bool {
         !self.inner.lock_live().is_empty() || !self.inner.lock_hibernating().is_empty()
     }
@@ -113,6 +121,9 @@ impl Engine {
     /// with its connection) are taken up again when two renewals in a row find them so: a
     /// run just created or claimed is launched a moment after its lease is written.
     async fn renew(&self, idle_owned: &mut Vec<RunId>) {
+        // Only runs driven before the renewal was asked for can have been lost by it: a run
+        // created or claimed while the renewal ran is missing from its answer but held.
+        let driven_before: HashSet<RunId> = self.driven().into_iter().collect();
         let held = match self.inner.store.renew(self.claimant()).await {
             Ok(held) => held,
             Err(error) => {
@@ -120,15 +131,11 @@ impl Engine {
                 return;
             }
         };
-        let lost: Vec<RunId> = {
-            let live = self.inner.lock_live();
-            let hibernating = self.inner.lock_hibernating();
-            live.keys()
-                .chain(hibernating.keys())
-                .filter(|run| !held.contains(run))
-                .copied()
-                .collect()
-        };
+        let lost: Vec<RunId> = self
+            .driven()
+            .into_iter()
+            .filter(|run| driven_before.contains(run) && !held.contains(run))
+            .collect();
         // A damaged run stays held, not driven, and is not taken up again.
         let idle: Vec<RunId> = held
             .iter()

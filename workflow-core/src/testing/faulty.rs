@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -43,6 +44,7 @@ pub struct FaultyStore {
     inner: Arc<dyn Store>,
     faults: Arc<Mutex<Vec<(Write, usize, StoreError)>>>,
     failures: Arc<AtomicU64>,
+    renew_delay: Arc<Mutex<Option<Duration>>>,
 }
 
 impl std::fmt::Debug for FaultyStore {
@@ -60,6 +62,7 @@ impl FaultyStore {
             inner,
             faults: Arc::new(Mutex::new(Vec::new())),
             failures: Arc::new(AtomicU64::new(0)),
+            renew_delay: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -82,6 +85,13 @@ impl FaultyStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+
+    /// Answers every lease renewal `delay` late, with the leases as they stood when it was
+    /// asked, as a renewal over a slow connection does; and says the store is shared by
+    /// several workers, so that engines renew their leases on it.
+    pub fn slow_renewals(&self, delay: Duration) {
+        *self.renew_delay.lock().unwrap_or_else(|p| p.into_inner()) = Some(delay);
     }
 
     /// How many writes were refused so far.
@@ -137,7 +147,14 @@ impl Store for FaultyStore {
         &'a self,
         claimant: Claimant<'a>,
     ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
-        self.inner.renew(claimant)
+        let delay = *self.renew_delay.lock().unwrap_or_else(|p| p.into_inner());
+        Box::pin(async move {
+            let held = self.inner.renew(claimant).await?;
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            Ok(held)
+        })
     }
 
     fn release<'a>(
@@ -203,5 +220,10 @@ impl Store for FaultyStore {
 
     fn multi_worker(&self) -> bool {
         self.inner.multi_worker()
+            || self
+                .renew_delay
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
     }
 }
