@@ -200,16 +200,22 @@ impl Engine {
         for run in mine {
             leases.extend(self.claim_one(run).await?);
         }
-        let mut resumed = 0;
+        // Every journal is read before any run is launched, so that the reads do not
+        // queue behind the work of the runs already resumed.
+        let mut ready = Vec::with_capacity(leases.len());
         for lease in leases {
-            match self.resume_claimed(lease.run, lease.token).await {
-                Ok(true) => resumed += 1,
-                Ok(false) => {}
+            match self.prepare_resume(lease.run, lease.token).await {
+                Ok(Some(launch)) => ready.push(launch),
+                Ok(None) => {}
                 Err(error) => {
                     tracing::error!(run = %lease.run, error = %error, "cannot resume the run");
                     return Err(error);
                 }
             }
+        }
+        let resumed = ready.len();
+        for launch in ready {
+            launch.go(self);
         }
         Ok(resumed)
     }
@@ -239,11 +245,18 @@ impl Engine {
     /// Launches a run this engine just claimed, on the registration of the version it
     /// started on; parks it when no registration matches. Returns whether it launched.
     pub(super) async fn resume_claimed(&self, run: RunId, token: u64) -> Result<bool, RunError> {
+        let launch = self.prepare_resume(run, token).await?;
+        Ok(launch.map(|launch| launch.go(self)).is_some())
+    }
+
+    /// Reads a claimed run's journal and finds its registration; a damaged run is listed
+    /// as damaged and a run whose version is not registered is parked (both `None`).
+    async fn prepare_resume(&self, run: RunId, token: u64) -> Result<Option<Resume>, RunError> {
         let stored = match self.stored(run).await {
             Ok(stored) => stored,
             Err(RunError::Store(error)) if is_damage(&error) => {
                 self.set_damaged(run, error).await;
-                return Ok(false);
+                return Ok(None);
             }
             Err(error) => return Err(error),
         };
@@ -265,11 +278,14 @@ impl Engine {
             tracing::warn!(run = %run, "{note}");
             self.park(run, token, stored.events.len() as u64, &note)
                 .await;
-            return Ok(false);
+            return Ok(None);
         };
-        tracing::info!(run = %run, events = stored.events.len(), "resuming run from its journal");
-        registered.launch(self.clone(), run, token, stored.events);
-        Ok(true)
+        Ok(Some(Resume {
+            registered,
+            run,
+            token,
+            events: stored.events,
+        }))
     }
 
     /// Never drives a run whose stored history fails verification: it is listed as
@@ -540,4 +556,20 @@ pub(super) fn is_damage(error: &StoreError) -> bool {
         error,
         StoreError::Corrupt { .. } | StoreError::CorruptRow { .. } | StoreError::BadRow { .. }
     )
+}
+
+/// A claimed run whose journal is read, ready to be driven.
+struct Resume {
+    registered: Arc<dyn Registered>,
+    run: RunId,
+    token: u64,
+    events: Vec<Event>,
+}
+
+impl Resume {
+    fn go(self, engine: &Engine) {
+        tracing::info!(run = %self.run, events = self.events.len(), "resuming run from its journal");
+        self.registered
+            .launch(engine.clone(), self.run, self.token, self.events);
+    }
 }
