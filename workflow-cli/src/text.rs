@@ -2,6 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use workflow_core::journal::rfc3339;
 use workflow_core::journal::Timestamp;
 
 /// The wall clock in milliseconds since the Unix epoch, as the engine's clock reads it.
@@ -13,36 +14,8 @@ pub fn now_ms() -> Timestamp {
 
 /// `2025-03-04 05:06:07Z`: a timestamp in UTC, to the second.
 pub fn timestamp(ms: Timestamp) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let (year, month, day) = civil_from_days(days);
-    let rest = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
-}
-
-/// `2025-03-04T05:06:07.089Z`: a timestamp in RFC 3339, for JSON.
-pub fn rfc3339(ms: Timestamp) -> String {
-    let text = timestamp(ms);
-    format!("{}T{}.{:03}Z", &text[..10], &text[11..19], ms % 1000)
-}
-
-/// The date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let text = rfc3339(ms);
+    format!("{} {}Z", &text[..10], &text[11..19])
 }
 
 /// A span of time, short: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.

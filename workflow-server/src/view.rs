@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+pub(crate) use workflow_core::journal::rfc3339;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::render::{svg_with_states, StepMark};
 use workflow_core::spec::Spec;
@@ -354,29 +355,6 @@ pub(crate) fn decision_text(decision: &Value) -> String {
     }
 }
 
-/// Milliseconds since the epoch as `2026-07-18T05:10:00Z`.
-pub(crate) fn rfc3339(ms: Timestamp) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rest = secs % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
 /// The id of a run named in a path: `run-7` or `7`.
 pub(crate) fn parse_run(text: &str) -> Result<RunId, ApiError> {
     text.parse()
@@ -389,9 +367,9 @@ mod tests {
 
     #[test]
     fn timestamps_print_as_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_784_351_400_000), "2026-07-18T05:10:00Z");
-        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_784_351_400_007), "2026-07-18T05:10:00.007Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 
     #[test]
@@ -453,13 +431,13 @@ mod tests {
                     "support_leads".into(),
                     "opened",
                     Some("approve".into()),
-                    "due 1970-01-01T02:00:00Z".into()
+                    "due 1970-01-01T02:00:00.000Z".into()
                 ),
                 (
                     "on_call".into(),
                     "escalated",
                     Some("approve".into()),
-                    "deadline passed; now due 1970-01-01T04:00:00Z".into()
+                    "deadline passed; now due 1970-01-01T04:00:00.000Z".into()
                 ),
                 (
                     "eve".into(),
@@ -481,7 +459,7 @@ mod tests {
             .collect();
         assert_eq!(
             timeline[1],
-            "escalated to on_call, due 1970-01-01T04:00:00Z"
+            "escalated to on_call, due 1970-01-01T04:00:00.000Z"
         );
         assert_eq!(timeline[4], format!("succeeded: {REDACTED}"));
         assert_eq!(
