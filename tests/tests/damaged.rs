@@ -29,11 +29,14 @@ workflow! {
     }
 }
 
-/// An engine named `worker-1`, with the default lease.
+/// An engine named `worker-1`. Its lease is short: on PostgreSQL the damaged run may be
+/// set aside by the engine's heartbeat rather than by `resume_all`, and heartbeats come
+/// every third of a lease (10 s with the default lease, as long as the test waits).
 async fn engine(subject: &Subject) -> Engine {
     let engine = Engine::builder()
         .shared_store(subject.store.clone())
         .owner("worker-1")
+        .lease(Duration::from_millis(1_500))
         .build();
     engine.register::<Review>(()).unwrap();
     engine
