@@ -22,17 +22,22 @@ pub(super) fn spec(source: &str) -> Spec {
     parsed.spec.expect("a valid spec")
 }
 
-pub(super) fn started(machine: &mut Machine<'_>) {
-    machine.apply(&Event::RunStarted {
+/// The first journal entry of a run of `W` with no input.
+pub(super) fn run_started(dry_run: bool) -> Event {
+    Event::RunStarted {
         workflow: "W".into(),
         fingerprint: String::new(),
         input: json!({}),
         seed: 3,
         trace_id: String::new(),
-        dry_run: false,
+        dry_run: dry_run,
         deadline: None,
         at: 0,
-    });
+    }
+}
+
+pub(super) fn started(machine: &mut Machine<'_>) {
+    machine.apply(&run_started(false));
 }
 
 pub(super) fn start(step: usize) -> Command {
@@ -229,16 +234,7 @@ fn an_abort_compensates_in_reverse_completion_order() {
 fn an_attempt_without_a_result_is_resumed_after_a_replay() {
     let spec = spec(DIAMOND);
     let events = [
-        Event::RunStarted {
-            workflow: "W".into(),
-            fingerprint: String::new(),
-            input: json!({}),
-            seed: 3,
-            trace_id: String::new(),
-            dry_run: false,
-            deadline: None,
-            at: 0,
-        },
+        run_started(false),
         Event::AttemptStarted {
             step: 0,
             attempt: 1,
@@ -267,16 +263,7 @@ fn interrupted(source: &str) -> Vec<Command> {
         at: 0,
     });
     let journal = [
-        Event::RunStarted {
-            workflow: "W".into(),
-            fingerprint: String::new(),
-            input: json!({}),
-            seed: 3,
-            trace_id: String::new(),
-            dry_run: false,
-            deadline: None,
-            at: 0,
-        },
+        run_started(false),
         Event::AttemptStarted {
             step: 0,
             attempt: 1,
@@ -339,16 +326,7 @@ fn an_unknown_outcome_fails_the_run_for_a_person_to_decide() {
     let mut replayed = Machine::replay(
         &spec,
         &[
-            Event::RunStarted {
-                workflow: "W".into(),
-                fingerprint: String::new(),
-                input: json!({}),
-                seed: 3,
-                trace_id: String::new(),
-                dry_run: false,
-                deadline: None,
-                at: 0,
-            },
+            run_started(false),
             Event::AttemptStarted {
                 step: 0,
                 attempt: 1,
@@ -372,16 +350,7 @@ fn an_unknown_outcome_fails_the_run_for_a_person_to_decide() {
 #[test]
 fn an_interrupted_compensation_runs_again_after_a_replay() {
     let spec = spec(DIAMOND);
-    let mut events = vec![Event::RunStarted {
-        workflow: "W".into(),
-        fingerprint: String::new(),
-        input: json!({}),
-        seed: 3,
-        trace_id: String::new(),
-        dry_run: false,
-        deadline: None,
-        at: 0,
-    }];
+    let mut events = vec![run_started(false)];
     events.push(Event::AttemptStarted {
         step: 0,
         attempt: 1,
@@ -473,16 +442,7 @@ fn conditions_and_dry_runs_are_decided_here() {
         }
     }
     let mut machine = Machine::new(&spec);
-    machine.apply(&Event::RunStarted {
-        workflow: "W".into(),
-        fingerprint: String::new(),
-        input: json!({}),
-        seed: 3,
-        trace_id: String::new(),
-        dry_run: true,
-        deadline: None,
-        at: 0,
-    });
+    machine.apply(&run_started(true));
     assert_eq!(
         machine.next(5, &Never),
         [
