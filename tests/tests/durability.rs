@@ -109,6 +109,7 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
                     ][usize::from(choice) % 3],
                     message: format!("failure {i}"),
                     retry_after: (choice % 2 == 0).then_some(u64::from(choice) * 100),
+                    safe_after: None,
                     at: now,
                 },
                 Some(step) => Event::StepSucceeded {

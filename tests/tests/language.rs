@@ -211,6 +211,7 @@ fn context(step: &'static str) -> StepContext {
         deadline: None,
         dry_run: false,
         trace_id: "trace".into(),
+        fence: 1,
     }
 }
 

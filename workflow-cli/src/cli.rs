@@ -330,6 +330,12 @@ pub struct RetryArgs {
     /// recently (an engine that still registers it must take the run up, or it is parked).
     #[arg(long)]
     pub force: bool,
+
+    /// Retry a run whose interrupted external effect has an unknown outcome even before
+    /// its previous owner's lease and the self-fencing margin have passed (that owner
+    /// might otherwise still be inside the effect). Only when that owner is known gone.
+    #[arg(long)]
+    pub insist: bool,
 }
 
 /// A human task of a run: `run-7/human_review`.

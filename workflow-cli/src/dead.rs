@@ -100,7 +100,7 @@ pub async fn retry(store: &dyn Store, args: &RetryArgs, json: bool) -> Result<St
         current.push(record.fingerprint.clone());
     }
     let current: Vec<&str> = current.iter().map(String::as_str).collect();
-    admin::retry_dead_letter(store, run, &who, now_ms(), &spec, &current)
+    admin::retry_dead_letter(store, run, &who, now_ms(), &spec, &current, args.insist)
         .await
         .map_err(|error| match error {
             RunError::NotFailed(_) => CliError::new(format!(
@@ -112,6 +112,13 @@ pub async fn retry(store: &dyn Store, args: &RetryArgs, json: bool) -> Result<St
                  an engine would park it. Restart it under the new spec (`workflow runs \
                  restart`), or pass --force if an engine still registers the old version",
                 record.fingerprint, record.workflow
+            )),
+            RunError::TooSoon { safe_after, .. } => CliError::new(format!(
+                "not retried: {run} failed on an interrupted external effect, and its \
+                 previous owner could still be inside that effect until {} (its lease \
+                 ended, plus the self-fencing margin). Retry after that, or pass --insist \
+                 if that worker is known to be gone",
+                rfc3339(safe_after)
             )),
             other => CliError::new(other.to_string()),
         })?;

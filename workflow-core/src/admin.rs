@@ -68,6 +68,10 @@ async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun, RunError> {
 /// and the run marked running, in one transaction. The run must have failed, and have
 /// started under one of the `current` fingerprints (else it would be parked at once).
 /// Nobody owns the run afterwards: an engine with the workflow registered takes it up.
+///
+/// A run that failed because an interrupted external effect's outcome is unknown is
+/// refused with [`RunError::TooSoon`] until its previous owner can no longer be inside the
+/// effect (its lease ended, plus the self-fencing margin), unless `insist`.
 pub async fn retry_dead_letter(
     store: &dyn Store,
     run: RunId,
@@ -75,6 +79,7 @@ pub async fn retry_dead_letter(
     now: Timestamp,
     spec: &Spec,
     current: &[&str],
+    insist: bool,
 ) -> Result<(), RunError> {
     let stored = load(store, run).await?;
     let record = &stored.record;
@@ -89,7 +94,7 @@ pub async fn retry_dead_letter(
             current: current.join(", "),
         });
     }
-    let retried = Machine::replay(spec, &stored.events).retry(run, by, now)?;
+    let retried = Machine::replay(spec, &stored.events).retry(run, by, now, insist)?;
     let note = format!("retried by {by}");
     store
         .commit(Commit {

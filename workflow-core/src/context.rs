@@ -23,9 +23,36 @@ pub struct StepContext {
     pub dry_run: bool,
     /// The run's trace id, for correlating logs.
     pub trace_id: String,
+    /// The run's fencing token when this attempt started: a number that only grows for a
+    /// run, on every store (each claim of the run, by any engine, raises it). Pass it with
+    /// the idempotency key to a service that remembers the highest fence it has seen per
+    /// key and refuses lower ones: a worker that lost the run while it was frozen inside
+    /// the call is then refused, even when its request arrives late. See [`Self::fence`].
+    pub fence: u64,
 }
 
 impl StepContext {
+    /// The run's fencing token for this attempt ([`StepContext::fence`](Self#structfield.fence)).
+    ///
+    /// ```
+    /// # use std::collections::HashMap;
+    /// // What a downstream service keeps: the highest fence seen per idempotency key.
+    /// fn admit(seen: &mut HashMap<String, u64>, key: &str, fence: u64) -> bool {
+    ///     let highest = seen.entry(key.to_owned()).or_insert(0);
+    ///     if fence < *highest {
+    ///         return false; // a stale caller: another worker holds the run now
+    ///     }
+    ///     *highest = fence;
+    ///     true
+    /// }
+    /// let mut seen = HashMap::new();
+    /// assert!(admit(&mut seen, "Charge/7/charge", 3));
+    /// assert!(!admit(&mut seen, "Charge/7/charge", 2));
+    /// ```
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
     /// The key for a step of a run: `workflow/run/step`.
     pub fn key_for(workflow: &str, run: RunId, step: &str) -> String {
         let mut key = String::with_capacity(workflow.len() + step.len() + 22);

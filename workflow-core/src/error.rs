@@ -389,6 +389,20 @@ pub enum RunError {
     /// Only parked runs can be restarted under a new spec.
     #[error("{0} is not parked")]
     NotParked(RunId),
+    /// The run failed because an interrupted external effect's outcome is unknown, and its
+    /// previous owner may still be inside that effect until `safe_after` (its lease ended,
+    /// plus the self-fencing margin). Retrying before then is refused unless insisted.
+    #[error(
+        "{run}: its previous owner may still be inside the interrupted effect until {}; \
+         retry after that, or insist",
+        crate::journal::rfc3339(*safe_after)
+    )]
+    TooSoon {
+        /// The run.
+        run: RunId,
+        /// From when a retry is safe.
+        safe_after: crate::journal::Timestamp,
+    },
     /// The engine shut down before the run finished.
     #[error("the engine stopped before {0} finished")]
     EngineStopped(RunId),

@@ -81,6 +81,11 @@ pub enum Event {
         message: String,
         /// The retry-after the dependency asked for, in ms.
         retry_after: Option<u64>,
+        /// For an interrupted external effect whose outcome is unknown: from when its
+        /// previous owner can no longer be inside the effect (its lease ended, plus the
+        /// self-fencing margin). An operator's retry before then is refused unless insisted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        safe_after: Option<Timestamp>,
         /// When.
         at: Timestamp,
     },

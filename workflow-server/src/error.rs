@@ -100,6 +100,7 @@ impl From<RunError> for ApiError {
             | RunError::Absent { .. } => (S::CONFLICT, "finished"),
             RunError::NotFailed(_) => (S::CONFLICT, "not_failed"),
             RunError::NotParked(_) => (S::CONFLICT, "not_parked"),
+            RunError::TooSoon { .. } => (S::CONFLICT, "too_soon"),
             RunError::SpecChanged { .. } => (S::CONFLICT, "spec_changed"),
             RunError::Store(_) | RunError::EngineStopped(_) => (S::SERVICE_UNAVAILABLE, "store"),
             _ => (S::INTERNAL_SERVER_ERROR, "internal"),

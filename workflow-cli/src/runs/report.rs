@@ -550,6 +550,7 @@ mod tests {
                     kind: ErrorKind::Validation,
                     message: "bad input".to_owned(),
                     retry_after: None,
+                    safe_after: None,
                     at: 2_500,
                 },
             ],

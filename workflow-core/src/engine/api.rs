@@ -256,7 +256,21 @@ impl Engine {
     /// Retries a failed run from its failed step: completed outputs are reused, steps whose
     /// compensation ran are run again. One store transaction ([`admin::retry_dead_letter`]),
     /// then this engine takes the run up (when it has the workflow registered).
+    ///
+    /// A run that failed because an interrupted external effect's outcome is unknown is
+    /// refused with [`RunError::TooSoon`] until its previous owner can no longer be inside
+    /// the effect; [`Engine::retry_dead_letter_insisting`] retries it anyway.
     pub async fn retry_dead_letter(&self, run: RunId, by: &str) -> Result<(), RunError> {
+        self.retry_failed(run, by, false).await
+    }
+
+    /// [`Engine::retry_dead_letter`], even before a previous owner's lease and margin
+    /// passed: for an operator who knows that owner is gone (its process was killed).
+    pub async fn retry_dead_letter_insisting(&self, run: RunId, by: &str) -> Result<(), RunError> {
+        self.retry_failed(run, by, true).await
+    }
+
+    async fn retry_failed(&self, run: RunId, by: &str, insist: bool) -> Result<(), RunError> {
         let record = self.stored(run).await?.record;
         // The versions this engine registers; without the workflow, those engines
         // registered most recently (as the CLI does).
@@ -275,7 +289,16 @@ impl Engine {
             .spec_of(&record)
             .await?
             .ok_or_else(|| RunError::NotRegistered(record.workflow.clone()))?;
-        admin::retry_dead_letter(&*self.inner.store, run, by, self.now(), &spec, &current).await?;
+        admin::retry_dead_letter(
+            &*self.inner.store,
+            run,
+            by,
+            self.now(),
+            &spec,
+            &current,
+            insist,
+        )
+        .await?;
         self.take_up(run).await?;
         Ok(())
     }

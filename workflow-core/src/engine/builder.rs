@@ -32,6 +32,7 @@ pub struct EngineBuilder {
     pub(super) log_payloads: bool,
     pub(super) owner: Option<String>,
     pub(super) lease: Duration,
+    pub(super) fence_margin: Option<Duration>,
     pub(super) seed: Option<u64>,
     pub(super) fault_hook: Option<FaultHook>,
     pub(super) hibernate: bool,
@@ -58,6 +59,7 @@ impl Default for EngineBuilder {
             log_payloads: false,
             owner: None,
             lease: DEFAULT_LEASE,
+            fence_margin: None,
             seed: None,
             fault_hook: None,
             hibernate: true,
@@ -126,6 +128,23 @@ impl EngineBuilder {
     /// engine's runs are taken over by another within one lease.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// How much of a run's lease must be left for the run's user code to run, in stores
+    /// several engines share (default: a third of the lease; at most half of it).
+    ///
+    /// The engine renews its leases every third of a lease and keeps its own view of each
+    /// on its monotonic clock, counted from when the claim or renewal was sent. Once a
+    /// run's lease has less than this margin left (two renewals in a row failed, or the
+    /// process was paused), the engine *self-fences*: the run's in-flight attempts and
+    /// compensations are never polled again, nothing more is committed, so no attempt of
+    /// an external effect starts, and the run is taken up again only if a later renewal
+    /// shows the engine still holds it. Another engine can take the run over only once the
+    /// lease has lapsed in the store, by then this engine stopped the run's user code.
+    /// What it cannot stop is a request already on its way: see `StepContext::fence`.
+    pub fn fence_margin(mut self, margin: Duration) -> Self {
+        self.fence_margin = Some(margin);
         self
     }
 

@@ -158,6 +158,8 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) items: super::steps::Items,
     /// Metric handles, by step, shared by the workflow's runs.
     pub(super) metrics: Arc<[super::steps::StepMetrics]>,
+    /// The run's lease had less than the self-fencing margin left: stop, commit nothing.
+    pub(super) self_fenced: bool,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -186,6 +188,7 @@ impl<W: Workflow> Driver<W> {
             done,
             items: Default::default(),
             metrics: shared.metrics,
+            self_fenced: false,
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -216,10 +219,28 @@ impl<W: Workflow> Driver<W> {
                 DriveEnd::Finished
             }
             Ok(None) => DriveEnd::Hibernated,
-            Err(StoreError::Fenced { owner, .. }) => {
+            Err(_) if self.self_fenced => {
                 tracing::warn!(
-                    owner = owner.as_str(),
-                    "the run was taken over by another owner; this engine stopped driving it"
+                    owner = self.engine.inner.owner.as_str(),
+                    token = self.token,
+                    "self-fenced: the run's lease was not renewed in time, so its user code was \
+                     stopped and nothing more was committed; it is taken up again if this \
+                     engine still holds it"
+                );
+                DriveEnd::Stopped
+            }
+            Err(StoreError::Fenced { owner, .. }) => {
+                let now_owner = match self.engine.inner.store.load(self.run).await {
+                    Ok(Some(stored)) => stored.record.owner.unwrap_or_else(|| "nobody".into()),
+                    _ => "unknown".into(),
+                };
+                tracing::warn!(
+                    refused = owner.as_str(),
+                    token = self.token,
+                    owner_now = now_owner.as_str(),
+                    "a write of {owner} (token {}) was refused: {now_owner} owns the run now; \
+                     this engine stopped driving it",
+                    self.token
                 );
                 DriveEnd::Stopped
             }
@@ -266,6 +287,9 @@ impl<W: Workflow> Driver<W> {
                     self.settle_joined(joined);
                     while let Some(joined) = self.work.try_join_next() {
                         self.settle_joined(joined);
+                    }
+                    if self.self_fenced {
+                        return Err(self.fenced_self());
                     }
                 }
                 () = sleep, if wake.is_some() => {
@@ -387,6 +411,12 @@ impl<W: Workflow> Driver<W> {
         if self.pending.is_empty() && finish.is_none() {
             return Ok(());
         }
+        // Nothing is committed (so no attempt starts) with less than the margin of the
+        // lease left: the journal is replayed by whoever drives the run next.
+        if self.engine.inner.lease_ms > 0 && self.engine.inner.lease.tripped(self.run) {
+            self.self_fenced = true;
+            return Err(self.fenced_self());
+        }
         let failure = finish.and_then(|_| self.machine.failure());
         let letter = failure.map(|(step, attempts, kind, message)| DeadLetter {
             run: self.run,
@@ -497,6 +527,14 @@ impl<W: Workflow> Driver<W> {
                 }
                 Err(error) => return Err(error),
             }
+        }
+    }
+
+    /// The error a self-fenced driver stops with.
+    fn fenced_self(&self) -> StoreError {
+        StoreError::Fenced {
+            run: self.run,
+            owner: self.engine.inner.owner.clone(),
         }
     }
 

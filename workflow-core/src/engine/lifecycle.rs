@@ -186,6 +186,7 @@ impl Engine {
             .filter(|run| !self.drives(*run) && !self.is_damaged(*run))
             .collect();
         let names = self.inner.registry.names();
+        let sent = self.inner.lease.now_ms();
         let mut leases = self
             .inner
             .store
@@ -197,6 +198,9 @@ impl Engine {
                 limit: None,
             })
             .await?;
+        for lease in &leases {
+            self.inner.lease.claimed(lease.run, sent);
+        }
         for run in mine {
             leases.extend(self.claim_one(run).await?);
         }
@@ -228,6 +232,7 @@ impl Engine {
 
     async fn claim_one(&self, run: RunId) -> Result<Option<crate::store::Lease>, StoreError> {
         let names = self.inner.registry.names();
+        let sent = self.inner.lease.now_ms();
         let leases = self
             .inner
             .store
@@ -239,6 +244,9 @@ impl Engine {
                 limit: Some(1),
             })
             .await?;
+        for lease in &leases {
+            self.inner.lease.claimed(lease.run, sent);
+        }
         Ok(leases.into_iter().next())
     }
 
@@ -456,6 +464,7 @@ impl Engine {
 
     /// Forgets a run whose driver stopped for good.
     pub(super) fn forget(&self, run: RunId) {
+        self.inner.lease.forget(run);
         self.inner.lock_live().remove(&run);
         self.inner.lock_tasks().retain(|(r, _), _| *r != run);
     }

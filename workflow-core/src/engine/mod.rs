@@ -14,6 +14,7 @@ mod api;
 mod builder;
 mod children;
 mod driver;
+mod fence;
 mod handle;
 mod lifecycle;
 mod plan;
@@ -109,6 +110,8 @@ struct Inner {
     inbox_seen: AtomicU64,
     /// Runs whose stored history failed verification: never driven.
     damaged: Mutex<BTreeMap<RunId, crate::store::StoreError>>,
+    /// This engine's view of its leases, for self-fencing.
+    lease: Arc<fence::LeaseWatch>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -172,6 +175,7 @@ impl Engine {
         } else {
             0
         };
+        let margin = builder.fence_margin.unwrap_or(builder.lease / 3);
         Engine {
             inner: Arc::new(Inner {
                 store: builder.store,
@@ -195,6 +199,7 @@ impl Engine {
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
                 damaged: Mutex::new(BTreeMap::new()),
+                lease: Arc::new(fence::LeaseWatch::new(lease_ms, margin)),
             }),
         }
     }
@@ -223,6 +228,12 @@ impl Engine {
     /// The current time by the engine's clock.
     pub fn now(&self) -> Timestamp {
         self.inner.clock.now()
+    }
+
+    /// How much of a run's lease must be left for its user code to run (see
+    /// [`EngineBuilder::fence_margin`]); zero in stores one engine drives.
+    pub fn fence_margin(&self) -> Duration {
+        Duration::from_millis(self.inner.lease.margin_ms())
     }
 
     fn claimant(&self) -> Claimant<'_> {

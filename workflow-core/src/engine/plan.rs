@@ -118,8 +118,9 @@ impl<W: Workflow> Launch<W> {
         events: &[Event],
     ) -> Result<Self, (RunError, u64)> {
         let seq = events.len() as u64;
-        let machine =
-            Machine::replay(W::spec(), events).with_max_in_flight(engine.inner.max_in_flight);
+        let machine = Machine::replay(W::spec(), events)
+            .with_max_in_flight(engine.inner.max_in_flight)
+            .with_fence_margin(engine.inner.lease.margin_ms());
         let input = decode_input::<W>(run, machine.input().cloned()).map_err(|e| (e, seq))?;
         Ok(Launch {
             machine,
@@ -177,11 +178,14 @@ pub(super) async fn create<W: Workflow>(
         deadline: options.deadline,
         at: now,
     };
-    let mut machine = Machine::new(W::spec()).with_max_in_flight(engine.inner.max_in_flight);
+    let mut machine = Machine::new(W::spec())
+        .with_max_in_flight(engine.inner.max_in_flight)
+        .with_fence_margin(engine.inner.lease.margin_ms());
     machine.apply(&started);
     let mut events = vec![started];
     let mut starts = Vec::new();
     plan::<W>(&mut machine, &typed, now, &mut events, &mut starts);
+    let sent = engine.inner.lease.now_ms();
     let created = engine
         .inner
         .store
@@ -197,6 +201,7 @@ pub(super) async fn create<W: Workflow>(
         })
         .await?;
     if let Created::New { run, token } = created {
+        engine.inner.lease.claimed(run, sent);
         tracing::info!(workflow = W::NAME, run = %run, "run started");
         let launch = Launch::<W> {
             machine,

@@ -124,8 +124,12 @@ impl Engine {
         // Only runs driven before the renewal was asked for can have been lost by it: a run
         // created or claimed while the renewal ran is missing from its answer but held.
         let driven_before: HashSet<RunId> = self.driven().into_iter().collect();
+        let sent = self.inner.lease.now_ms();
         let held = match self.inner.store.renew(self.claimant()).await {
-            Ok(held) => held,
+            Ok(held) => {
+                self.inner.lease.renewed(sent);
+                held
+            }
             Err(error) => {
                 tracing::warn!(error = %error, "cannot renew leases; retrying");
                 return;
@@ -185,6 +189,7 @@ impl Engine {
         if names.is_empty() {
             return;
         }
+        let sent = self.inner.lease.now_ms();
         let leases = self
             .inner
             .store
@@ -199,6 +204,7 @@ impl Engine {
         match leases {
             Ok(leases) => {
                 for lease in leases {
+                    self.inner.lease.claimed(lease.run, sent);
                     tracing::info!(run = %lease.run, "taking over a run whose owner stopped");
                     if let Err(error) = self.resume_claimed(lease.run, lease.token).await {
                         tracing::error!(run = %lease.run, error = %error, "cannot take over the run");

@@ -35,12 +35,14 @@ impl<W: Workflow> Driver<W> {
                 };
                 let timeout = self.spec().steps[step].timeout;
                 let log = self.engine.inner.log_payloads;
-                work::spawn_attempt(&mut self.work, call, step, reconcile, timeout, log);
+                let guard = self.guard();
+                work::spawn_attempt(&mut self.work, guard, call, step, reconcile, timeout, log);
             }
             Start::Compensation { step, item } => {
                 let attempt = self.machine.attempts()[step];
                 if let Some(call) = self.call(step, item, attempt) {
-                    work::spawn_compensation(&mut self.work, call, step);
+                    let guard = self.guard();
+                    work::spawn_compensation(&mut self.work, guard, call, step);
                 }
             }
             Start::CancelChild { child } => {
@@ -127,6 +129,7 @@ impl<W: Workflow> Driver<W> {
                 deadline: spec.timeout.map(|t| self.now() + t.as_millis() as u64),
                 dry_run: self.machine.dry_run(),
                 trace_id: self.trace_id.clone(),
+                fence: self.token,
             },
             snapshot,
             item,
@@ -242,6 +245,7 @@ impl<W: Workflow> Driver<W> {
                                 kind,
                                 message,
                                 retry_after,
+                                safe_after: None,
                                 at: now,
                             },
                         }
@@ -295,7 +299,23 @@ impl<W: Workflow> Driver<W> {
                     at: now,
                 });
             }
+            Done::SelfFenced { step } => {
+                tracing::warn!(
+                    step = self.step_id(step),
+                    "the run's lease was not renewed in time: its user code was stopped (self-fenced)"
+                );
+                self.self_fenced = true;
+            }
         }
+    }
+
+    /// The self-fencing guard of this run's user code (none in stores without leases).
+    fn guard(&self) -> work::Guard {
+        let watch = self.engine.inner.lease_ms > 0;
+        (
+            watch.then(|| Arc::clone(&self.engine.inner.lease)),
+            self.run,
+        )
     }
 
     /// `workflow_action_total` and `workflow_step_duration_seconds` for one attempt,

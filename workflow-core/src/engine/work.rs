@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::fence::{Guarded, LeaseWatch, SelfFenced};
 use super::Engine;
 use crate::context::StepContext;
 use crate::error::{RunId, StepError};
@@ -38,6 +39,27 @@ pub(super) enum Done {
         item: Option<usize>,
         result: Result<(), StepError>,
     },
+    /// The run's lease had less than the self-fencing margin left: the attempt or
+    /// compensation of `step` was stopped unpolled and the run must stop.
+    SelfFenced { step: usize },
+}
+
+/// The self-fencing guard of a run's user code: its engine's lease view and the run.
+pub(super) type Guard = (Option<Arc<LeaseWatch>>, RunId);
+
+/// `work` guarded: never polled once the run's lease has less than the margin left.
+fn guarded(
+    guard: Guard,
+    step: usize,
+    work: impl Future<Output = Done> + Send + 'static,
+) -> impl Future<Output = Done> + Send + 'static {
+    let (watch, run) = guard;
+    async move {
+        match Guarded::new(watch, run, work).await {
+            SelfFenced::Ran(done) => done,
+            SelfFenced::Tripped => Done::SelfFenced { step },
+        }
+    }
 }
 
 /// Everything one call needs, moved into its task.
@@ -138,6 +160,7 @@ pub(super) fn spawn_child_wait(
 /// it.
 pub(super) fn spawn_attempt<W: Workflow>(
     work: &mut JoinSet<Done>,
+    guard: Guard,
     call: Call<W>,
     step: usize,
     reconcile: bool,
@@ -157,8 +180,11 @@ pub(super) fn spawn_attempt<W: Workflow>(
     };
     let attempt = call.ctx.attempt;
     let item = call.index();
-    // Boxed: the task then moves a pointer, not the whole future, through tokio's spawn.
-    work.spawn(Box::pin(
+    // Boxed (by the guard): the task then moves a pointer, not the whole future, through
+    // tokio's spawn.
+    work.spawn(guarded(
+        guard,
+        step,
         async move {
             let started = tokio::time::Instant::now();
             let done = |result| Done::Attempt {
@@ -212,12 +238,15 @@ pub(super) fn spawn_attempt<W: Workflow>(
 /// Spawns the compensation of `step`.
 pub(super) fn spawn_compensation<W: Workflow>(
     work: &mut JoinSet<Done>,
+    guard: Guard,
     call: Call<W>,
     step: usize,
 ) {
     let span = tracing::info_span!("compensate", step = call.ctx.step);
     let item = call.index();
-    work.spawn(
+    work.spawn(guarded(
+        guard,
+        step,
         async move {
             let with_item = call.with_item();
             let result = match W::compensate(step, call.invocation(&with_item)) {
@@ -227,7 +256,7 @@ pub(super) fn spawn_compensation<W: Workflow>(
             Done::Compensation { step, item, result }
         }
         .instrument(span),
-    );
+    ));
 }
 
 fn call_error(error: CallError) -> StepError {

@@ -336,10 +336,21 @@ impl Machine<'_> {
         })
     }
 
-    /// The event that sends a failed run back to work from its failed step.
-    pub fn retry(&self, run: RunId, by: &str, at: Timestamp) -> Result<Event, RunError> {
+    /// The event that sends a failed run back to work from its failed step. A run that
+    /// failed on an interrupted external effect is not retried before its previous owner
+    /// can no longer be inside that effect ([`RunError::TooSoon`]) unless `insist`.
+    pub fn retry(
+        &self,
+        run: RunId,
+        by: &str,
+        at: Timestamp,
+        insist: bool,
+    ) -> Result<Event, RunError> {
         if self.status != Status::Failed {
             return Err(RunError::NotFailed(run));
+        }
+        if let Some(safe_after) = self.safe_after.filter(|safe| *safe > at && !insist) {
+            return Err(RunError::TooSoon { run, safe_after });
         }
         Ok(Event::Retried {
             by: by.to_owned(),

@@ -60,6 +60,17 @@ pub struct Machine<'s> {
     outputs: Vec<Option<Value>>,
     first_started: Vec<Option<Timestamp>>,
     attempts: Vec<u32>,
+    /// Attempts made before the last operator's retry, by step: attempt numbers go on from
+    /// there (so two executions never share a number), while the retry policy counts from
+    /// the retry.
+    attempt_base: Vec<u32>,
+    /// How long after an interrupted external effect is found (its owner's lease had
+    /// ended by then) that owner may still be finishing a request already on its way:
+    /// the self-fencing margin of the engine, in ms.
+    fence_margin_ms: u64,
+    /// From when an operator's retry is safe: the latest `safe_after` of an interrupted
+    /// external effect since the last retry.
+    safe_after: Option<Timestamp>,
     // Indexes kept in step with `states` by `set`, so each command costs O(changes), not
     // O(steps): a chain of a thousand steps stays linear.
     /// The steps that depend on step `s` are `dependents[dependents_at[s]..dependents_at[s + 1]]`
@@ -137,6 +148,9 @@ impl<'s> Machine<'s> {
             outputs: vec![None; n],
             first_started: vec![None; n],
             attempts: vec![0; n],
+            attempt_base: vec![0; n],
+            fence_margin_ms: 0,
+            safe_after: None,
             dependents,
             dependents_at,
             unsettled_deps,
@@ -171,6 +185,13 @@ impl<'s> Machine<'s> {
     /// Limits how many attempts run at once (at least 1).
     pub fn with_max_in_flight(mut self, limit: usize) -> Self {
         self.max_in_flight = limit.max(1);
+        self
+    }
+
+    /// The self-fencing margin of the engine driving the run, in ms: an interrupted
+    /// external effect found by this machine is safe to retry that long after it is found.
+    pub fn with_fence_margin(mut self, margin_ms: u64) -> Self {
+        self.fence_margin_ms = margin_ms;
         self
     }
 
@@ -331,8 +352,14 @@ impl<'s> Machine<'s> {
                 kind,
                 message,
                 retry_after,
+                safe_after,
                 at,
-            } => self.attempt_failed(*step, *attempt, *kind, message, *retry_after, *at),
+            } => {
+                if let Some(safe) = *safe_after {
+                    self.safe_after = Some(self.safe_after.map_or(safe, |s| s.max(safe)));
+                }
+                self.attempt_failed(*step, *attempt, *kind, message, *retry_after, *at);
+            }
             Event::StepSucceeded { step, output, .. } => self.succeed(*step, output.clone()),
             Event::TaskDecided {
                 step, by, decision, ..
@@ -515,15 +542,16 @@ impl<'s> Machine<'s> {
         let Some(spec) = self.spec.steps.get(step) else {
             return;
         };
+        let counted = attempt.saturating_sub(self.attempt_base[step]);
         let retry = spec.retry.as_ref().filter(|policy| {
-            self.status == Status::Running && attempt < policy.max_attempts && policy.retries(kind)
+            self.status == Status::Running && counted < policy.max_attempts && policy.retries(kind)
         });
         let first = self.first_started[step].unwrap_or(at);
         let until = retry.and_then(|policy| {
             retry_at(
                 policy,
                 self.step_seed(step),
-                attempt,
+                counted,
                 retry_after,
                 at,
                 first,
@@ -580,7 +608,7 @@ impl<'s> Machine<'s> {
             if Some(step) == failed || undone.contains(&step) {
                 self.set(step, StepState::Pending);
                 self.outputs[step] = None;
-                self.attempts[step] = 0;
+                self.attempt_base[step] = self.attempts[step];
                 self.first_started[step] = None;
                 self.deciders[step] = None;
                 self.received.remove(&step);
@@ -600,6 +628,7 @@ impl<'s> Machine<'s> {
             Some(_) => maps.contains_key(step),
         });
         self.deadline = None;
+        self.safe_after = None;
         self.status = Status::Running;
         self.stop = None;
     }

@@ -214,7 +214,7 @@ impl Machine<'_> {
             StepKind::Action(_) | StepKind::Child(_) => commands.push(Command::Attempt {
                 step,
                 item: None,
-                attempt: 1,
+                attempt: self.attempt_base[step] + 1,
                 reconcile: false,
             }),
         }
@@ -234,6 +234,10 @@ impl Machine<'_> {
                         reconcile: true,
                     }
                 } else {
+                    // The run was claimed after its previous owner's lease had ended, so that
+                    // owner's lease ended by `now`; past the self-fencing margin it cannot
+                    // be inside the effect any more.
+                    let safe_after = now.saturating_add(self.fence_margin_ms);
                     Command::Journal(Event::AttemptFailed {
                         step,
                         attempt,
@@ -241,10 +245,16 @@ impl Machine<'_> {
                         message: format!(
                             "attempt {attempt} of the external effect `{}` ({}) was interrupted \
                              and the step is neither idempotent nor reconciled: whether the \
-                             effect happened is unknown; check it, then retry or cancel the run",
-                            self.spec.steps[step].id, action.call.path
+                             effect happened is unknown; its previous owner's lease had ended by \
+                             {}, and from {} that owner can no longer be inside the effect; \
+                             check it, then retry or cancel the run",
+                            self.spec.steps[step].id,
+                            action.call.path,
+                            crate::journal::rfc3339(now),
+                            crate::journal::rfc3339(safe_after),
                         ),
                         retry_after: None,
+                        safe_after: Some(safe_after),
                         at: now,
                     })
                 }

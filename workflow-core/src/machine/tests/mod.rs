@@ -117,6 +117,7 @@ fn a_transient_failure_waits_its_delay_then_retries() {
         kind: ErrorKind::Unavailable,
         message: "503".into(),
         retry_after: None,
+        safe_after: None,
         at: 100,
     });
     assert_eq!(
@@ -148,6 +149,7 @@ fn a_transient_failure_waits_its_delay_then_retries() {
         kind: ErrorKind::Unavailable,
         message: "503".into(),
         retry_after: None,
+        safe_after: None,
         at: 5_200,
     });
     assert_eq!(
@@ -176,6 +178,7 @@ fn an_abort_compensates_in_reverse_completion_order() {
         kind: ErrorKind::Validation,
         message: "bad".into(),
         retry_after: None,
+        safe_after: None,
         at: 3,
     });
     assert_eq!(machine.status(), Status::Compensating);
@@ -372,6 +375,7 @@ fn an_interrupted_compensation_runs_again_after_a_replay() {
         kind: ErrorKind::Validation,
         message: "bad".into(),
         retry_after: None,
+        safe_after: None,
         at: 2,
     });
     events.push(Event::CompensationStarted {
@@ -401,7 +405,7 @@ fn cancel_and_retry_are_the_machines_to_allow() {
     let mut machine = Machine::new(&spec);
     started(&mut machine);
     assert!(matches!(
-        machine.retry(run, "ops", 1),
+        machine.retry(run, "ops", 1, false),
         Err(RunError::NotFailed(_))
     ));
     let cancel = machine

@@ -117,6 +117,7 @@ pub(super) async fn statuses_and_dead_letters(store: Arc<dyn Store>) {
         kind: ErrorKind::Unavailable,
         message: "smtp down".to_owned(),
         retry_after: None,
+        safe_after: None,
         at: 5_000,
     }];
     store
@@ -279,6 +280,7 @@ pub(super) async fn events_round_trip(store: Arc<dyn Store>) {
             kind: ErrorKind::RateLimited,
             message: "slow down".to_owned(),
             retry_after: Some(1_500),
+            safe_after: None,
             at: 2,
         },
         Event::StepSucceeded {
