@@ -193,9 +193,13 @@ pub struct RunsListArgs {
     #[arg(long, value_enum, value_name = "S")]
     pub status: Option<StatusArg>,
 
-    /// At most this many runs.
+    /// At most this many runs (one page).
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: usize,
+
+    /// The page after this run: runs older than it (pass the `next` of the previous page).
+    #[arg(long, value_name = "RUN", value_parser = parse_run)]
+    pub after: Option<RunId>,
 }
 
 /// A run status, as `--status` takes it.

@@ -25,18 +25,22 @@ pub async fn list(store: &dyn Store, args: &RunsListArgs, json: bool) -> Result<
     let filter = RunFilter {
         workflow: args.workflow.clone(),
         status: args.status.map(Into::into),
-        before: None,
+        before: args.after,
         limit: Some(args.limit.saturating_add(1)),
     };
     let mut runs = store.runs(filter).await?;
     let more = runs.len() > args.limit;
     runs.truncate(args.limit);
-    if more {
-        eprintln!("showing the newest {} runs; more with --limit", args.limit);
-    }
+    // The cursor of the next page: the oldest run of this one, when more runs exist.
+    let next = runs.last().filter(|_| more).map(|run| run.id);
     if json {
         let runs: Vec<Value> = runs.iter().map(record_json).collect();
-        return Ok(format!("{:#}\n", Value::Array(runs)));
+        let page = json!({
+            "runs": runs,
+            "more": more,
+            "next": next.map(|run| run.to_string()),
+        });
+        return Ok(format!("{page:#}\n"));
     }
     if runs.is_empty() {
         return Ok("no runs\n".to_owned());
@@ -54,10 +58,16 @@ pub async fn list(store: &dyn Store, args: &RunsListArgs, json: bool) -> Result<
             ]
         })
         .collect();
-    Ok(table(
+    let mut out = table(
         &["RUN", "WORKFLOW", "STATUS", "STARTED", "UPDATED", "NOTE"],
         &rows,
-    ))
+    );
+    if let Some(next) = next {
+        out.push_str(&format!(
+            "more runs: the next page with --after {next} (or a larger --limit)\n"
+        ));
+    }
+    Ok(out)
 }
 
 /// A run's row as JSON.

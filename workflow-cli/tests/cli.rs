@@ -533,8 +533,10 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
     let listed = with_store(&db, &["runs", "list"]).ok();
     assert!(listed.contains(&format!("{id}  ")), "{listed}");
     assert!(listed.contains("Moderation  completed"), "{listed}");
-    let runs = with_store(&db, &["--json", "runs", "list", "--status", "completed"]).json();
-    assert_eq!(runs[0]["run"], id.to_string().as_str());
+    let page = with_store(&db, &["--json", "runs", "list", "--status", "completed"]).json();
+    assert_eq!(page["runs"][0]["run"], id.to_string().as_str());
+    assert_eq!(page["more"], false);
+    assert!(page["next"].is_null(), "{page}");
     assert_eq!(
         with_store(&db, &["runs", "list", "--status", "failed"]).ok(),
         "no runs\n"
@@ -994,4 +996,60 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
     let outputs = resume_to_end::<Moderation>(&db, id);
     assert_eq!(outputs.review.by, "ana@mods");
     assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
+}
+
+#[test]
+fn runs_list_pages_with_a_cursor_and_says_when_more_exist() {
+    let temp = TempDir::new("paging");
+    let db = temp.file("runs.db");
+    let rt = runtime();
+    let started: Vec<String> = rt.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("open the store"))
+            .build();
+        engine.register::<Moderation>(()).expect("register");
+        let mut started = Vec::new();
+        for n in 0..5 {
+            let run = engine
+                .start::<Moderation>(ModerationInput {
+                    item: format!("post-{n}"),
+                })
+                .await
+                .expect("start");
+            started.push(run.id().to_string());
+        }
+        started
+    });
+    drop(rt);
+
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = vec!["--json", "runs", "list", "--limit", "2"];
+        if let Some(cursor) = &after {
+            args.extend(["--after", cursor.as_str()]);
+        }
+        let page = with_store(&db, &args).json();
+        pages += 1;
+        for run in page["runs"].as_array().expect("an array of runs") {
+            seen.push(run["run"].as_str().expect("a run id").to_owned());
+        }
+        if page["more"] == false {
+            assert!(page["next"].is_null(), "{page}");
+            break;
+        }
+        after = Some(page["next"].as_str().expect("a cursor").to_owned());
+        assert!(pages < 10, "paging never ends");
+    }
+    assert_eq!(pages, 3);
+    let mut newest_first = started.clone();
+    newest_first.reverse();
+    assert_eq!(seen, newest_first, "every run once, newest first");
+
+    let text = with_store(&db, &["runs", "list", "--limit", "2"]).ok();
+    assert!(
+        text.contains(&format!("--after {}", newest_first[1])),
+        "{text}"
+    );
 }
