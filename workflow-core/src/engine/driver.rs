@@ -61,15 +61,7 @@ const MAX_STORE_PAUSE: Duration = Duration::from_secs(5);
 /// Whether a store failure may clear without anyone touching the run: the disk fills up
 /// and frees, a file system or a server comes back.
 fn clears_by_itself(error: &StoreError) -> bool {
-    matches!(
-        error,
-        StoreError::DiskFull { .. }
-            | StoreError::ReadOnly { .. }
-            | StoreError::PermissionDenied { .. }
-            | StoreError::Locked { .. }
-            | StoreError::Unreachable { .. }
-            | StoreError::Io(_)
-    )
+    error.is_transient()
 }
 
 /// Starts driving a run this engine owns under `token`, from `launch` (its journal
@@ -227,6 +219,26 @@ impl<W: Workflow> Driver<W> {
                      stopped and nothing more was committed; it is taken up again if this \
                      engine still holds it"
                 );
+                DriveEnd::Stopped
+            }
+            Err(StoreError::Rejected { reason }) => {
+                let note = format!(
+                    "parked: the store refused a write of this run for good ({reason}); \
+                     nothing of that write was kept. Fix the cause, then restart or cancel the run"
+                );
+                tracing::error!(
+                    reason = reason.as_str(),
+                    "the store refused a write for good; the run is parked"
+                );
+                metrics::counter!(
+                    "workflow_runs_parked_total",
+                    "workflow" => W::NAME,
+                    "reason" => "store_rejected"
+                )
+                .increment(1);
+                self.engine
+                    .park(self.run, self.token, self.seq, &note)
+                    .await;
                 DriveEnd::Stopped
             }
             Err(StoreError::Fenced { owner, .. }) => {

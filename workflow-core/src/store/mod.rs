@@ -171,9 +171,35 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// Any other I/O or database failure.
+    /// The store refused a write for good: trying it again would get the same answer (a
+    /// constraint or check violation, a value too long for its column, a statement the
+    /// database cannot run). An engine parks the run with this reason instead of retrying.
+    #[error("the store refused the write for good: {reason}")]
+    Rejected {
+        /// What the store said.
+        reason: String,
+    },
+    /// Any other I/O or database failure: it may clear when tried again.
     #[error("store failure: {0}")]
     Io(String),
+}
+
+impl StoreError {
+    /// Whether trying the same call again may succeed without anyone touching the run or
+    /// the store's data: a full disk that frees, a file system or a server that comes back,
+    /// a lock that is released, a transient database error. Final errors (a rejected
+    /// write, damage, a fenced or conflicting write, an unknown run) are not.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            StoreError::DiskFull { .. }
+                | StoreError::ReadOnly { .. }
+                | StoreError::PermissionDenied { .. }
+                | StoreError::Locked { .. }
+                | StoreError::Unreachable { .. }
+                | StoreError::Io(_)
+        )
+    }
 }
 
 /// The durable status of a run, as listed by the store.

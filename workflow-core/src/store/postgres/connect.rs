@@ -171,10 +171,12 @@ async fn first_connection(
         };
         if classify(&error) == Class::Final || started.elapsed() + pause >= timeout {
             return Err(match target.error(error) {
-                StoreError::Io(reason) => StoreError::Unreachable {
-                    target: target.to_string(),
-                    reason,
-                },
+                StoreError::Io(reason) | StoreError::Rejected { reason } => {
+                    StoreError::Unreachable {
+                        target: target.to_string(),
+                        reason,
+                    }
+                }
                 other => other,
             });
         }

@@ -37,9 +37,10 @@ impl Target {
                 target: self.shown.clone(),
                 reason: reason(&error),
             },
-            Class::Transient | Class::Final => {
-                StoreError::Io(format!("{}: {}", self.shown, reason(&error)))
-            }
+            Class::Transient => StoreError::Io(format!("{}: {}", self.shown, reason(&error))),
+            Class::Final => StoreError::Rejected {
+                reason: format!("{}: {}", self.shown, reason(&error)),
+            },
         }
     }
 }

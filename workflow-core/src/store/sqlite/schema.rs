@@ -359,6 +359,12 @@ pub(super) fn error_for(path: &str, error: rusqlite::Error, started: Instant) ->
             path: path.to_owned(),
             reason: error.to_string(),
         },
+        // Asking again gets the same answer.
+        Some(ErrorCode::ConstraintViolation | ErrorCode::TooBig | ErrorCode::TypeMismatch) => {
+            StoreError::Rejected {
+                reason: format!("{path}: {error}"),
+            }
+        }
         _ => StoreError::Io(format!("{path}: {error}")),
     }
 }

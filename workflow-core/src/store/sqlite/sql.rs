@@ -167,7 +167,12 @@ fn insert_events(db: &Db, run: RunId, from: u64, events: &[String]) -> Result<()
         let crc = checksum::entry(run, seq, event);
         match statement.execute(params![run.0, seq, event, crc]) {
             Ok(_) => {}
-            Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+            // The entry exists already: someone else appended first. Any other constraint
+            // (a check, a trigger) refuses the write for good, below.
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == ErrorCode::ConstraintViolation
+                    && failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+            {
                 return Err(StoreError::Conflict { run, seq });
             }
             Err(e) => return Err(db_error(db)(e)),
