@@ -1,3 +1,4 @@
 //! Shared helpers of the test suite.
 
 pub mod chaos;
+pub mod fence;
