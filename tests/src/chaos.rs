@@ -35,7 +35,9 @@ impl Ledger {
             .await?;
         sqlx::raw_sql(
             "CREATE TABLE IF NOT EXISTS ledger_applied (key text NOT NULL, value bigint NOT NULL);
-             CREATE TABLE IF NOT EXISTS ledger_executions (key text NOT NULL);",
+             CREATE TABLE IF NOT EXISTS ledger_executions (key text NOT NULL);
+             CREATE TABLE IF NOT EXISTS ledger_fences (key text PRIMARY KEY, fence bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS ledger_refused (key text NOT NULL, fence bigint NOT NULL);",
         )
         .execute(&pool)
         .await?;
@@ -43,8 +45,10 @@ impl Ledger {
     }
 
     /// Applies an effect once per key (the service deduplicates by the key under a lock on
-    /// it), and records the execution either way.
-    pub async fn apply(&self, key: &str, value: u64) -> Result<u64, StepError> {
+    /// it), and records the execution either way. A call whose fence is lower than the
+    /// highest the ledger has seen for the key comes from a worker that lost the run: it is
+    /// refused (and counted), as README's fence pattern says.
+    pub async fn apply(&self, key: &str, fence: u64, value: u64) -> Result<u64, StepError> {
         let io = |e: sqlx::Error| StepError::unavailable(e.to_string());
         let mut tx = self.pool.begin().await.map_err(io)?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
@@ -52,6 +56,34 @@ impl Ledger {
             .execute(&mut *tx)
             .await
             .map_err(io)?;
+        let highest: Option<i64> = sqlx::query("SELECT fence FROM ledger_fences WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(io)?
+            .map(|row| row.get(0));
+        if highest.is_some_and(|highest| (fence as i64) < highest) {
+            sqlx::query("INSERT INTO ledger_refused (key, fence) VALUES ($1, $2)")
+                .bind(key)
+                .bind(fence as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(io)?;
+            tx.commit().await.map_err(io)?;
+            return Err(StepError::permanent(format!(
+                "fence {fence} is older than {} for {key}: refused",
+                highest.unwrap_or_default()
+            )));
+        }
+        sqlx::query(
+            "INSERT INTO ledger_fences (key, fence) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET fence = EXCLUDED.fence",
+        )
+        .bind(key)
+        .bind(fence as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(io)?;
         sqlx::query("INSERT INTO ledger_executions (key) VALUES ($1)")
             .bind(key)
             .execute(&mut *tx)
@@ -90,17 +122,23 @@ impl Ledger {
             .map(|v| v as u64))
     }
 
-    /// `(keys applied more than once, rows applied, executions)`.
-    pub async fn totals(&self) -> Result<(i64, i64, i64), sqlx::Error> {
+    /// `(keys applied more than once, rows applied, executions, stale calls refused)`.
+    pub async fn totals(&self) -> Result<(i64, i64, i64, i64), sqlx::Error> {
         let row = sqlx::query(
             "SELECT (SELECT count(*) FROM (SELECT key FROM ledger_applied
                                            GROUP BY key HAVING count(*) > 1) twice),
                     (SELECT count(*) FROM ledger_applied),
-                    (SELECT count(*) FROM ledger_executions)",
+                    (SELECT count(*) FROM ledger_executions),
+                    (SELECT count(*) FROM ledger_refused)",
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+        Ok((
+            row.try_get(0)?,
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+        ))
     }
 }
 
@@ -120,7 +158,9 @@ pub mod work {
     /// Charges the price: an idempotent external effect.
     pub async fn charge(ledger: &Ledger, ctx: &StepContext, price: u64) -> Result<u64, StepError> {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let charged = ledger.apply(&ctx.idempotency_key, price + 1).await?;
+        let charged = ledger
+            .apply(&ctx.idempotency_key, ctx.fence(), price + 1)
+            .await?;
         // The answer takes a while to come back: a kill now repeats the call.
         tokio::time::sleep(Duration::from_millis(200)).await;
         Ok(charged)
@@ -140,7 +180,9 @@ pub mod work {
         reserve: u64,
     ) -> Result<u64, StepError> {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let shipped = ledger.apply(&ctx.idempotency_key, charge + reserve).await?;
+        let shipped = ledger
+            .apply(&ctx.idempotency_key, ctx.fence(), charge + reserve)
+            .await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         Ok(shipped)
     }

@@ -1,8 +1,10 @@
 //! Many workers on one PostgreSQL database, under fire: three worker processes
 //! (`src/bin/chaos_worker.rs`) drive at least 200 runs of a workflow with retries, two
 //! keyed external effects and a human step (`src/chaos.rs`), while this test kills random
-//! workers with SIGKILL (and starts a new one in its place) and now and then freezes one
-//! with SIGSTOP for longer than its lease before letting it go on (SIGCONT). Half the runs
+//! workers with SIGKILL (and starts a new one in its place) and every fifth kill freezes
+//! another with SIGSTOP for longer than its lease before letting it go on (SIGCONT),
+//! whatever it was doing, often inside an effect. The ledger the effects apply to checks
+//! fences (`ctx.fence()`): a call from a worker that lost its run is refused. Half the runs
 //! get their human decision from this test through the store (as the CLI sends one); the
 //! other half wait out the step's deadline.
 //!
@@ -248,7 +250,7 @@ fn killed_and_paused_workers_lose_repeat_and_double_nothing() {
         let victim = rng.below(WORKERS as u64) as usize;
         workers.kill(victim);
         kills += 1;
-        if kills % 15 == 10 {
+        if kills % 5 == 3 {
             // Freeze another worker past its lease, then let it go on.
             let frozen = (victim + 1 + rng.below(WORKERS as u64 - 1) as usize) % WORKERS;
             workers.signal(frozen, "-STOP");
@@ -382,7 +384,7 @@ async fn verify(store: &PgStore, ledger: &Ledger, runs: u64, lines: &[String]) {
         }
     }
 
-    let (twice, applied, executions) = ledger.totals().await.unwrap();
+    let (twice, applied, executions, stale) = ledger.totals().await.unwrap();
     assert_eq!(twice, 0, "a keyed effect was applied twice");
     assert_eq!(
         applied as u64,
@@ -426,7 +428,8 @@ async fn verify(store: &PgStore, ledger: &Ledger, runs: u64, lines: &[String]) {
     println!(
         "{runs} runs completed once with the right outputs; {by_deadline} reviews decided by their \
          deadline (once each), {by_person} by a person; {applied} effects applied once each \
-         ({executions} executions, re-runs deduplicated by key); {refused} writes from fenced \
-         workers refused; {takeovers} changes of owner seen along journals"
+         ({executions} executions, re-runs deduplicated by key, {stale} stale calls refused by \
+         their fence); {refused} writes from fenced workers refused; {takeovers} changes of \
+         owner seen along journals"
     );
 }
