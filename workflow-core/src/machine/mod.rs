@@ -196,7 +196,7 @@ impl<'s> Machine<'s> {
     }
 
     /// A machine rebuilt from a journal. Attempts that started without a result are marked
-    /// orphaned, so [`Machine::commands`] re-runs them.
+    /// orphaned, so [`Machine::next`] re-runs them.
     pub fn replay<'e>(spec: &'s Spec, events: impl IntoIterator<Item = &'e Event>) -> Self {
         let mut machine = Machine::new(spec);
         for event in events {
@@ -682,7 +682,7 @@ impl<'s> Machine<'s> {
         )
     }
 
-    /// The earliest future time at which [`Machine::commands`] may have more to do.
+    /// The earliest future time at which [`Machine::next`] may have more to do.
     pub fn next_wake(&self) -> Option<Timestamp> {
         if self.status != Status::Running {
             return None;
