@@ -154,6 +154,11 @@ pub struct ActionStep {
     pub effect: Effect,
     /// `idempotent: true`: the action deduplicates by the context's idempotency key.
     pub idempotent: bool,
+    /// `spawn: true`: each attempt runs as a tokio task of its own instead of being polled
+    /// by its run's driver (for CPU-heavy or blocking actions). Not behaviour: outside the
+    /// fingerprint.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub spawn: bool,
     /// `for_each: x in source`: the step is a map, its action called once per item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_each: Option<ForEach>,
@@ -348,6 +353,11 @@ pub fn format_duration(duration: Duration) -> String {
         }
     }
     format!("{ms}ms")
+}
+
+/// Serde's `skip_serializing_if` for flags that are off by default.
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 #[cfg(test)]

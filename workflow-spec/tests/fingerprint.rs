@@ -147,6 +147,12 @@ fn the_type_name_and_the_journaled_name_do_not_change_it() {
 // ---------------------------------------------------------------------- what changes it
 
 #[test]
+fn running_a_step_on_a_task_of_its_own_does_not_change_it() {
+    // `spawn: true` is how the engine runs an attempt, not what the run does.
+    assert_same("timeout: 2m,", "timeout: 2m,\n            spawn: true,");
+}
+
+#[test]
 fn dependencies_change_it() {
     assert_changes(
         "depends_on: [provision_workspace, send_welcome_email],",

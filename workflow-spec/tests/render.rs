@@ -41,6 +41,7 @@ fn action(id: &str, output: &str, call: Call, deps: Vec<usize>) -> Step {
             reconcile: None,
             effect: Effect::Internal,
             idempotent: false,
+            spawn: false,
             for_each: None,
         }),
         deps,

@@ -75,6 +75,7 @@ workflow! {
             on_failure: abort,
             effect: external,
             idempotent: true,
+            spawn: true,
             reconcile: payments::find_charge(ctx, order),
             compensate: payments::refund(env, charge_card, 1.0),
             timeout: 30s,

@@ -7,13 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinSet;
 use tracing::Instrument;
 use workflow_spec::Spec;
 
 use super::plan::{plan, Launch, Start};
 use super::registry::{Shared, WorkflowHooks};
-use super::work::Done;
 use super::{Engine, Finished, Live};
 use crate::clock::until;
 use crate::error::{DecisionError, EventError, RunError, RunId};
@@ -143,7 +141,7 @@ pub(super) struct Driver<W: Workflow> {
     /// Work whose start is in `pending`.
     pub(super) starts: Vec<Start>,
     pub(super) trace_id: String,
-    pub(super) work: JoinSet<Done>,
+    pub(super) work: super::work::Work,
     pub(super) mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
     pub(super) done: watch::Sender<Option<Arc<Finished>>>,
     /// The items of map steps, listed once.
@@ -175,7 +173,7 @@ impl<W: Workflow> Driver<W> {
             pending: Vec::new(),
             starts: Vec::new(),
             trace_id: launch.trace_id,
-            work: JoinSet::new(),
+            work: Default::default(),
             mailbox,
             done,
             items: Default::default(),
@@ -295,10 +293,10 @@ impl<W: Workflow> Driver<W> {
             tokio::select! {
                 biased;
                 Some(msg) = self.mailbox.recv() => self.message(*msg).await?,
-                Some(joined) = self.work.join_next(), if !self.work.is_empty() => {
-                    self.settle_joined(joined);
-                    while let Some(joined) = self.work.try_join_next() {
-                        self.settle_joined(joined);
+                Some(done) = self.work.next(), if !self.work.is_empty() => {
+                    self.settle(done);
+                    while let Some(done) = self.work.try_next() {
+                        self.settle(done);
                     }
                     if self.self_fenced {
                         return Err(self.fenced_self());

@@ -54,6 +54,11 @@ impl Engine {
                 if shared || multi {
                     pause = pause.min(FOREIGN_POLL);
                 }
+                if multi {
+                    // Renewals keep their cadence (a third of the lease) however short the
+                    // lease: a late one would make the engine fence itself off.
+                    pause = pause.min(Duration::from_millis(engine.inner.lease_ms / 3));
+                }
                 drop(engine);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}

@@ -183,16 +183,9 @@ impl<W: Workflow> Driver<W> {
         snapshot
     }
 
-    pub(super) fn settle_joined(&mut self, joined: Result<Done, tokio::task::JoinError>) {
-        match joined {
-            Ok(done) => self.settle(done),
-            Err(error) => tracing::error!(error = %error, "a step task was lost"),
-        }
-    }
-
     /// Records the outcome of an attempt, a child start or a compensation (committed with
     /// whatever the machine decides next).
-    fn settle(&mut self, done: Done) {
+    pub(super) fn settle(&mut self, done: Done) {
         let now = self.now();
         match done {
             Done::Attempt {
@@ -298,6 +291,9 @@ impl<W: Workflow> Driver<W> {
                     error,
                     at: now,
                 });
+            }
+            Done::Lost { step } => {
+                tracing::error!(step = self.step_id(step), "a step's own task was lost");
             }
             Done::SelfFenced { step } => {
                 tracing::warn!(

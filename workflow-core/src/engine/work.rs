@@ -1,6 +1,8 @@
 //! Running user code: one attempt of an action (reconciled first when the machine says so,
-//! bounded by its timeout) or one compensation, each as a task that reports back to its
-//! run's driver. A panic in user code becomes a permanent step error.
+//! bounded by its timeout) or one compensation, each a future that the run's driver polls
+//! itself ([`Work`]), so a step costs no task and no hand-off; a step declared
+//! `spawn: true` runs as a task of its own instead. A panic in user code becomes a
+//! permanent step error.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::task::JoinSet;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tracing::Instrument;
 
 use super::fence::{Guarded, LeaseWatch, SelfFenced};
@@ -42,6 +45,71 @@ pub(super) enum Done {
     /// The run's lease had less than the self-fencing margin left: the attempt or
     /// compensation of `step` was stopped unpolled and the run must stop.
     SelfFenced { step: usize },
+    /// A step's own task (`spawn: true`) ended without an outcome (it was cancelled).
+    Lost { step: usize },
+}
+
+type Job = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+/// A run's work in flight, polled by the run's driver task: attempts, compensations and
+/// child starts overlap their waiting without a task each. Dropping it drops every piece
+/// of work (and aborts the tasks of `spawn: true` steps).
+///
+/// The futures are `Send` but not `Sync`; a driver is shared by reference across its own
+/// awaits, so they sit in a mutex that is only ever reached through `&mut` (never locked).
+#[derive(Default)]
+pub(super) struct Work {
+    jobs: std::sync::Mutex<FuturesUnordered<Job>>,
+}
+
+impl Work {
+    fn jobs(&mut self) -> &mut FuturesUnordered<Job> {
+        self.jobs.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds work polled by the driver.
+    pub(super) fn push(&mut self, job: impl Future<Output = Done> + Send + 'static) {
+        self.jobs().push(Box::pin(job));
+    }
+
+    /// Adds work that runs as a tokio task of its own (`spawn: true`), aborted when the
+    /// work is dropped.
+    pub(super) fn spawn(&mut self, step: usize, job: impl Future<Output = Done> + Send + 'static) {
+        let task = Aborting(tokio::spawn(job));
+        self.push(async move { task.await_done(step).await });
+    }
+
+    pub(super) fn is_empty(&mut self) -> bool {
+        self.jobs().is_empty()
+    }
+
+    /// The next piece of work to finish (`None` when there is none).
+    pub(super) async fn next(&mut self) -> Option<Done> {
+        self.jobs().next().await
+    }
+
+    /// A piece of work that finished already, without waiting.
+    pub(super) fn try_next(&mut self) -> Option<Done> {
+        self.jobs().next().now_or_never().flatten()
+    }
+}
+
+/// A task's handle that aborts the task when dropped.
+struct Aborting(tokio::task::JoinHandle<Done>);
+
+impl Aborting {
+    async fn await_done(mut self, step: usize) -> Done {
+        match (&mut self.0).await {
+            Ok(done) => done,
+            Err(_) => Done::Lost { step },
+        }
+    }
+}
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The self-fencing guard of a run's user code: its engine's lease view and the run.
@@ -54,12 +122,10 @@ fn guarded(
     work: impl Future<Output = Done> + Send + 'static,
 ) -> impl Future<Output = Done> + Send + 'static {
     let (watch, run) = guard;
-    async move {
-        match Guarded::new(watch, run, work).await {
-            SelfFenced::Ran(done) => done,
-            SelfFenced::Tripped => Done::SelfFenced { step },
-        }
-    }
+    Guarded::new(watch, run, work).map(move |outcome| match outcome {
+        SelfFenced::Ran(done) => done,
+        SelfFenced::Tripped => Done::SelfFenced { step },
+    })
 }
 
 /// Everything one call needs, moved into its task.
@@ -110,9 +176,9 @@ pub(super) struct ChildRun {
 }
 
 /// Starts (or finds) a child run, as a task.
-pub(super) fn spawn_child(work: &mut JoinSet<Done>, engine: Engine, run: ChildRun) {
+pub(super) fn spawn_child(work: &mut Work, engine: Engine, run: ChildRun) {
     let span = tracing::info_span!("child", step = run.step, attempt = run.attempt);
-    work.spawn(
+    work.push(
         async move {
             let child = match run.child {
                 Ok(start) => engine
@@ -136,13 +202,13 @@ pub(super) fn spawn_child(work: &mut JoinSet<Done>, engine: Engine, run: ChildRu
 /// Waits for a child run to finish (taking it up if no engine drives it): its outputs, or
 /// its failure as the step's.
 pub(super) fn spawn_child_wait(
-    work: &mut JoinSet<Done>,
+    work: &mut Work,
     engine: Engine,
     step: usize,
     attempt: u32,
     child: RunId,
 ) {
-    work.spawn(async move {
+    work.push(async move {
         let started = tokio::time::Instant::now();
         let result = engine.child_result(child).await;
         Done::Attempt {
@@ -159,7 +225,7 @@ pub(super) fn spawn_child_wait(
 /// first whether the effect already happened: a timeout after the effect must not repeat
 /// it.
 pub(super) fn spawn_attempt<W: Workflow>(
-    work: &mut JoinSet<Done>,
+    work: &mut Work,
     guard: Guard,
     call: Call<W>,
     step: usize,
@@ -180,9 +246,13 @@ pub(super) fn spawn_attempt<W: Workflow>(
     };
     let attempt = call.ctx.attempt;
     let item = call.index();
-    // Boxed (by the guard): the task then moves a pointer, not the whole future, through
-    // tokio's spawn.
-    work.spawn(guarded(
+    let own_task = matches!(
+        W::spec().steps.get(step).map(|s| &s.kind),
+        Some(workflow_spec::StepKind::Action(action)) if action.spawn
+    );
+    // Boxed by the guard, so the driver (or tokio's spawn) moves a pointer, not the whole
+    // future.
+    let job = guarded(
         guard,
         step,
         async move {
@@ -232,19 +302,24 @@ pub(super) fn spawn_attempt<W: Workflow>(
             done(result)
         }
         .instrument(span),
-    ));
+    );
+    if own_task {
+        work.spawn(step, job);
+    } else {
+        work.push(job);
+    }
 }
 
 /// Spawns the compensation of `step`.
 pub(super) fn spawn_compensation<W: Workflow>(
-    work: &mut JoinSet<Done>,
+    work: &mut Work,
     guard: Guard,
     call: Call<W>,
     step: usize,
 ) {
     let span = tracing::info_span!("compensate", step = call.ctx.step);
     let item = call.index();
-    work.spawn(guarded(
+    work.push(guarded(
         guard,
         step,
         async move {

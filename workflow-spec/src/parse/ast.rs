@@ -124,6 +124,8 @@ pub struct Fields {
     pub effect: Option<(Ident, Effect)>,
     /// `idempotent: true | false`.
     pub idempotent: Option<(Ident, bool)>,
+    /// `spawn: true | false`: the action runs as a task of its own.
+    pub spawn: Option<(Ident, bool)>,
     /// `assignee: "group"`.
     pub assignee: Option<(Ident, LitStr)>,
     /// `on_timeout: escalate("group") | abort | approve | reject`.
@@ -250,6 +252,7 @@ pub const STEP_KEYS: &[&str] = &[
     "effect",
     "idempotent",
     "reconcile",
+    "spawn",
 ];
 
 /// The keys a `human` checkpoint takes.

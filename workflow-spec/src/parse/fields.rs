@@ -35,14 +35,14 @@ pub(super) fn parse_field(
             (StepKw::Human, "retry") => format!(
                 "human step `{id}` cannot be retried: a person decides once\nhelp: use `timeout` and `on_timeout: escalate(\"group\")` to chase a late decision"
             ),
-            (StepKw::Human, "action" | "compensate" | "reconcile" | "effect" | "idempotent") => format!(
+            (StepKw::Human, "action" | "compensate" | "reconcile" | "effect" | "idempotent" | "spawn") => format!(
                 "a human step has no `{name}`: it waits for a decision\nhelp: make it a `step` if it runs code; a human step takes {}",
                 list(HUMAN_KEYS)
             ),
             (StepKw::Step, "assignee" | "on_timeout" | "prompt") => format!(
                 "`{name}` belongs to human checkpoints, not to `step {id}`\nhelp: write `human {id} -> Approval {{ ... }}` for a checkpoint"
             ),
-            (StepKw::Event, "action" | "workflow" | "compensate" | "reconcile" | "effect" | "idempotent" | "for_each") => format!(
+            (StepKw::Event, "action" | "workflow" | "compensate" | "reconcile" | "effect" | "idempotent" | "for_each" | "spawn") => format!(
                 "an event has no `{name}`: it waits for a payload sent into the run\nhelp: make it a `step` if it runs code; an event takes {}",
                 list(EVENT_KEYS)
             ),
@@ -149,6 +149,19 @@ pub(super) fn parse_field(
                     cx.error(
                         first_span(&value),
                         "expected `true` or `false` for `idempotent`",
+                    );
+                    None
+                }
+            }
+        ),
+        "spawn" => set!(
+            spawn,
+            match syn::parse2::<syn::LitBool>(value.clone()) {
+                Ok(lit) => Some((key.clone(), lit.value)),
+                Err(_) => {
+                    cx.error(
+                        first_span(&value),
+                        "expected `true` or `false` for `spawn`\nhelp: `spawn: true` runs the action as a tokio task of its own, for CPU-heavy or blocking work",
                     );
                     None
                 }

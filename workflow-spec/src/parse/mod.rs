@@ -395,6 +395,7 @@ fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
                     .map(|call| lower_call(call, index, names)),
                 effect: fields.effect.as_ref().map_or(Effect::Internal, |(_, e)| *e),
                 idempotent: fields.idempotent.as_ref().is_some_and(|(_, v)| *v),
+                spawn: fields.spawn.as_ref().is_some_and(|(_, v)| *v),
                 for_each: fields.for_each.as_ref().map(|(_, for_each)| ForEach {
                     binding: for_each.binding.to_string(),
                     source: tokens_to_string(&for_each.source),

@@ -216,6 +216,7 @@ mod tests {
                     reconcile: None,
                     effect: Effect::Internal,
                     idempotent: false,
+                    spawn: false,
                     for_each: None,
                 })
             },

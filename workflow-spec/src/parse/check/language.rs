@@ -228,11 +228,13 @@ pub fn child_keys(cx: &Ctxt, ast: &WorkflowAst) {
             fields.idempotent.as_ref().map(|(key, _)| key),
             fields.compensate.as_ref().map(|call| &call.key),
             fields.reconcile.as_ref().map(|call| &call.key),
+            fields.spawn.as_ref().map(|(key, _)| key),
         ];
         for key in keys.into_iter().flatten() {
             let why = match key.to_string().as_str() {
                 "retry" => "a child run is not retried as a whole: give the child's own steps their `retry`",
                 "compensate" => "a child compensates its own completed steps when it aborts: give them their `compensate`",
+                "spawn" => "a child run is driven as a run of its own: give the child's own steps `spawn: true` where they need a task",
                 _ => "the child's own steps declare their effects, idempotency and reconcilers",
             };
             cx.error(
