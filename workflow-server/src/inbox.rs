@@ -6,12 +6,14 @@
 //!   a form to approve or reject with a comment.
 //! - `GET /inbox/runs/{run}`: the run's diagram with its state, its steps, timeline and
 //!   audit trail, and the forms of its tasks the person may decide. Only people the
-//!   authorizer admits for one of the run's human steps may see it (403 otherwise).
+//!   permission policy lets view the run may see it; to anyone else it is a 404, as a run
+//!   that does not exist.
 //! - `POST /inbox/runs/{run}/tasks/{step}`: a decision. The form's CSRF token must be the
-//!   signed-in person's (403 otherwise); the engine decides the rest. Answers 303 to the run
-//!   page.
+//!   signed-in person's (403 `csrf` otherwise), and a browser's request must come from this
+//!   server's origin (403 `cross_site`); the engine decides the rest. Answers 303 to the
+//!   run page.
 //!
-//! Without an identity every page is a 401.
+//! Without an identity every page is a 401. The permission policy is the API's.
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{FromRequestParts, Path, State};
@@ -29,6 +31,7 @@ use workflow_core::{admin, Approval, TaskInfo};
 use crate::api::{decide_as, tasks_for};
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::permissions::{Action, Caller};
 use crate::html::{escape, page, Html};
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
@@ -77,20 +80,18 @@ impl IntoResponse for PageError {
     }
 }
 
-/// The identity of an inbox request, or a 401 page.
+/// The caller of an inbox request ([`crate::access::caller`]), or an error page.
 #[derive(Debug, Clone)]
-pub(crate) struct PageCaller(Identity);
+pub(crate) struct PageCaller(Caller);
 
 impl FromRequestParts<Shared> for PageCaller {
     type Rejection = PageError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, PageError> {
-        app.authenticator
-            .as_ref()
-            .and_then(|auth| auth.authenticate(&parts.headers))
+        crate::access::caller(parts, app)
             .map(PageCaller)
-            .ok_or_else(|| PageError {
-                error: ApiError::unauthenticated(),
+            .map_err(|error| PageError {
+                error,
                 who: None,
                 base: app.base.clone(),
             })
@@ -109,10 +110,11 @@ fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
 
 async fn inbox(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
-    let tasks = tasks_for(&app, &who).await.map_err(&fail)?;
+    let who = caller.identity();
+    let fail = fail(&app, who);
+    let tasks = tasks_for(&app, &caller).await.map_err(&fail)?;
     let mut body = Html::new();
     if tasks.is_empty() {
         body.raw("<p id=\"empty\">No open tasks for you.</p>");
@@ -129,13 +131,19 @@ async fn inbox(
         let (Some(stored), Some(spec)) = (stored, spec) else {
             continue;
         };
-        task_card(&app, &who, &mut body, task, &spec, &stored.events, true);
+        let show = app.show_payloads
+            && app
+                .allows(&caller, Action::ViewPayloads, &task.workflow, true)
+                .map_err(&fail)?;
+        task_card(&app, who, &mut body, task, &spec, &stored.events, show, true);
     }
     let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
     Ok(HtmlBody(html).into_response())
 }
 
-/// One task: prompt, context, deadline and escalation, and its decision form.
+/// One task: prompt, context (payloads if `show`), deadline and escalation, and its
+/// decision form.
+#[allow(clippy::too_many_arguments)] // one card, drawn from what the page loaded
 fn task_card(
     app: &App,
     who: &Identity,
@@ -143,6 +151,7 @@ fn task_card(
     task: &TaskInfo,
     spec: &Spec,
     events: &[Event],
+    show: bool,
     link_run: bool,
 ) {
     let index = spec.step_index(&task.step);
@@ -173,7 +182,7 @@ fn task_card(
         .raw("</tr><tr><th>At the deadline</th>")
         .element("td", &on_timeout(spec, index, task.escalated))
         .raw("</tr></table>");
-    context(app, body, spec, index, events);
+    context(body, spec, index, events, show);
     decision_form(app, who, body, task, spec, index);
     body.raw("</section>");
 }
@@ -196,9 +205,9 @@ fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
 }
 
 /// The run's inputs and the outputs of the steps the task depends on.
-fn context(app: &App, body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event]) {
+fn context(body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event], shown: bool) {
     let show = |value: &Value| {
-        if app.show_payloads {
+        if shown {
             serde_json::to_string_pretty(value).unwrap_or_default()
         } else {
             REDACTED.to_owned()
@@ -260,40 +269,21 @@ fn decision_form(
     body.raw("</form>");
 }
 
-/// Whether `who` is admitted for a human step of the run: its assignees in the spec, and
-/// whoever its tasks were opened for or escalated to.
-fn involved(app: &App, who: &Identity, spec: &Spec, events: &[Event]) -> bool {
-    let from_spec = spec.steps.iter().filter_map(|step| match &step.kind {
-        StepKind::Human(human) => Some(human.assignee.as_str()),
-        _ => None,
-    });
-    let from_journal = events.iter().filter_map(|event| match event {
-        Event::TaskOpened { assignee, .. } => Some(assignee.as_str()),
-        Event::TaskEscalated { to, .. } => Some(to.as_str()),
-        _ => None,
-    });
-    from_spec
-        .chain(from_journal)
-        .any(|assignee| app.engine.authorizes(assignee, who.name()))
-}
-
 async fn run_page(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
     Path(run): Path<String>,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
+    let who = caller.identity();
+    let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let loaded = view::load(&app.engine, run, app.show_payloads)
-        .await
-        .map_err(&fail)?;
-    if !involved(&app, &who, &loaded.spec, &loaded.events) {
-        return Err(fail(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "not_admitted",
-            format!("{who} is not admitted for any task of {run}"),
-        )));
-    }
+    let mut shown = false;
+    let loaded = view::load(&app.engine, run, |record, spec| {
+        shown = app.viewing(&caller, run)(record, spec)?;
+        Ok(shown)
+    })
+    .await
+    .map_err(&fail)?;
     let detail = &loaded.detail;
     let mut body = Html::new();
     body.raw("<p>Workflow ")
@@ -327,11 +317,12 @@ async fn run_page(
     {
         task_card(
             &app,
-            &who,
+            who,
             &mut body,
             task,
             &loaded.spec,
             &loaded.events,
+            shown,
             false,
         );
     }
@@ -380,14 +371,15 @@ struct DecisionForm {
 
 async fn decide(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
     Path((run, step)): Path<(String, String)>,
     form: Result<Form<DecisionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
+    let who = caller.identity();
+    let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
     let Form(form) = form.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
-    if !app.csrf.verify(&who, &form.csrf) {
+    if !app.csrf.verify(who, &form.csrf) {
         return Err(fail(ApiError::new(
             StatusCode::FORBIDDEN,
             "csrf",
@@ -416,7 +408,7 @@ async fn decide(
             ))))
         }
     };
-    decide_as(&app, &who, run, &step, decision)
+    decide_as(&app, &caller, run, &step, decision)
         .await
         .map_err(&fail)?;
     let target = format!("{}/inbox/runs/{run}", app.base);

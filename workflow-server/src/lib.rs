@@ -31,6 +31,8 @@
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
+//! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
+//!   ([`Permissions`], by default [`Roles`]) for every API route and inbox page.
 //!
 //! Every rule of run policy is the engine's: the server calls it and reports its answer.
 
@@ -41,6 +43,7 @@
     unreachable_pub
 )]
 
+mod access;
 pub mod api;
 pub mod auth;
 mod error;
@@ -48,6 +51,7 @@ mod html;
 pub mod inbox;
 pub mod intake;
 mod json;
+pub mod permissions;
 mod view;
 
 use std::fmt;
@@ -59,8 +63,15 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 use workflow_core::{Engine, Workflow};
 
-pub use crate::auth::{Authenticator, BearerTokens, Csrf, Identity, TrustedHeader};
+pub use crate::auth::{
+    AuthError, Authenticator, BearerTokens, Csrf, Identity, TokenFile, TokenFileError,
+    TrustedHeader,
+};
 pub use crate::error::ApiError;
+pub use crate::permissions::{
+    Action, Caller, Credential, Permissions, PolicyError, Principal, Role, Roles, Target,
+    Verdict,
+};
 pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
 pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
 
@@ -68,6 +79,8 @@ pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
 pub struct Server {
     engine: Engine,
     authenticator: Option<Arc<dyn Authenticator>>,
+    permissions: Arc<dyn Permissions>,
+    origins: Vec<String>,
     csrf: Option<Csrf>,
     base: String,
     show_payloads: Option<bool>,
@@ -79,6 +92,7 @@ impl fmt::Debug for Server {
         f.debug_struct("Server")
             .field("engine", &self.engine)
             .field("authenticator", &self.authenticator.is_some())
+            .field("origins", &self.origins)
             .field("base", &self.base)
             .field("webhooks", &self.webhooks.len())
             .finish_non_exhaustive()
@@ -89,6 +103,8 @@ impl fmt::Debug for Server {
 pub(crate) struct App {
     pub(crate) engine: Engine,
     pub(crate) authenticator: Option<Arc<dyn Authenticator>>,
+    pub(crate) permissions: Arc<dyn Permissions>,
+    pub(crate) origins: Vec<String>,
     pub(crate) csrf: Csrf,
     pub(crate) base: String,
     pub(crate) show_payloads: bool,
@@ -98,11 +114,14 @@ pub(crate) type Shared = Arc<App>;
 
 impl Server {
     /// A server over `engine`, with no webhooks and no authenticator (the API and the
-    /// inbox answer 401 until one is set).
+    /// inbox answer 401 until one is set), and [`Roles`] granting nothing (only approvers
+    /// see the runs of their tasks until [`Server::permissions`] grants more).
     pub fn new(engine: Engine) -> Self {
         Server {
             engine,
             authenticator: None,
+            permissions: Arc::new(Roles::new()),
+            origins: Vec::new(),
             csrf: None,
             base: String::new(),
             show_payloads: None,
@@ -113,6 +132,21 @@ impl Server {
     /// Who is asking, for the API and the inbox (webhooks are verified by signature).
     pub fn authenticator(mut self, authenticator: impl Authenticator) -> Self {
         self.authenticator = Some(Arc::new(authenticator));
+        self
+    }
+
+    /// The permission policy of every API route and inbox page (default: [`Roles`] with
+    /// no grants).
+    pub fn permissions(mut self, permissions: impl Permissions) -> Self {
+        self.permissions = Arc::new(permissions);
+        self
+    }
+
+    /// An origin (`https://ops.example.com`) other than the request's own `Host` from
+    /// which browsers may change state, for a proxy that rewrites `Host`.
+    pub fn allowed_origin(mut self, origin: &str) -> Self {
+        self.origins
+            .push(origin.trim_end_matches('/').to_owned());
         self
     }
 
@@ -157,9 +191,13 @@ impl Server {
     }
 
     /// Serves [`Server::router`] on `listener` until the process ends (what `workflow
-    /// serve` does).
+    /// serve` does), with each connection's peer address for
+    /// [`TrustedHeader::trusted_proxies`].
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        axum::serve(listener, self.router()).await
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, service).await
     }
 
     /// The router: the webhooks, `/api/...` and `/inbox/...`.
@@ -181,6 +219,8 @@ impl Server {
         let app = Arc::new(App {
             engine: self.engine,
             authenticator: self.authenticator,
+            permissions: self.permissions,
+            origins: self.origins,
             csrf,
             base: self.base,
             show_payloads,
@@ -193,18 +233,17 @@ impl Server {
     }
 }
 
-/// The identity of an API request, or a 401.
+/// The caller of an API request ([`access::caller`]); a state change must also be sent as
+/// JSON unless a bearer token signs it ([`access::json_required`]).
 #[derive(Debug, Clone)]
-pub(crate) struct ApiCaller(pub(crate) Identity);
+pub(crate) struct ApiCaller(pub(crate) Caller);
 
 impl FromRequestParts<Shared> for ApiCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, ApiError> {
-        app.authenticator
-            .as_ref()
-            .and_then(|auth| auth.authenticate(&parts.headers))
-            .map(ApiCaller)
-            .ok_or_else(ApiError::unauthenticated)
+        let caller = access::caller(parts, app)?;
+        access::json_required(parts, &caller)?;
+        Ok(ApiCaller(caller))
     }
 }

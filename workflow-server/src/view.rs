@@ -9,6 +9,7 @@ pub(crate) use workflow_core::journal::rfc3339;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::render::{svg_with_states, StepMark};
 use workflow_core::spec::Spec;
+use workflow_core::store::RunRecord;
 use workflow_core::{Engine, RunId};
 
 use crate::error::ApiError;
@@ -100,18 +101,25 @@ impl Loaded {
     }
 }
 
-/// Loads `run` through the engine: its state and its journal.
-pub(crate) async fn load(engine: &Engine, run: RunId, show: bool) -> Result<Loaded, ApiError> {
+/// Loads `run` through the engine: its state and its journal. `show` is asked, once the
+/// run's record and spec are known, whether its payloads are shown; its error (a 404 for
+/// a run the caller may not view) is the answer.
+pub(crate) async fn load(
+    engine: &Engine,
+    run: RunId,
+    show: impl FnOnce(&RunRecord, Option<&Spec>) -> Result<bool, ApiError>,
+) -> Result<Loaded, ApiError> {
     let view = engine.inspect(run).await?;
+    let spec =
+        workflow_core::admin::stored_spec(&**engine.store(), &view.record.fingerprint).await?;
+    let show = show(&view.record, spec.as_ref())?;
+    let spec = spec.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "the store has no spec recorded for {run} ({})",
+            view.record.fingerprint
+        ))
+    })?;
     let events = engine.events(run).await?;
-    let spec = workflow_core::admin::stored_spec(&**engine.store(), &view.record.fingerprint)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "the store has no spec recorded for {run} ({})",
-                view.record.fingerprint
-            ))
-        })?;
     let names: Vec<String> = view.steps.iter().map(|s| s.id.clone()).collect();
     let name = |step: usize| {
         names

@@ -1,7 +1,7 @@
 //! The inbox in a real browser: headless Chromium driven through chromedriver (Debian's
 //! `chromium` and `chromium-driver`), over the WebDriver JSON protocol with a small client.
 //! An approver opens the inbox, sees the task, approves it with a comment and sees the run
-//! complete; an outsider gets 403. Screenshots go to `target/browser/`.
+//! complete; an outsider gets 404. Screenshots go to `target/browser/`.
 //!
 //! The identities come from a trusted header, as behind a reverse proxy: the same router
 //! is served on two ports, each setting `X-Forwarded-User` for whoever connects there.
@@ -247,7 +247,7 @@ async fn serve_as(router: axum::Router, who: &'static str) -> SocketAddr {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
+async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
     let (engine, desk) = engine(false);
     let router = server(&engine, standard()).router();
     let lead = serve_as(router.clone(), LEAD).await;
@@ -312,14 +312,14 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
     let run_png = browser.screenshot("run.png").await;
     assert_eq!(desk.alerts.load(std::sync::atomic::Ordering::SeqCst), 1);
 
-    // The outsider sees no task, and the run page is forbidden.
+    // The outsider sees no task, and the run page does not exist for them.
     browser.open(&format!("http://{outsider}/inbox")).await;
     assert_eq!(browser.text("#empty").await, "No open tasks for you.");
     browser
         .open(&format!("http://{outsider}/inbox/runs/{run}"))
         .await;
-    assert_eq!(browser.title().await, "Forbidden");
-    assert!(browser.text("#error").await.starts_with("403 not_admitted"));
+    assert_eq!(browser.title().await, "Not found");
+    assert!(browser.text("#error").await.starts_with("404 unknown_run"));
     browser.screenshot("outsider.png").await;
     browser.quit().await;
 

@@ -1,5 +1,5 @@
 //! The approval inbox over real loopback TCP: 401 without an identity, the person's tasks
-//! only, CSRF-protected forms, escaped text, redacted payloads, 403 for outsiders.
+//! only, CSRF-protected forms, escaped text, redacted payloads, 404 for runs an outsider may not see.
 
 mod common;
 
@@ -120,7 +120,7 @@ async fn payloads_show_escaped_when_the_engine_logs_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
+async fn forms_need_the_persons_csrf_token_and_outsiders_get_404() {
     let (engine, desk) = engine(false);
     let addr = serve(server(&engine, standard()).router()).await;
     let run = run_waiting(&engine, addr).await;
@@ -150,7 +150,8 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
         );
         assert!(answer.body.contains("csrf"), "{case}");
     }
-    // The outsider, with their own valid token: the engine's authorizer refuses.
+    // The outsider, with their own valid token, may not see the run: a 404, as for a run
+    // that does not exist.
     let outsider = post_form(
         addr,
         &path,
@@ -158,10 +159,26 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
         form(&[("csrf", &token(OUTSIDER)), ("verdict", "approve")]),
     )
     .await;
-    assert_eq!(outsider.status, StatusCode::FORBIDDEN);
-    assert!(outsider.body.contains("not_admitted"));
+    assert_eq!(outsider.status, StatusCode::NOT_FOUND);
+    assert!(outsider.body.contains("unknown_run"));
     let page = get(addr, &format!("/inbox/runs/{run}"), Some(OUTSIDER)).await;
-    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    let missing = get(addr, "/inbox/runs/run-999", Some(OUTSIDER)).await;
+    assert_eq!(
+        page.body.replace(&run.to_string(), "run-999"),
+        missing.body,
+        "an invisible run answers as a missing one"
+    );
+    // The operator sees the run, but the engine's authorizer does not admit them.
+    let operator = post_form(
+        addr,
+        &path,
+        OPERATOR,
+        form(&[("csrf", &token(OPERATOR)), ("verdict", "approve")]),
+    )
+    .await;
+    assert_eq!(operator.status, StatusCode::FORBIDDEN);
+    assert!(operator.body.contains("not_admitted"));
     assert!(engine.inspect(run).await.unwrap().record.status == RunStatus::Running);
     assert_eq!(
         engine
