@@ -149,10 +149,7 @@ impl App {
             Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
-                format!(
-                    "{} may not {action} runs of {workflow}",
-                    caller.identity()
-                ),
+                format!("{} may not {action} runs of {workflow}", caller.identity()),
             ))
         }
     }
@@ -194,7 +191,9 @@ impl App {
         let store = &**self.engine.store();
         let stored = store.load(run).await?.ok_or_else(|| unknown_run(run))?;
         let spec = admin::stored_spec(store, &stored.record.fingerprint).await?;
-        let approver = spec.as_ref().is_some_and(|spec| self.approver(caller, spec));
+        let approver = spec
+            .as_ref()
+            .is_some_and(|spec| self.approver(caller, spec));
         let workflow = &stored.record.workflow;
         let viewer = self.allows(caller, Action::View, workflow, approver)?;
         if !viewer {

@@ -137,7 +137,7 @@ impl TrustedHeader {
         self
     }
 
-    fn from_trusted_peer(&self, parts: &Parts) -> bool {
+    fn trusts_peer(&self, parts: &Parts) -> bool {
         let Some(proxies) = &self.proxies else {
             return true;
         };
@@ -167,7 +167,7 @@ impl Authenticator for TrustedHeader {
     }
 
     fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
-        if !self.from_trusted_peer(parts) {
+        if !self.trusts_peer(parts) {
             if parts.headers.contains_key(&self.name) {
                 tracing::warn!(header = %self.name, "identity header from an untrusted peer ignored");
             }

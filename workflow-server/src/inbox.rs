@@ -31,8 +31,8 @@ use workflow_core::{admin, Approval, TaskInfo};
 use crate::api::{decide_as, tasks_for};
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::permissions::{Action, Caller};
 use crate::html::{escape, page, Html};
+use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
 
@@ -135,7 +135,16 @@ async fn inbox(
             && app
                 .allows(&caller, Action::ViewPayloads, &task.workflow, true)
                 .map_err(&fail)?;
-        task_card(&app, who, &mut body, task, &spec, &stored.events, show, true);
+        task_card(
+            &app,
+            who,
+            &mut body,
+            task,
+            &spec,
+            &stored.events,
+            show,
+            true,
+        );
     }
     let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
     Ok(HtmlBody(html).into_response())

@@ -68,11 +68,10 @@ pub use crate::auth::{
     TrustedHeader,
 };
 pub use crate::error::ApiError;
-pub use crate::permissions::{
-    Action, Caller, Credential, Permissions, PolicyError, Principal, Role, Roles, Target,
-    Verdict,
-};
 pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
+pub use crate::permissions::{
+    Action, Caller, Credential, Permissions, PolicyError, Principal, Role, Roles, Target, Verdict,
+};
 pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
 
 /// Builds the router: the engine, the webhooks, who may sign in.
@@ -145,8 +144,7 @@ impl Server {
     /// An origin (`https://ops.example.com`) other than the request's own `Host` from
     /// which browsers may change state, for a proxy that rewrites `Host`.
     pub fn allowed_origin(mut self, origin: &str) -> Self {
-        self.origins
-            .push(origin.trim_end_matches('/').to_owned());
+        self.origins.push(origin.trim_end_matches('/').to_owned());
         self
     }
 

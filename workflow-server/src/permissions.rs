@@ -343,10 +343,7 @@ impl Permissions for Roles {
         target: &Target<'_>,
     ) -> Result<Verdict, PolicyError> {
         let approver = target.approver
-            && matches!(
-                action,
-                Action::View | Action::ViewPayloads | Action::Decide
-            );
+            && matches!(action, Action::View | Action::ViewPayloads | Action::Decide);
         let allowed = approver || self.has(caller, action, target.workflow);
         Ok(if allowed {
             Verdict::Allow
@@ -365,7 +362,13 @@ mod tests {
             .with_groups(groups.iter().map(|g| (*g).to_owned()))
     }
 
-    fn allowed(roles: &Roles, caller: &Caller, action: Action, workflow: &str, approver: bool) -> bool {
+    fn allowed(
+        roles: &Roles,
+        caller: &Caller,
+        action: Action,
+        workflow: &str,
+        approver: bool,
+    ) -> bool {
         roles
             .check(caller, action, &Target { workflow, approver })
             .unwrap()
@@ -382,12 +385,30 @@ mod tests {
         let vic = caller("vic", &[]);
         let aud = caller("someone", &["audit"]);
         let nobody = caller("mallory", &["elsewhere"]);
-        for action in [Action::Start, Action::View, Action::Cancel, Action::Retry, Action::SendEvent] {
+        for action in [
+            Action::Start,
+            Action::View,
+            Action::Cancel,
+            Action::Retry,
+            Action::SendEvent,
+        ] {
             assert!(allowed(&roles, &ana, action, "Triage", false), "{action}");
-            assert!(!allowed(&roles, &ana, action, "Shipment", false), "{action}");
-            assert!(!allowed(&roles, &nobody, action, "Triage", false), "{action}");
+            assert!(
+                !allowed(&roles, &ana, action, "Shipment", false),
+                "{action}"
+            );
+            assert!(
+                !allowed(&roles, &nobody, action, "Triage", false),
+                "{action}"
+            );
         }
-        assert!(!allowed(&roles, &ana, Action::ViewPayloads, "Triage", false));
+        assert!(!allowed(
+            &roles,
+            &ana,
+            Action::ViewPayloads,
+            "Triage",
+            false
+        ));
         assert!(allowed(&roles, &vic, Action::View, "Triage", false));
         assert!(allowed(&roles, &vic, Action::ViewPayloads, "Triage", false));
         assert!(!allowed(&roles, &vic, Action::Cancel, "Triage", false));
@@ -395,7 +416,13 @@ mod tests {
         assert!(!allowed(&roles, &aud, Action::Start, "Shipment", false));
         // An approver sees the run and its payloads, and nothing more.
         assert!(allowed(&roles, &nobody, Action::View, "Triage", true));
-        assert!(allowed(&roles, &nobody, Action::ViewPayloads, "Triage", true));
+        assert!(allowed(
+            &roles,
+            &nobody,
+            Action::ViewPayloads,
+            "Triage",
+            true
+        ));
         assert!(allowed(&roles, &nobody, Action::Decide, "Triage", true));
         assert!(!allowed(&roles, &nobody, Action::Cancel, "Triage", true));
         assert!(!allowed(&roles, &nobody, Action::Start, "Triage", true));

@@ -208,14 +208,21 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 vec![ship.to_string()],
             ];
             assert_eq!(seen, expected[column], "runs of {}", name(who));
-            let tasks = call(addr, Method::GET, "/api/tasks", who, None).await.json();
+            let tasks = call(addr, Method::GET, "/api/tasks", who, None)
+                .await
+                .json();
             let tasks = tasks["tasks"].as_array().unwrap().len();
             assert_eq!(tasks, [0, 0, 2, 0, 0, 0][column], "tasks of {}", name(who));
             let letters = call(addr, Method::GET, "/api/dead-letters", who, None)
                 .await
                 .json();
             let letters = letters["dead_letters"].as_array().unwrap().len();
-            assert_eq!(letters, [0, 0, 1, 1, 1, 0][column], "dead letters of {}", name(who));
+            assert_eq!(
+                letters,
+                [0, 0, 1, 1, 1, 0][column],
+                "dead letters of {}",
+                name(who)
+            );
             let inbox = call(addr, Method::GET, "/inbox", who, None).await.body;
             assert_eq!(
                 inbox.contains(&format!("task-{a}-approve_alert")),
@@ -230,13 +237,29 @@ async fn every_route_answers_each_caller_by_the_policy() {
         let post_rows: Vec<(String, Option<serde_json::Value>, Row)> = vec![
             (
                 "/api/runs".into(),
-                Some(json!({"workflow": "Triage", "input": {"ticket": {"ticket_id": "T-2", "text": "hi"}}})),
-                [UNAUTH, FORBIDDEN, FORBIDDEN, FORBIDDEN, (201, ""), FORBIDDEN],
+                Some(
+                    json!({"workflow": "Triage", "input": {"ticket": {"ticket_id": "T-2", "text": "hi"}}}),
+                ),
+                [
+                    UNAUTH,
+                    FORBIDDEN,
+                    FORBIDDEN,
+                    FORBIDDEN,
+                    (201, ""),
+                    FORBIDDEN,
+                ],
             ),
             (
                 format!("/api/runs/{a}/events/approve_alert"),
                 Some(json!({"event_id": "e-1", "payload": "x"})),
-                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, (404, "unknown_event"), HIDDEN],
+                [
+                    UNAUTH,
+                    HIDDEN,
+                    FORBIDDEN,
+                    FORBIDDEN,
+                    (404, "unknown_event"),
+                    HIDDEN,
+                ],
             ),
             (
                 format!("/api/runs/{ship}/events/shipped"),
