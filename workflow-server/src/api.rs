@@ -37,6 +37,7 @@ use workflow_core::store::{RunFilter, RunRecord, RunStatus};
 use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
 
 use crate::error::ApiError;
+use crate::intake::{check_event_id, same_start, scoped_key};
 use crate::json::Json;
 use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run};
@@ -150,15 +151,24 @@ async fn start(
     Json(start): Json<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     app.require(&caller, Action::Start, &start.workflow, false)?;
+    if let Some(key) = &start.idempotency_key {
+        check_event_id(key, "idempotency_key_too_long")?;
+    }
     let options = StartOptions {
-        idempotency_key: start.idempotency_key,
+        idempotency_key: start
+            .idempotency_key
+            .as_deref()
+            .map(|key| scoped_key("api", &start.workflow, key)),
         dry_run: start.dry_run,
         deadline: None,
     };
     let (run, created) = app
         .engine
-        .start_json(&start.workflow, start.input, options)
+        .start_json(&start.workflow, start.input.clone(), options)
         .await?;
+    if let (false, Some(key)) = (created, &start.idempotency_key) {
+        same_start(&app.engine, run, key, &start.input).await?;
+    }
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -218,6 +228,7 @@ async fn send_event(
     Json(event): Json<EventBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let run = parse_run(&run)?;
+    check_event_id(&event.event_id, "event_id_too_long")?;
     app.permitted_run(&caller, run, Action::SendEvent).await?;
     app.engine
         .send_event(run, &step, &event.event_id, event.payload)
@@ -279,6 +290,14 @@ pub(crate) async fn decide_as(
     step: &str,
     decision: Value,
 ) -> Result<(), ApiError> {
+    let size = decision.to_string().len();
+    if size > MAX_DECISION {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "decision_too_large",
+            format!("the decision is {size} bytes of JSON; at most {MAX_DECISION} are accepted"),
+        ));
+    }
     app.permitted_run(caller, run, Action::Decide).await?;
     let who = caller.identity();
     if let Some(task) = open_task(app, run, step).await? {
@@ -297,6 +316,27 @@ pub(crate) async fn decide_as(
     Ok(())
 }
 
+/// The longest decision comment accepted, in bytes (413 `comment_too_long` past it).
+pub const MAX_COMMENT: usize = 4096;
+
+/// The longest decision (as JSON) accepted, in bytes (413 `decision_too_large` past it).
+pub const MAX_DECISION: usize = 16 * 1024;
+
+/// 413 `comment_too_long` past [`MAX_COMMENT`].
+pub(crate) fn check_comment(comment: Option<&str>) -> Result<(), ApiError> {
+    match comment {
+        Some(comment) if comment.len() > MAX_COMMENT => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "comment_too_long",
+            format!(
+                "the comment is {} bytes long; at most {MAX_COMMENT} are accepted",
+                comment.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct DecideBody {
     approved: Option<bool>,
@@ -311,6 +351,7 @@ async fn decide(
     Json(decision): Json<DecideBody>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    check_comment(decision.comment.as_deref())?;
     let value = match (decision.decision, decision.approved) {
         (Some(value), None) => value,
         (None, Some(approved)) => {

@@ -16,7 +16,7 @@
 //! Without an identity every page is a 401. The permission policy is the API's.
 
 use axum::extract::rejection::FormRejection;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
@@ -28,7 +28,7 @@ use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{admin, Approval, TaskInfo};
 
-use crate::api::{decide_as, tasks_for};
+use crate::api::{check_comment, decide_as, tasks_for};
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::html::{escape, page, Html};
@@ -36,12 +36,18 @@ use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
 
+/// The largest decision form accepted, in bytes (413 `body_too_large` past it).
+pub const MAX_FORM: usize = 32 * 1024;
+
 pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route("/inbox", get(inbox))
         .route("/inbox/", get(inbox))
         .route("/inbox/runs/{run}", get(run_page))
-        .route("/inbox/runs/{run}/tasks/{step}", post(decide))
+        .route(
+            "/inbox/runs/{run}/tasks/{step}",
+            post(decide).layer(DefaultBodyLimit::max(MAX_FORM)),
+        )
 }
 
 /// An error shown as a page, with the status of the API's error.
@@ -387,7 +393,13 @@ async fn decide(
     let who = caller.identity();
     let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let Form(form) = form.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
+    let Form(form) = form.map_err(|rejection| {
+        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_FORM)
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        })
+    })?;
     if !app.csrf.verify(who, &form.csrf) {
         return Err(fail(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -395,6 +407,7 @@ async fn decide(
             "the form's CSRF token is missing or not yours; reload the page and try again",
         )));
     }
+    check_comment(form.comment.as_deref()).map_err(&fail)?;
     let comment = form.comment.filter(|c| !c.trim().is_empty());
     let decision = match form.verdict.as_str() {
         "approve" | "reject" => {

@@ -25,8 +25,8 @@
 //! ```
 //!
 //! - [`intake`]: `POST <path>` per webhook: the signature is verified on the raw bytes
-//!   before the body is parsed, the payload mapped to the workflow's input and the event id
-//!   used as the start's idempotency key.
+//!   before the body is parsed, the payload mapped to the workflow's input and the event id,
+//!   scoped to the endpoint and workflow, used as the start's idempotency key.
 //! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
@@ -171,8 +171,10 @@ impl Server {
 
     /// A webhook endpoint starting runs of `W`: `POST path` is verified with `config` on
     /// its raw bytes, then its body is parsed as `P` (a 422 if it does not parse), mapped to
-    /// `W`'s input with `map`, and started with the delivery's event id as idempotency key,
-    /// so a redelivery answers 200 with the run the first one started.
+    /// `W`'s input with `map`, and started with the delivery's event id as idempotency key
+    /// (scoped to `path` and `W`, [`intake::scoped_key`]), so a redelivery answers 200 with
+    /// the run the first one started, and the same id with other inputs 409
+    /// `idempotency_conflict`. `path` holds no whitespace.
     pub fn webhook<W, P>(
         mut self,
         path: &str,
