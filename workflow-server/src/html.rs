@@ -91,7 +91,53 @@ table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #cbd5e0;padd
 .task{border:1px solid #cbd5e0;border-radius:6px;padding:1rem;margin:1rem 0}\
 .status{font-weight:bold}pre{background:#f7fafc;padding:.5rem;white-space:pre-wrap}\
 textarea{width:100%;min-height:4rem}button{margin:.5rem .5rem 0 0;padding:.4rem 1rem}\
-.error{color:#c53030}header{display:flex;justify-content:space-between}";
+.error{color:#c53030}header{display:flex;justify-content:space-between}\
+.confirmation{background:#f0fff4;border:1px solid #9ae6b4;padding:.6rem;border-radius:6px}\
+.meta{color:#4a5568;margin:.2rem 0}time{border-bottom:1px dotted #a0aec0}nav a{margin-right:1rem}";
+
+/// `at` relative to `now` in words ("in 3 h", "12 min ago", "now").
+pub(crate) fn relative(now: u64, at: u64) -> String {
+    let (ahead, ms) = if at >= now {
+        (true, at - now)
+    } else {
+        (false, now - at)
+    };
+    let secs = ms / 1000;
+    let amount = match secs {
+        0..60 => return "now".to_owned(),
+        60..3_600 => format!("{} min", secs / 60),
+        3_600..172_800 => format!("{} h", secs / 3_600),
+        _ => format!("{} d", secs / 86_400),
+    };
+    if ahead {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
+impl Html {
+    /// `at` as a `<time>` relative to `now`, the absolute UTC time on hover.
+    pub(crate) fn time(&mut self, now: u64, at: u64) -> &mut Self {
+        let absolute = workflow_core::journal::rfc3339(at);
+        self.raw(&format!(
+            "<time datetime=\"{0}\" title=\"{0}\">",
+            escape(&absolute)
+        ))
+        .text(&relative(now, at))
+        .raw("</time>")
+    }
+}
+
+/// A step id in words: `approve_alert` → `Approve alert`.
+pub(crate) fn words(id: &str) -> String {
+    let spaced = id.replace('_', " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
 
 /// A whole page around `body` (already HTML), titled `title` (escaped), for `who`.
 pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: &str) -> String {
@@ -138,5 +184,24 @@ mod tests {
         assert!(out.contains("<td>&lt;td&gt;</td>"), "{out}");
         let page = page("<title>", Some("<me>"), "", "");
         assert!(page.contains("&lt;title&gt;") && page.contains("&lt;me&gt;"));
+    }
+
+    #[test]
+    fn times_read_relative_with_the_absolute_on_hover() {
+        let now = 1_784_351_400_000;
+        assert_eq!(relative(now, now + 30_000), "now");
+        assert_eq!(relative(now, now + 12 * 60_000), "in 12 min");
+        assert_eq!(relative(now, now + 3 * 3_600_000 + 59_000), "in 3 h");
+        assert_eq!(relative(now, now - 90 * 60_000), "1 h ago");
+        assert_eq!(relative(now, now + 3 * 86_400_000), "in 3 d");
+        assert_eq!(relative(now, now - 47 * 3_600_000), "47 h ago");
+        let mut html = Html::new();
+        html.time(now, now + 2 * 3_600_000);
+        assert_eq!(
+            html.finish(),
+            "<time datetime=\"2026-07-18T07:10:00.000Z\" title=\"2026-07-18T07:10:00.000Z\">in 2 h</time>"
+        );
+        assert_eq!(words("approve_alert"), "Approve alert");
+        assert_eq!(words(""), "");
     }
 }

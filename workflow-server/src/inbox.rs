@@ -15,8 +15,8 @@
 //!
 //! Without an identity every page is a 401. The permission policy is the API's.
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
@@ -31,7 +31,7 @@ use workflow_core::{admin, Approval, TaskInfo};
 use crate::api::{check_comment, decide_as, tasks_for};
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::html::{escape, page, Html};
+use crate::html::{escape, page, words, Html};
 use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
@@ -114,16 +114,45 @@ fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
     }
 }
 
+/// The tasks one inbox page shows.
+pub const PAGE: usize = 20;
+
+#[derive(Debug, Deserialize)]
+struct InboxQuery {
+    page: Option<usize>,
+}
+
 async fn inbox(
     State(app): State<Shared>,
     PageCaller(caller): PageCaller,
+    query: Result<Query<InboxQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let who = caller.identity();
     let fail = fail(&app, who);
-    let tasks = tasks_for(&app, &caller).await.map_err(&fail)?;
+    let mut tasks = tasks_for(&app, &caller).await.map_err(&fail)?;
+    // Soonest deadline first: what is due next is on the first page.
+    tasks.sort_by_key(|task| (task.deadline, task.run));
+    let pages = tasks.len().div_ceil(PAGE).max(1);
+    let number = query
+        .ok()
+        .and_then(|Query(q)| q.page)
+        .unwrap_or(1)
+        .clamp(1, pages);
+    let total = tasks.len();
+    let tasks: Vec<TaskInfo> = tasks
+        .into_iter()
+        .skip((number - 1) * PAGE)
+        .take(PAGE)
+        .collect();
     let mut body = Html::new();
     if tasks.is_empty() {
         body.raw("<p id=\"empty\">No open tasks for you.</p>");
+    } else {
+        body.raw("<p class=\"meta\" id=\"count\">").text(&format!(
+            "{total} open task{}, soonest deadline first",
+            if total == 1 { "" } else { "s" }
+        ));
+        body.raw("</p>");
     }
     for task in &tasks {
         let store = &**app.engine.store();
@@ -152,6 +181,23 @@ async fn inbox(
             true,
         );
     }
+    if pages > 1 {
+        body.raw("<nav class=\"pages\" id=\"pages\">");
+        if number > 1 {
+            body.link(
+                &format!("{}/inbox?page={}", app.base, number - 1),
+                "← Sooner",
+            );
+        }
+        body.text(&format!(" Page {number} of {pages} "));
+        if number < pages {
+            body.link(
+                &format!("{}/inbox?page={}", app.base, number + 1),
+                "Later →",
+            );
+        }
+        body.raw("</nav>");
+    }
     let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
     Ok(HtmlBody(html).into_response())
 }
@@ -171,10 +217,14 @@ fn task_card(
 ) {
     let index = spec.step_index(&task.step);
     let id = format!("task-{}-{}", task.run, task.step);
+    let now = app.engine.now();
     body.raw(&format!("<section class=\"task\" id=\"{}\">", escape(&id)))
-        .raw("<h2>")
-        .text(&format!("{} · {}", task.workflow, task.step))
-        .raw("</h2><p class=\"prompt\">")
+        .raw("<h2 class=\"title\">")
+        .text(&format!("{} for {}", words(&task.step), task.assignee))
+        .raw("</h2><p class=\"meta\">")
+        .text(&format!("{} · {} · due ", task.workflow, task.run))
+        .time(now, task.deadline)
+        .raw("</p><p class=\"prompt\">")
         .text(task.prompt.as_deref().unwrap_or("(no prompt)"))
         .raw("</p><table>");
     if link_run {
@@ -192,14 +242,67 @@ fn task_card(
     };
     body.raw("<tr><th>Assigned to</th>")
         .element("td", &assignee)
-        .raw("</tr><tr><th>Deadline</th>")
-        .element("td", &rfc3339(task.deadline))
-        .raw("</tr><tr><th>At the deadline</th>")
+        .raw("</tr>");
+    if let Some(since) = index.and_then(|step| opened_at(events, step)) {
+        body.raw("<tr><th>Waiting since</th><td>")
+            .time(now, since)
+            .raw("</td></tr>");
+    }
+    body.raw("<tr><th>Deadline</th><td class=\"deadline\">")
+        .time(now, task.deadline)
+        .raw("</td></tr><tr><th>At the deadline</th>")
         .element("td", &on_timeout(spec, index, task.escalated))
         .raw("</tr></table>");
     context(body, spec, index, events, show);
     decision_form(app, who, body, task, spec, index);
     body.raw("</section>");
+}
+
+/// When the task of step `step` was last opened or escalated.
+fn opened_at(events: &[Event], step: usize) -> Option<u64> {
+    events.iter().rev().find_map(|event| match event {
+        Event::TaskOpened { step: s, at, .. } | Event::TaskEscalated { step: s, at, .. }
+            if *s == step =>
+        {
+            Some(*at)
+        }
+        _ => None,
+    })
+}
+
+/// A human step's state in words, from the journal: waiting since when and for whom,
+/// decided by whom and when, or expired.
+fn human_detail(html: &mut Html, now: u64, events: &[Event], step: usize) -> bool {
+    let last = events.iter().rev().find(|event| {
+        matches!(event,
+            Event::TaskOpened { step: s, .. }
+            | Event::TaskEscalated { step: s, .. }
+            | Event::TaskDecided { step: s, .. }
+            | Event::TaskExpired { step: s, .. } if *s == step)
+    });
+    match last {
+        Some(Event::TaskOpened {
+            assignee: who, at, ..
+        })
+        | Some(Event::TaskEscalated { to: who, at, .. }) => {
+            html.text(&format!("waiting for {who} since "))
+                .time(now, *at);
+        }
+        Some(Event::TaskDecided {
+            by, decision, at, ..
+        }) => {
+            html.text(&format!(
+                "{} by {by} ",
+                crate::view::decision_text(decision)
+            ))
+            .time(now, *at);
+        }
+        Some(Event::TaskExpired { at, .. }) => {
+            html.text("expired ").time(now, *at);
+        }
+        _ => return false,
+    }
+    true
 }
 
 fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
@@ -284,10 +387,16 @@ fn decision_form(
     body.raw("</form>");
 }
 
+#[derive(Debug, Deserialize)]
+struct RunQuery {
+    decided: Option<String>,
+}
+
 async fn run_page(
     State(app): State<Shared>,
     PageCaller(caller): PageCaller,
     Path(run): Path<String>,
+    query: Result<Query<RunQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let who = caller.identity();
     let fail = fail(&app, who);
@@ -301,6 +410,9 @@ async fn run_page(
     .map_err(&fail)?;
     let detail = &loaded.detail;
     let mut body = Html::new();
+    if let Some(step) = query.ok().and_then(|Query(q)| q.decided) {
+        confirmation(&mut body, &app, who, &loaded, &step);
+    }
     body.raw("<p>Workflow ")
         .element("b", &detail.workflow)
         .raw(", status <span class=\"status\" id=\"status\">")
@@ -341,9 +453,27 @@ async fn run_page(
             false,
         );
     }
-    body.raw("<h2>Steps</h2><table><tr><th>Step</th><th>State</th><th>Attempts</th></tr>");
-    for step in &detail.steps {
-        body.row(&[&step.id, step.state, &step.attempts.to_string()]);
+    body.raw(
+        "<h2>Steps</h2><table id=\"steps\"><tr><th>Step</th><th>State</th><th>Detail</th></tr>",
+    );
+    let now = app.engine.now();
+    for (index, step) in detail.steps.iter().enumerate() {
+        body.raw("<tr>")
+            .element("td", &step.id)
+            .element("td", step.state)
+            .raw("<td>");
+        let human = matches!(
+            loaded.spec.steps.get(index).map(|s| &s.kind),
+            Some(StepKind::Human(_))
+        );
+        if !(human && human_detail(&mut body, now, &loaded.events, index)) {
+            body.text(&match step.attempts {
+                0 if human => "not opened yet".to_owned(),
+                1 => "1 attempt".to_owned(),
+                n => format!("{n} attempts"),
+            });
+        }
+        body.raw("</td></tr>");
     }
     body.raw("</table><h2>Audit</h2><table id=\"audit\"><tr><th>When</th><th>Who</th><th>What</th><th>Step</th><th>Detail</th></tr>");
     for entry in &detail.audit {
@@ -372,6 +502,63 @@ async fn run_page(
         &body.finish(),
     );
     Ok(HtmlBody(html).into_response())
+}
+
+/// What the person just decided, on the page the decision form answers with: the decision
+/// as journaled, or that it waits for the engine that runs the run.
+fn confirmation(body: &mut Html, app: &App, who: &Identity, loaded: &view::Loaded, step: &str) {
+    let Some(index) = loaded.spec.step_index(step) else {
+        return;
+    };
+    let decided = loaded.events.iter().rev().find_map(|event| match event {
+        Event::TaskDecided {
+            step: s,
+            by,
+            decision,
+            at,
+            ..
+        } if *s == index => Some((by, decision, *at)),
+        _ => None,
+    });
+    body.raw("<p class=\"confirmation\" id=\"confirmation\">");
+    match decided {
+        Some((by, decision, at)) if by == who.name() => {
+            body.text(&format!(
+                "Done: you decided “{}”: {} ",
+                words(step),
+                crate::view::decision_text(decision)
+            ))
+            .time(app.engine.now(), at)
+            .text(".");
+        }
+        Some((by, _, _)) => {
+            body.text(&format!(
+                "“{}” was decided by {by} before you.",
+                words(step)
+            ));
+        }
+        None => {
+            body.text(&format!(
+                "Your decision on “{}” was sent; it is recorded when the engine running this \
+                 run takes it in.",
+                words(step)
+            ));
+        }
+    }
+    body.raw(" ")
+        .link(&format!("{}/inbox", app.base), "Back to your tasks")
+        .raw("</p>");
+}
+
+/// `text` for a URL's query: letters, digits, `-`, `_`, `.` as they are, the rest
+/// percent-encoded.
+fn query_text(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -433,7 +620,11 @@ async fn decide(
     decide_as(&app, &caller, run, &step, decision)
         .await
         .map_err(&fail)?;
-    let target = format!("{}/inbox/runs/{run}", app.base);
+    let target = format!(
+        "{}/inbox/runs/{run}?decided={}",
+        app.base,
+        query_text(&step)
+    );
     let mut response = Redirect::to(&target).into_response();
     response.headers_mut().insert(
         header::CACHE_CONTROL,

@@ -270,6 +270,12 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
     assert_eq!(browser.title().await, "Your tasks");
     assert_eq!(browser.text("#who").await, LEAD);
     let card = format!("#task-{run}-approve_alert");
+    assert_eq!(
+        browser.text(&format!("{card} .title")).await,
+        "Approve alert for support_leads"
+    );
+    let deadline = browser.text(&format!("{card} .deadline")).await;
+    assert!(deadline == "in 1 h" || deadline == "in 2 h", "{deadline}");
     // The prompt's markup is shown as text, not run.
     assert_eq!(
         browser.text(&format!("{card} .prompt")).await,
@@ -295,8 +301,19 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
         )
         .await;
 
-    // The form answers with the run page; it shows the run complete once the engine has
-    // sent the alert (reloaded until then, within a bound).
+    // The form answers with the run page, confirming the decision.
+    browser
+        .wait_until("the confirmation", async |b: &Browser| {
+            b.execute(
+                "const c = document.getElementById('confirmation'); return c ? c.innerText : '';",
+            )
+            .await
+            .as_str()
+            .is_some_and(|text| text.starts_with("Done: you decided “Approve alert”: approved"))
+        })
+        .await;
+    let confirmation_png = browser.screenshot("confirmation.png").await;
+    // It shows the run complete once the engine has sent the alert.
     wait_for_status(&engine, run, RunStatus::Completed).await;
     let page = format!("http://{lead}/inbox/runs/{run}");
     browser.open(&page).await;
@@ -323,7 +340,7 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
     browser.screenshot("outsider.png").await;
     browser.quit().await;
 
-    for png in [inbox_png, run_png] {
+    for png in [inbox_png, confirmation_png, run_png] {
         assert!(
             std::fs::metadata(&png).unwrap().len() > 1000,
             "{}",
