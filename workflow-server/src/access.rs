@@ -31,7 +31,13 @@ pub(crate) fn caller(parts: &Parts, app: &App) -> Result<Caller, ApiError> {
         return Err(crate::auth::AuthError::TooLong(length).into());
     }
     if changes_state(&parts.method) && caller.credential() == Credential::Ambient {
-        same_origin(&parts.headers, &app.origins)?;
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+            .unwrap_or("");
+        same_origin(&parts.headers, host, &app.origins)?;
     }
     Ok(caller)
 }
@@ -43,9 +49,14 @@ pub(crate) fn changes_state(method: &Method) -> bool {
 
 /// Refuses a request a browser marks as coming from another site or origin: a
 /// `Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin` that is neither this
-/// server's (its `Host`) nor one of `allowed`. A request with neither header (curl, a
-/// script) passes: it carries no browser's ambient identity by accident.
-pub(crate) fn same_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
+/// server's (`host`, from `Host` or the URI's authority) nor one of `allowed`. A request
+/// with neither header (curl, a script) passes: it carries no browser's ambient identity
+/// by accident.
+pub(crate) fn same_origin(
+    headers: &HeaderMap,
+    host: &str,
+    allowed: &[String],
+) -> Result<(), ApiError> {
     let refuse = |why: String| {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -61,10 +72,6 @@ pub(crate) fn same_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(),
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("").trim_end_matches('/');
-        let host = headers
-            .get(header::HOST)
-            .and_then(|host| host.to_str().ok())
-            .unwrap_or("");
         let authority = origin
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"));
@@ -282,5 +289,52 @@ impl App {
             Ok(self.show_payloads
                 && self.allows(caller, Action::ViewPayloads, &record.workflow, approver)?)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_the_servers_own_origin_may_change_state() {
+        let host = "app.example:8080";
+        let allowed = vec!["https://ops.example".to_owned()];
+        let pass = |pairs: &[(&'static str, &str)]| same_origin(&headers(pairs), host, &allowed);
+        assert!(pass(&[]).is_ok());
+        assert!(pass(&[("origin", "http://app.example:8080")]).is_ok());
+        assert!(pass(&[("origin", "https://APP.example:8080/")]).is_ok());
+        assert!(pass(&[("origin", "https://ops.example")]).is_ok());
+        assert!(pass(&[("sec-fetch-site", "same-origin")]).is_ok());
+        assert!(pass(&[("sec-fetch-site", "none")]).is_ok());
+        for bad in [
+            vec![("origin", "http://app.example:8081")],
+            vec![("origin", "http://app.example")],
+            vec![("origin", "null")],
+            vec![("origin", "app.example:8080")],
+            vec![("sec-fetch-site", "same-site")],
+            vec![("sec-fetch-site", "cross-site")],
+            vec![
+                ("origin", "http://app.example:8080"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+        ] {
+            let error = pass(&bad).unwrap_err();
+            assert_eq!(
+                (error.status, error.code),
+                (StatusCode::FORBIDDEN, "cross_site"),
+                "{bad:?}"
+            );
+        }
+        assert!(same_origin(&headers(&[("origin", "http://x")]), "", &[]).is_err());
     }
 }

@@ -422,6 +422,81 @@ mod tests {
         assert_eq!(BearerTokens::parse("lonely\nok id\n").unwrap_err(), vec![1]);
     }
 
+    fn parts(pairs: &[(&'static str, &str)]) -> Parts {
+        let mut request = axum::http::Request::builder();
+        for (name, value) in pairs {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn trusted_header_callers_are_ambient_and_refuse_duplicates() {
+        let header = TrustedHeader::new().groups_header("x-groups").unwrap();
+        let caller = header
+            .caller(&parts(&[
+                ("x-forwarded-user", "lee"),
+                ("x-groups", "a, b"),
+                ("x-groups", "c"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.identity().name(), "lee");
+        assert_eq!(caller.groups(), ["a", "b", "c"]);
+        assert_eq!(caller.credential(), Credential::Ambient);
+        let twice = parts(&[("x-forwarded-user", "eve"), ("x-forwarded-user", "lee")]);
+        assert_eq!(
+            header.caller(&twice),
+            Err(AuthError::DuplicateHeader("x-forwarded-user".into()))
+        );
+        assert_eq!(header.authenticate(&twice.headers), None);
+        let long = "x".repeat(MAX_IDENTITY + 1);
+        assert_eq!(
+            header.caller(&parts(&[("x-forwarded-user", &long)])),
+            Err(AuthError::TooLong(MAX_IDENTITY + 1))
+        );
+        // Behind listed proxies, a request without its peer address has no identity.
+        let proxied = TrustedHeader::new().trusted_proxies(["10.0.0.1".parse().unwrap()]);
+        assert_eq!(
+            proxied.caller(&parts(&[("x-forwarded-user", "lee")])),
+            Ok(None)
+        );
+        let mut from_proxy = parts(&[("x-forwarded-user", "lee")]);
+        from_proxy
+            .extensions
+            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 4000))));
+        assert!(proxied.caller(&from_proxy).unwrap().is_some());
+    }
+
+    #[test]
+    fn token_files_name_identities_and_roles() {
+        let file =
+            TokenFile::parse("# t\nt1 ana@ops operator:Triage payloads:*\nt2 vic\n").unwrap();
+        let caller = file
+            .tokens
+            .caller(&parts(&[("authorization", "Bearer t1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.identity().name(), "ana@ops");
+        assert_eq!(caller.credential(), Credential::Bearer);
+        let expected = Roles::new()
+            .grant(
+                Principal::Identity("ana@ops".into()),
+                crate::Role::Operator,
+                "Triage",
+            )
+            .grant(
+                Principal::Identity("ana@ops".into()),
+                crate::Role::Payloads,
+                "*",
+            );
+        assert_eq!(file.roles, expected);
+        let error = TokenFile::parse("t1 ana\nt2 vic viewer\n").unwrap_err();
+        assert_eq!(error.line, 2);
+        assert!(error.message.contains("`viewer`"), "{error}");
+        assert_eq!(TokenFile::parse("lonely\n").unwrap_err().line, 1);
+    }
+
     #[test]
     fn csrf_tokens_verify_for_their_identity_only() {
         let csrf = Csrf::new([7; 32]);
