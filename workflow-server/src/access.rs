@@ -13,6 +13,7 @@ use workflow_core::{admin, RunError, RunId};
 use crate::auth::MAX_IDENTITY;
 use crate::error::ApiError;
 use crate::permissions::{Action, Caller, Credential, Target, Verdict};
+use crate::view::{Loaded, Opened};
 use crate::App;
 
 /// Who is asking, or why nobody is: 401 `unauthenticated`, 400 `duplicate_identity_header`
@@ -121,7 +122,7 @@ pub(crate) struct Seen {
 
 impl App {
     /// The policy's answer; 503 `policy_unavailable` when it has none.
-    pub(crate) fn allows(
+    pub(crate) async fn allows(
         &self,
         caller: &Caller,
         action: Action,
@@ -129,7 +130,7 @@ impl App {
         approver: bool,
     ) -> Result<bool, ApiError> {
         let target = Target { workflow, approver };
-        match self.permissions.check(caller, action, &target) {
+        match self.permissions.check(caller, action, target).await {
             Ok(verdict) => Ok(verdict == Verdict::Allow),
             Err(error) => {
                 tracing::warn!(%action, workflow, %error, "permission policy unavailable");
@@ -143,14 +144,14 @@ impl App {
     }
 
     /// 403 `forbidden` unless the policy allows `action`.
-    pub(crate) fn require(
+    pub(crate) async fn require(
         &self,
         caller: &Caller,
         action: Action,
         workflow: &str,
         approver: bool,
     ) -> Result<(), ApiError> {
-        if self.allows(caller, action, workflow, approver)? {
+        if self.allows(caller, action, workflow, approver).await? {
             Ok(())
         } else {
             Err(ApiError::new(
@@ -179,17 +180,17 @@ impl App {
     }
 
     /// Whether `caller` may view a run of `workflow` recorded with `spec`.
-    pub(crate) fn may_view(
+    pub(crate) async fn may_view(
         &self,
         caller: &Caller,
         workflow: &str,
         spec: Option<&Spec>,
     ) -> Result<bool, ApiError> {
-        if self.allows(caller, Action::View, workflow, false)? {
+        if self.allows(caller, Action::View, workflow, false).await? {
             return Ok(true);
         }
         let approver = spec.is_some_and(|spec| self.approver(caller, spec));
-        Ok(approver && self.allows(caller, Action::View, workflow, true)?)
+        Ok(approver && self.allows(caller, Action::View, workflow, true).await?)
     }
 
     /// `run`, if `caller` may view it; 404 `unknown_run` otherwise, as for a run that does
@@ -202,7 +203,9 @@ impl App {
             .as_ref()
             .is_some_and(|spec| self.approver(caller, spec));
         let workflow = &stored.record.workflow;
-        let viewer = self.allows(caller, Action::View, workflow, approver)?;
+        let viewer = self
+            .allows(caller, Action::View, workflow, approver)
+            .await?;
         if !viewer {
             return Err(unknown_run(run));
         }
@@ -226,7 +229,8 @@ impl App {
             action,
             &seen.stored.record.workflow,
             seen.target_approver,
-        )?;
+        )
+        .await?;
         Ok(seen)
     }
 
@@ -239,12 +243,15 @@ impl App {
         let mut specs = SpecCache::default();
         let mut visible = Vec::with_capacity(records.len());
         for record in records {
-            if self.allows(caller, Action::View, &record.workflow, false)? {
+            if self
+                .allows(caller, Action::View, &record.workflow, false)
+                .await?
+            {
                 visible.push(record);
                 continue;
             }
             let spec = specs.get(self, &record.fingerprint).await?;
-            if self.may_view(caller, &record.workflow, spec)? {
+            if self.may_view(caller, &record.workflow, spec).await? {
                 visible.push(record);
             }
         }
@@ -273,22 +280,26 @@ impl SpecCache {
 }
 
 impl App {
-    /// For [`view::load`](crate::view::load): 404 `unknown_run` unless `caller` may view
-    /// the run; then whether its payloads are shown (the server shows payloads and the
-    /// policy allows [`Action::ViewPayloads`]).
-    pub(crate) fn viewing<'a>(
-        &'a self,
-        caller: &'a Caller,
-        run: RunId,
-    ) -> impl FnOnce(&RunRecord, Option<&Spec>) -> Result<bool, ApiError> + 'a {
-        move |record, spec| {
-            let approver = spec.is_some_and(|spec| self.approver(caller, spec));
-            if !self.allows(caller, Action::View, &record.workflow, approver)? {
-                return Err(unknown_run(run));
-            }
-            Ok(self.show_payloads
-                && self.allows(caller, Action::ViewPayloads, &record.workflow, approver)?)
+    /// `run` explained for `caller`: 404 `unknown_run` unless it may view the run; its
+    /// payloads shown if the server shows payloads and the policy allows
+    /// [`Action::ViewPayloads`].
+    pub(crate) async fn view_run(&self, caller: &Caller, run: RunId) -> Result<Loaded, ApiError> {
+        let opened = Opened::open(&self.engine, run).await?;
+        let approver = opened
+            .spec()
+            .is_some_and(|spec| self.approver(caller, spec));
+        let workflow = opened.record().workflow.clone();
+        if !self
+            .allows(caller, Action::View, &workflow, approver)
+            .await?
+        {
+            return Err(unknown_run(run));
         }
+        let show = self.show_payloads
+            && self
+                .allows(caller, Action::ViewPayloads, &workflow, approver)
+                .await?;
+        opened.load(&self.engine, show).await
     }
 }
 

@@ -150,7 +150,8 @@ async fn start(
     ApiCaller(caller): ApiCaller,
     Json(start): Json<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    app.require(&caller, Action::Start, &start.workflow, false)?;
+    app.require(&caller, Action::Start, &start.workflow, false)
+        .await?;
     if let Some(key) = &start.idempotency_key {
         check_event_id(key, "idempotency_key_too_long")?;
     }
@@ -186,8 +187,7 @@ async fn run_detail(
     Path(run): Path<String>,
 ) -> Result<Json<view::RunDetail>, ApiError> {
     let run = parse_run(&run)?;
-    let loaded = view::load(&app.engine, run, app.viewing(&caller, run)).await?;
-    Ok(Json(loaded.detail))
+    Ok(Json(app.view_run(&caller, run).await?.detail))
 }
 
 async fn diagram(
@@ -196,7 +196,7 @@ async fn diagram(
     Path(run): Path<String>,
 ) -> Result<Response, ApiError> {
     let run = parse_run(&run)?;
-    let loaded = view::load(&app.engine, run, app.viewing(&caller, run)).await?;
+    let loaded = app.view_run(&caller, run).await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], loaded.svg()).into_response())
 }
 
@@ -249,8 +249,12 @@ pub(crate) async fn tasks_for(app: &App, caller: &Caller) -> Result<Vec<TaskInfo
         if app
             .engine
             .authorizes(&task.assignee, caller.identity().name())
-            && app.allows(caller, Action::View, &task.workflow, true)?
-            && app.allows(caller, Action::Decide, &task.workflow, true)?
+            && app
+                .allows(caller, Action::View, &task.workflow, true)
+                .await?
+            && app
+                .allows(caller, Action::Decide, &task.workflow, true)
+                .await?
         {
             mine.push(task);
         }
@@ -392,7 +396,10 @@ async fn dead_letters(
     let mut letters = Vec::new();
     let mut specs = crate::access::SpecCache::default();
     for letter in app.engine.dead_letters().await? {
-        if app.allows(&caller, Action::View, &letter.workflow, false)? {
+        if app
+            .allows(&caller, Action::View, &letter.workflow, false)
+            .await?
+        {
             letters.push(letter);
             continue;
         }
@@ -400,7 +407,7 @@ async fn dead_letters(
             continue;
         };
         let spec = specs.get(&app, &stored.record.fingerprint).await?;
-        if app.may_view(&caller, &letter.workflow, spec)? {
+        if app.may_view(&caller, &letter.workflow, spec).await? {
             letters.push(letter);
         }
     }

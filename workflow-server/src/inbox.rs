@@ -169,6 +169,7 @@ async fn inbox(
         let show = app.show_payloads
             && app
                 .allows(&caller, Action::ViewPayloads, &task.workflow, true)
+                .await
                 .map_err(&fail)?;
         task_card(
             &app,
@@ -401,13 +402,8 @@ async fn run_page(
     let who = caller.identity();
     let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let mut shown = false;
-    let loaded = view::load(&app.engine, run, |record, spec| {
-        shown = app.viewing(&caller, run)(record, spec)?;
-        Ok(shown)
-    })
-    .await
-    .map_err(&fail)?;
+    let loaded = app.view_run(&caller, run).await.map_err(&fail)?;
+    let shown = loaded.payloads;
     let detail = &loaded.detail;
     let mut body = Html::new();
     if let Some(step) = query.ok().and_then(|Query(q)| q.decided) {

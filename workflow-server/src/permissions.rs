@@ -149,28 +149,36 @@ pub enum Verdict {
 #[error("the permission policy cannot answer: {0}")]
 pub struct PolicyError(pub String);
 
-/// The one permission policy of a server: may `caller` do `action` on `target`?
+/// A boxed future, as [`Permissions::check`] returns it.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The one permission policy of a server: may `caller` do `action` on `target`? Asynchronous,
+/// so a policy may ask a directory; it is asked once per run a list holds, so a remote
+/// one should cache.
+///
+/// A plain function `Fn(&Caller, Action, &Target<'_>) -> Result<Verdict, PolicyError>` is a
+/// policy too.
 pub trait Permissions: Send + Sync + 'static {
     /// Allow or deny; an `Err` when the policy cannot tell.
-    fn check(
-        &self,
-        caller: &Caller,
+    fn check<'a>(
+        &'a self,
+        caller: &'a Caller,
         action: Action,
-        target: &Target<'_>,
-    ) -> Result<Verdict, PolicyError>;
+        target: Target<'a>,
+    ) -> BoxFuture<'a, Result<Verdict, PolicyError>>;
 }
 
 impl<F> Permissions for F
 where
     F: Fn(&Caller, Action, &Target<'_>) -> Result<Verdict, PolicyError> + Send + Sync + 'static,
 {
-    fn check(
-        &self,
-        caller: &Caller,
+    fn check<'a>(
+        &'a self,
+        caller: &'a Caller,
         action: Action,
-        target: &Target<'_>,
-    ) -> Result<Verdict, PolicyError> {
-        self(caller, action, target)
+        target: Target<'a>,
+    ) -> BoxFuture<'a, Result<Verdict, PolicyError>> {
+        Box::pin(std::future::ready(self(caller, action, &target)))
     }
 }
 
@@ -336,20 +344,29 @@ impl Roles {
 }
 
 impl Permissions for Roles {
-    fn check(
-        &self,
-        caller: &Caller,
+    fn check<'a>(
+        &'a self,
+        caller: &'a Caller,
         action: Action,
-        target: &Target<'_>,
-    ) -> Result<Verdict, PolicyError> {
+        target: Target<'a>,
+    ) -> BoxFuture<'a, Result<Verdict, PolicyError>> {
+        Box::pin(std::future::ready(
+            Ok(self.verdict(caller, action, &target)),
+        ))
+    }
+}
+
+impl Roles {
+    /// The verdict of these roles (they always answer).
+    pub fn verdict(&self, caller: &Caller, action: Action, target: &Target<'_>) -> Verdict {
         let approver = target.approver
             && matches!(action, Action::View | Action::ViewPayloads | Action::Decide);
         let allowed = approver || self.has(caller, action, target.workflow);
-        Ok(if allowed {
+        if allowed {
             Verdict::Allow
         } else {
             Verdict::Deny
-        })
+        }
     }
 }
 
@@ -369,10 +386,7 @@ mod tests {
         workflow: &str,
         approver: bool,
     ) -> bool {
-        roles
-            .check(caller, action, &Target { workflow, approver })
-            .unwrap()
-            == Verdict::Allow
+        roles.verdict(caller, action, &Target { workflow, approver }) == Verdict::Allow
     }
 
     #[test]

@@ -508,3 +508,81 @@ async fn groups_from_a_header_carry_roles() {
     .await;
     assert_eq!(as_other.status, StatusCode::NOT_FOUND);
 }
+
+/// A policy that asks a directory (here: after yielding, as a lookup would), which may be
+/// down.
+struct Directory {
+    roles: Roles,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl workflow_server::Permissions for Directory {
+    fn check<'a>(
+        &'a self,
+        caller: &'a workflow_server::Caller,
+        action: Action,
+        target: workflow_server::Target<'a>,
+    ) -> workflow_server::permissions::BoxFuture<'a, Result<workflow_server::Verdict, PolicyError>>
+    {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            if self.down.load(Ordering::SeqCst) {
+                return Err(PolicyError("ldap://directory: connection refused".into()));
+            }
+            Ok(self.roles.verdict(caller, action, &target))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asynchronous_policy_answers_and_its_outage_is_503() {
+    let (engine, _) = engine(false);
+    let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = Server::new(engine.clone())
+        .authenticator(TrustedHeader::new())
+        .permissions(Directory {
+            roles: roles(),
+            down: down.clone(),
+        })
+        .csrf_key([42; 32]);
+    let addr = serve(server.router()).await;
+    let run = engine
+        .start::<Shipment>(ShipmentInput {
+            order: "O-5".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+    let path = format!("/api/runs/{run}");
+    assert_eq!(
+        get(addr, &path, Some(OTHER_OPERATOR)).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(addr, &path, Some(OPERATOR)).await.status,
+        StatusCode::NOT_FOUND
+    );
+    down.store(true, Ordering::SeqCst);
+    for who in [OTHER_OPERATOR, OPERATOR] {
+        let answer = get(addr, &path, Some(who)).await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "policy_unavailable"),
+            "{who}"
+        );
+        assert!(answer.body.contains("connection refused"));
+    }
+    let cancel = call(
+        addr,
+        Method::POST,
+        &format!("/api/runs/{run}/cancel"),
+        Some(OTHER_OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        engine.inspect(run).await.unwrap().record.status,
+        RunStatus::Running
+    );
+}
