@@ -117,7 +117,8 @@ impl TrustedHeader {
     }
 
     /// Also reads the caller's groups from the header `name` (comma-separated, as
-    /// `X-Forwarded-Groups` of oauth2-proxy), for [`Principal::Group`] grants.
+    /// `X-Forwarded-Groups` of oauth2-proxy), for [`Principal::Group`] grants. That header
+    /// too is refused when it appears twice.
     ///
     /// [`Principal::Group`]: crate::Principal::Group
     pub fn groups_header(
@@ -182,18 +183,23 @@ impl Authenticator for TrustedHeader {
         if identity.0.len() > MAX_IDENTITY {
             return Err(AuthError::TooLong(identity.0.len()));
         }
-        let groups = self.groups.as_ref().map_or_else(Vec::new, |name| {
-            parts
-                .headers
-                .get_all(name)
-                .iter()
-                .filter_map(|value| value.to_str().ok())
-                .flat_map(|value| value.split(','))
-                .map(str::trim)
-                .filter(|group| !group.is_empty())
-                .map(str::to_owned)
-                .collect()
-        });
+        let mut groups = Vec::new();
+        if let Some(name) = &self.groups {
+            let mut values = parts.headers.get_all(name).iter();
+            if let Some(value) = values.next() {
+                if values.next().is_some() {
+                    return Err(AuthError::DuplicateHeader(name.to_string()));
+                }
+                groups = value
+                    .to_str()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|group| !group.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+        }
         Ok(Some(
             Caller::new(identity, Credential::Ambient).with_groups(groups),
         ))
@@ -436,13 +442,21 @@ mod tests {
         let caller = header
             .caller(&parts(&[
                 ("x-forwarded-user", "lee"),
-                ("x-groups", "a, b"),
-                ("x-groups", "c"),
+                ("x-groups", "a, b,,c"),
             ]))
             .unwrap()
             .unwrap();
         assert_eq!(caller.identity().name(), "lee");
         assert_eq!(caller.groups(), ["a", "b", "c"]);
+        // A client's groups followed by the proxy's: refused, not merged.
+        assert_eq!(
+            header.caller(&parts(&[
+                ("x-forwarded-user", "lee"),
+                ("x-groups", "admins"),
+                ("x-groups", "a"),
+            ])),
+            Err(AuthError::DuplicateHeader("x-groups".into()))
+        );
         assert_eq!(caller.credential(), Credential::Ambient);
         let twice = parts(&[("x-forwarded-user", "eve"), ("x-forwarded-user", "lee")]);
         assert_eq!(
