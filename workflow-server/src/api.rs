@@ -46,6 +46,10 @@ use crate::{ApiCaller, App, Shared};
 /// The most runs one page lists.
 pub const MAX_PAGE: usize = 500;
 
+/// How many pages of the store one `GET /api/runs` reads at most to fill its page with runs
+/// the caller may see.
+pub const SCANNED_PAGES: usize = 20;
+
 pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route("/api/runs", get(list_runs).post(start))
@@ -116,19 +120,43 @@ async fn list_runs(
         ),
     };
     let limit = query.limit.unwrap_or(50).clamp(1, MAX_PAGE);
-    let runs = app
-        .engine
-        .runs(RunFilter {
-            workflow: query.workflow.filter(|w| !w.is_empty()),
-            status,
-            before,
-            limit: Some(limit),
-        })
-        .await?;
-    let next = (runs.len() == limit)
-        .then(|| runs.last().map(|r| r.id.to_string()))
-        .flatten();
-    let runs = app.visible_records(&caller, runs).await?;
+    let workflow = query.workflow.filter(|w| !w.is_empty());
+    // Fill the page with runs the caller may see, reading the store a page at a time, up
+    // to SCANNED_PAGES pages; then `next_before` says where to go on.
+    let mut runs = Vec::new();
+    let mut cursor = before;
+    let mut next = None;
+    for scanned in 1..=SCANNED_PAGES {
+        let page = app
+            .engine
+            .runs(RunFilter {
+                workflow: workflow.clone(),
+                status,
+                before: cursor,
+                limit: Some(limit),
+            })
+            .await?;
+        let full = page.len() == limit;
+        let last = page.last().map(|r| r.id);
+        for record in app.visible_records(&caller, page).await? {
+            if runs.len() == limit {
+                break;
+            }
+            runs.push(record);
+        }
+        if runs.len() == limit {
+            next = runs.last().map(|r: &RunRecord| r.id);
+            break;
+        }
+        if !full {
+            break;
+        }
+        cursor = last;
+        if scanned == SCANNED_PAGES {
+            next = last;
+        }
+    }
+    let next = next.map(|id| id.to_string());
     Ok(Json(json!({
         "runs": runs.iter().map(record_json).collect::<Vec<_>>(),
         "next_before": next,

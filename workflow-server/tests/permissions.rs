@@ -586,3 +586,71 @@ async fn an_asynchronous_policy_answers_and_its_outage_is_503() {
         RunStatus::Running
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_runs_is_filled_with_runs_the_caller_may_see() {
+    let (engine, _) = engine(false);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let ship = |order: &'static str| {
+        let engine = engine.clone();
+        async move {
+            engine
+                .start::<Shipment>(ShipmentInput {
+                    order: order.into(),
+                })
+                .await
+                .unwrap()
+                .id()
+        }
+    };
+    let older = ship("O-old").await;
+    for n in 0..5 {
+        engine
+            .start::<Triage>(TriageInput {
+                ticket: Ticket {
+                    ticket_id: format!("T-{n}"),
+                    text: "fine".into(),
+                },
+            })
+            .await
+            .unwrap();
+    }
+    let newer = ship("O-new").await;
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Shipment's operator: both its runs on one page, past the five it may not see.
+    let page = get(addr, "/api/runs?limit=2", Some(OTHER_OPERATOR))
+        .await
+        .json();
+    assert_eq!(ids(&page), [newer.to_string(), older.to_string()]);
+    let next = page["next_before"].as_str().unwrap().to_owned();
+    assert_eq!(next, older.to_string());
+    let rest = get(
+        addr,
+        &format!("/api/runs?limit=2&before={next}"),
+        Some(OTHER_OPERATOR),
+    )
+    .await
+    .json();
+    assert!(ids(&rest).is_empty());
+    assert!(rest["next_before"].is_null());
+    // Triage's viewer pages through its five, two at a time.
+    let mut seen = Vec::new();
+    let mut path = "/api/runs?limit=2".to_owned();
+    loop {
+        let page = get(addr, &path, Some(VIEWER)).await.json();
+        seen.extend(ids(&page));
+        match page["next_before"].as_str() {
+            Some(next) => path = format!("/api/runs?limit=2&before={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert!(!seen.contains(&older.to_string()) && !seen.contains(&newer.to_string()));
+}
