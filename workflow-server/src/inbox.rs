@@ -325,18 +325,9 @@ fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
 
 /// The run's inputs and the outputs of the steps the task depends on.
 fn context(body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event], shown: bool) {
-    let show = |value: &Value| {
-        if shown {
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        } else {
-            REDACTED.to_owned()
-        }
-    };
     body.raw("<details open><summary>Context</summary><table>");
     if let Some(Event::RunStarted { input, .. }) = events.first() {
-        body.raw("<tr><th>inputs</th><td><pre>")
-            .text(&show(input))
-            .raw("</pre></td></tr>");
+        context_row(body, "inputs", Some(input), shown);
     }
     let deps = index
         .and_then(|i| spec.steps.get(i))
@@ -347,14 +338,20 @@ fn context(body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event],
             _ => None,
         });
         let name = spec.steps.get(*dep).map_or("?", |s| s.id.as_str());
-        let text = output.map_or_else(|| "(no output)".to_owned(), show);
-        body.raw("<tr>")
-            .element("th", name)
-            .raw("<td><pre>")
-            .text(&text)
-            .raw("</pre></td></tr>");
+        context_row(body, name, output, shown);
     }
     body.raw("</table></details>");
+}
+
+/// One payload of the context: its fields if shown, redacted otherwise.
+fn context_row(body: &mut Html, name: &str, value: Option<&Value>, shown: bool) {
+    body.raw("<tr>").element("th", name).raw("<td>");
+    match value {
+        Some(value) if shown => body.value(value),
+        Some(_) => body.raw("<pre>").text(REDACTED).raw("</pre>"),
+        None => body.text("(no output)"),
+    };
+    body.raw("</td></tr>");
 }
 
 fn is_approval(spec: &Spec, index: Option<usize>) -> bool {

@@ -132,6 +132,15 @@ async fn payloads_show_escaped_when_the_engine_logs_them() {
     );
     assert!(!page.contains("<script>"), "{page}");
     assert!(!page.contains("redacted"), "{page}");
+    // The inputs read as fields, the classifier's verdict as a value.
+    assert!(
+        page.contains("<tr><th>ticket.ticket_id</th><td>T-91</td></tr>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<tr><th>classify</th><td><span class=\"value\">true</span></td></tr>"),
+        "{page}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
