@@ -25,9 +25,8 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         .show_payloads(args.show_payloads)
         .base_path(&args.base_path);
     let mut roles = match &args.roles {
-        Some(path) => Roles::parse(&read(path)?).map_err(|(line, error)| {
-            CliError::new(format!("{}:{line}: {error}", path.display()))
-        })?,
+        Some(path) => Roles::parse(&read(path)?)
+            .map_err(|error| CliError::new(format!("{}: {error}", path.display())))?,
         None => Roles::new(),
     };
     let who = match &args.tokens {

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # use workflow_core::prelude::*;
-//! # use workflow_server::{Server, TrustedHeader, WebhookConfig};
+//! # use workflow_server::{Roles, Server, TrustedHeader, WebhookConfig};
 //! # workflow! { pub workflow Intake(ticket: String) env () {
 //! #     step note -> String { action: note(ticket) }
 //! # } }
@@ -18,6 +18,9 @@
 //!         |payload| IntakeInput { ticket: payload.text },
 //!     )
 //!     .authenticator(TrustedHeader::new())
+//!     // Who may do what: ana operates Intake runs; everyone else sees only the runs
+//!     // whose tasks the engine's authorizer admits them for.
+//!     .permissions(Roles::parse("ana@ops operator:Intake payloads:Intake")?)
 //!     .router();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! axum::serve(listener, router).await?;

@@ -252,6 +252,16 @@ struct Grant {
 #[error("`{0}` is not a role grant: write `viewer:WORKFLOW`, `operator:WORKFLOW` or `payloads:WORKFLOW` (`*` for every workflow)")]
 pub struct GrantError(pub String);
 
+/// A line of a roles text that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct RolesError {
+    /// The line, from 1.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
 /// The default policy: roles per workflow, deny by default.
 ///
 /// - `viewer` may view a run (and ask to decide its tasks);
@@ -303,8 +313,8 @@ impl Roles {
 
     /// Roles from text, one `PRINCIPAL ROLE:WORKFLOW...` a line (`ana@ops operator:Triage
     /// payloads:Triage`, `group:auditors viewer:*`); blank lines and `#` comments are
-    /// skipped. Returns the first line that does not parse, numbered from 1.
-    pub fn parse(text: &str) -> Result<Self, (usize, String)> {
+    /// skipped. Refuses the first line that does not parse.
+    pub fn parse(text: &str) -> Result<Self, RolesError> {
         let mut roles = Roles::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -318,11 +328,17 @@ impl Roles {
             for word in words {
                 roles = roles
                     .grant_text(principal.clone(), word)
-                    .map_err(|error| (number + 1, error.to_string()))?;
+                    .map_err(|error| RolesError {
+                        line: number + 1,
+                        message: error.to_string(),
+                    })?;
                 any = true;
             }
             if !any {
-                return Err((number + 1, "a principal without roles".to_owned()));
+                return Err(RolesError {
+                    line: number + 1,
+                    message: "a principal without roles".to_owned(),
+                });
             }
         }
         Ok(roles)
@@ -444,10 +460,10 @@ mod tests {
 
     #[test]
     fn role_files_refuse_what_they_do_not_know() {
-        assert_eq!(Roles::parse("ana admin:Triage").unwrap_err().0, 1);
-        assert_eq!(Roles::parse("\nana operator").unwrap_err().0, 2);
-        assert_eq!(Roles::parse("ana operator:").unwrap_err().0, 1);
-        assert_eq!(Roles::parse("ana").unwrap_err().0, 1);
+        assert_eq!(Roles::parse("ana admin:Triage").unwrap_err().line, 1);
+        assert_eq!(Roles::parse("\nana operator").unwrap_err().line, 2);
+        assert_eq!(Roles::parse("ana operator:").unwrap_err().line, 1);
+        assert_eq!(Roles::parse("ana").unwrap_err().line, 1);
         assert_eq!(
             Principal::parse("group:finance"),
             Principal::Group("finance".into())
