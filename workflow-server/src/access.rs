@@ -116,8 +116,10 @@ pub(crate) fn unknown_run(run: RunId) -> ApiError {
 
 /// A run the caller may view, loaded.
 pub(crate) struct Seen {
+    /// Its record and journal.
     pub(crate) stored: StoredRun,
-    pub(crate) target_approver: bool,
+    /// Whether the engine's authorizer admits the caller for one of its human steps.
+    pub(crate) approver: bool,
 }
 
 impl App {
@@ -209,10 +211,7 @@ impl App {
         if !viewer {
             return Err(unknown_run(run));
         }
-        Ok(Seen {
-            stored,
-            target_approver: approver,
-        })
+        Ok(Seen { stored, approver })
     }
 
     /// `run`, if `caller` may view it (404 otherwise) and do `action` on it (403
@@ -224,13 +223,8 @@ impl App {
         action: Action,
     ) -> Result<Seen, ApiError> {
         let seen = self.visible_run(caller, run).await?;
-        self.require(
-            caller,
-            action,
-            &seen.stored.record.workflow,
-            seen.target_approver,
-        )
-        .await?;
+        self.require(caller, action, &seen.stored.record.workflow, seen.approver)
+            .await?;
         Ok(seen)
     }
 
