@@ -68,8 +68,10 @@ pub enum Command {
     /// own that mounts `workflow_server::Server`.
     ///
     /// People are signed in by a reverse proxy that sets a trusted header (default
-    /// `X-Forwarded-User`), or by bearer tokens (`--tokens FILE`, one `TOKEN IDENTITY` a
-    /// line). Listen on loopback behind the proxy: the header is trusted as it comes.
+    /// `X-Forwarded-User`), or by bearer tokens (`--tokens FILE`, one `TOKEN IDENTITY
+    /// [ROLE:WORKFLOW...]` a line). Listen on loopback behind the proxy. Roles (`viewer`,
+    /// `operator`, `payloads`, per workflow or `*`) come from the tokens file or `--roles
+    /// FILE`; without one, people see only the runs whose tasks they may decide.
     Serve(ServeArgs),
 
     /// Verify a store: SQLite's integrity check (for a file), then the checksum of every
@@ -94,10 +96,21 @@ pub struct ServeArgs {
     )]
     pub trusted_header: String,
 
-    /// Sign people in with bearer tokens from this file instead (`TOKEN IDENTITY` per
-    /// line; `#` comments).
+    /// Sign people in with bearer tokens from this file instead (`TOKEN IDENTITY
+    /// [ROLE:WORKFLOW...]` per line, roles `viewer`, `operator`, `payloads`, workflow `*`
+    /// for all; `#` comments).
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
+
+    /// Roles of people signed in by the trusted header: `PRINCIPAL ROLE:WORKFLOW...` per
+    /// line, the principal an identity or `group:NAME`.
+    #[arg(long, value_name = "FILE")]
+    pub roles: Option<PathBuf>,
+
+    /// The header a reverse proxy puts the person's groups in (comma-separated), for
+    /// `group:NAME` roles.
+    #[arg(long, value_name = "NAME", conflicts_with = "tokens")]
+    pub groups_header: Option<String>,
 
     /// Show runs' inputs and outputs in the inbox and the API (default: redacted).
     #[arg(long)]

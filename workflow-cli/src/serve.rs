@@ -3,14 +3,20 @@
 //! decisions and cancellations in the runs' inboxes for the engines that drive them;
 //! webhook intake and starts need the workflows' code, so they live in the user's binary.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use workflow_core::store::Store;
 use workflow_core::Engine;
-use workflow_server::{BearerTokens, Server, TrustedHeader};
+use workflow_server::{Roles, Server, TokenFile, TrustedHeader};
 
 use crate::cli::ServeArgs;
 use crate::error::{CliError, Result};
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|error| CliError::new(format!("cannot read {}: {error}", path.display())))
+}
 
 /// Serves until the process is stopped.
 pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
@@ -18,31 +24,35 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
     let mut server = Server::new(engine)
         .show_payloads(args.show_payloads)
         .base_path(&args.base_path);
+    let mut roles = match &args.roles {
+        Some(path) => Roles::parse(&read(path)?)
+            .map_err(|error| CliError::new(format!("{}: {error}", path.display())))?,
+        None => Roles::new(),
+    };
     let who = match &args.tokens {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                CliError::new(format!("cannot read {}: {error}", path.display()))
-            })?;
-            let tokens = BearerTokens::parse(&text).map_err(|lines| {
-                CliError::new(format!(
-                    "{}: lines {lines:?} are not `TOKEN IDENTITY`",
-                    path.display()
-                ))
-            })?;
-            server = server.authenticator(tokens);
+            let file = TokenFile::parse(&read(path)?)
+                .map_err(|error| CliError::new(format!("{}: {error}", path.display())))?;
+            server = server.authenticator(file.tokens);
+            roles = roles.merge(file.roles);
             format!("bearer tokens from {}", path.display())
         }
         None => {
-            let header = TrustedHeader::named(&args.trusted_header).map_err(|error| {
-                CliError::new(format!(
-                    "`{}` is not a header name: {error}",
-                    args.trusted_header
-                ))
-            })?;
+            let bad = |name: &str, error: &dyn std::fmt::Display| {
+                CliError::new(format!("`{name}` is not a header name: {error}"))
+            };
+            let mut header = TrustedHeader::named(&args.trusted_header)
+                .map_err(|error| bad(&args.trusted_header, &error))?;
+            if let Some(groups) = &args.groups_header {
+                header = header
+                    .groups_header(groups)
+                    .map_err(|error| bad(groups, &error))?;
+            }
             server = server.authenticator(header);
             format!("the trusted header {}", args.trusted_header)
         }
     };
+    server = server.permissions(roles);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|error| CliError::new(format!("cannot listen on {}: {error}", args.listen)))?;

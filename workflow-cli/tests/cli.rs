@@ -880,12 +880,18 @@ fn a_decision_of_another_type_is_given_as_json() {
 
 /// One HTTP/1.1 request to `workflow serve`, over a plain socket: status and body.
 fn http(addr: &str, method: &str, path: &str, who: Option<&str>, body: &str) -> (u16, String) {
+    let user = who.map_or(String::new(), |who| format!("X-Forwarded-User: {who}\r\n"));
+    let headers = format!("{user}Content-Type: application/json\r\n");
+    http_with(addr, method, path, &headers, body)
+}
+
+/// One HTTP/1.1 request with the given header lines (each ending in `\r\n`).
+fn http_with(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to workflow serve");
-    let user = who.map_or(String::new(), |who| format!("X-Forwarded-User: {who}\r\n"));
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{user}Content-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
@@ -913,16 +919,9 @@ impl Drop for Serving {
     }
 }
 
-#[test]
-fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code() {
+/// Starts `workflow serve` on `db` with `args`: the process and its address.
+fn serve_store(db: &Path, args: &[&str]) -> (Serving, String) {
     use std::io::BufRead as _;
-    let temp = TempDir::new("serve");
-    let db = temp.file("runs.db");
-    let (rt, engine, run) = start_moderation(&db);
-    let id = run.id();
-    drop((run, engine));
-    drop(rt);
-
     let mut child = Command::new(env!("CARGO_BIN_EXE_workflow"))
         .args([
             "--store",
@@ -931,6 +930,7 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
             "--listen",
             "127.0.0.1:0",
         ])
+        .args(args)
         .env_remove("WORKFLOW_STORE")
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -947,6 +947,21 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    (serving, addr)
+}
+
+#[test]
+fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code() {
+    let temp = TempDir::new("serve");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt);
+
+    let roles = temp.file("roles.txt");
+    std::fs::write(&roles, "# who may operate\nana@mods operator:Moderation\n").unwrap();
+    let (serving, addr) = serve_store(&db, &["--roles", &roles.display().to_string()]);
 
     assert_eq!(http(&addr, "GET", "/api/tasks", None, "").0, 401);
     let (status, tasks) = http(&addr, "GET", "/api/tasks", Some("ana@mods"), "");
@@ -966,6 +981,7 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
     assert!(page.contains("<svg"), "{page}");
 
     let path = format!("/api/runs/{id}/tasks/review");
+    // Eve may not see the run: it does not exist for her.
     let refused = http(
         &addr,
         "POST",
@@ -973,7 +989,8 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
         Some("eve@other"),
         r#"{"approved": true}"#,
     );
-    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert_eq!(refused.0, 404, "{}", refused.1);
+    assert!(refused.1.contains("unknown_run"), "{}", refused.1);
     let decided = http(
         &addr,
         "POST",
@@ -990,6 +1007,15 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
         r#"{"workflow": "Moderation", "input": {"item": "x"}}"#,
     );
     assert_eq!(starts.0, 404, "no workflow code here: {}", starts.1);
+    let not_operator = http(
+        &addr,
+        "POST",
+        "/api/runs",
+        Some("lee@mods"),
+        r#"{"workflow": "Moderation", "input": {"item": "x"}}"#,
+    );
+    assert_eq!(not_operator.0, 403, "{}", not_operator.1);
+    assert!(not_operator.1.contains("forbidden"), "{}", not_operator.1);
     drop(serving);
 
     // The decision waited in the run's inbox; the engine with the workflow takes it in.
@@ -1052,4 +1078,58 @@ fn runs_list_pages_with_a_cursor_and_says_when_more_exist() {
         text.contains(&format!("--after {}", newest_first[1])),
         "{text}"
     );
+
+fn serve_tokens_name_each_persons_roles() {
+    let temp = TempDir::new("serve-tokens");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt);
+    let tokens = temp.file("tokens.txt");
+    std::fs::write(
+        &tokens,
+        "# token identity roles\n\
+         op-token ana@ops operator:Moderation\n\
+         view-token vic@audit viewer:*\n\
+         none-token eve@else\n",
+    )
+    .unwrap();
+    let (serving, addr) = serve_store(&db, &["--tokens", &tokens.display().to_string()]);
+    let bearer = |token: &str| format!("Authorization: Bearer {token}\r\n");
+    let run_path = format!("/api/runs/{id}");
+    for (token, status) in [("op-token", 200), ("view-token", 200), ("none-token", 404)] {
+        let (got, body) = http_with(&addr, "GET", &run_path, &bearer(token), "");
+        assert_eq!(got, status, "{token}: {body}");
+    }
+    let (status, runs) = http_with(&addr, "GET", "/api/runs", &bearer("none-token"), "");
+    assert_eq!(status, 200);
+    assert!(runs.contains("\"runs\":[]"), "{runs}");
+    let cancel = format!("/api/runs/{id}/cancel");
+    let (status, body) = http_with(&addr, "POST", &cancel, &bearer("view-token"), "");
+    assert_eq!(status, 403, "a viewer may not cancel: {body}");
+    // A bearer token needs no JSON body: no browser sends one by itself.
+    let (status, body) = http_with(&addr, "POST", &cancel, &bearer("op-token"), "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("ana@ops"), "{body}");
+    drop(serving);
+
+    let bad = temp.file("bad.txt");
+    std::fs::write(&bad, "t ana admin:Moderation\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow"))
+        .args([
+            "--store",
+            &db.display().to_string(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--tokens", &bad.display().to_string()])
+        .env_remove("WORKFLOW_STORE")
+        .output()
+        .expect("run workflow serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.txt: line 1"), "{stderr}");
+    assert!(stderr.contains("admin:Moderation"), "{stderr}");
 }

@@ -1,5 +1,11 @@
 //! The JSON API, under `/api`. Every request needs an identity from the authenticator
 //! (401 `unauthenticated` without one); the identity is who decides, cancels and retries.
+//! Every route asks the server's [`Permissions`](crate::Permissions) policy: a run the
+//! caller may not view is a 404 `unknown_run`, an action it may not take on a run it may
+//! view a 403 `forbidden`, and lists hold only the runs, tasks and dead letters it may view.
+//! A state change signed in by an ambient credential (a trusted header) must be sent as
+//! `content-type: application/json` (415 `json_required`) and not from another site (403
+//! `cross_site`).
 //!
 //! | Method and path | Does |
 //! |---|---|
@@ -14,10 +20,8 @@
 //! | `GET /api/dead-letters` | failed runs |
 //! | `POST /api/dead-letters/{run}/retry` | retries one |
 //!
-//! Errors are `{"error": {"code", "message"}}`: 404 `unknown_run`, `unknown_task`,
-//! `unknown_workflow`; 403 `not_admitted`; 409 `already_decided`, `expired`, `finished`,
-//! `not_failed`, `not_waiting`; 422 `wrong_type`, `invalid_input`; 400 `bad_request`;
-//! 400, 415 or 422 `invalid_json` for a body that is not the JSON asked for.
+//! Errors are `{"error": {"code", "message"}}`; README's front-door section lists every
+//! code.
 //!
 //! [`RunDetail`]: crate::RunDetail
 
@@ -32,14 +36,19 @@ use serde_json::{json, Value};
 use workflow_core::store::{RunFilter, RunRecord, RunStatus};
 use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
 
-use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::intake::{check_event_id, same_start, scoped_key};
 use crate::json::Json;
+use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run};
 use crate::{ApiCaller, App, Shared};
 
 /// The most runs one page lists.
 pub const MAX_PAGE: usize = 500;
+
+/// How many pages of the store one `GET /api/runs` reads at most to fill its page with runs
+/// the caller may see.
+pub const SCANNED_PAGES: usize = 20;
 
 pub(crate) fn routes() -> Router<Shared> {
     Router::new()
@@ -91,7 +100,7 @@ struct RunsQuery {
 
 async fn list_runs(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
     query: Result<Query<RunsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|r| ApiError::bad_request(r.body_text()))?;
@@ -111,18 +120,43 @@ async fn list_runs(
         ),
     };
     let limit = query.limit.unwrap_or(50).clamp(1, MAX_PAGE);
-    let runs = app
-        .engine
-        .runs(RunFilter {
-            workflow: query.workflow.filter(|w| !w.is_empty()),
-            status,
-            before,
-            limit: Some(limit),
-        })
-        .await?;
-    let next = (runs.len() == limit)
-        .then(|| runs.last().map(|r| r.id.to_string()))
-        .flatten();
+    let workflow = query.workflow.filter(|w| !w.is_empty());
+    // Fill the page with runs the caller may see, reading the store a page at a time, up
+    // to SCANNED_PAGES pages; then `next_before` says where to go on.
+    let mut runs = Vec::new();
+    let mut cursor = before;
+    let mut next = None;
+    for scanned in 1..=SCANNED_PAGES {
+        let page = app
+            .engine
+            .runs(RunFilter {
+                workflow: workflow.clone(),
+                status,
+                before: cursor,
+                limit: Some(limit),
+            })
+            .await?;
+        let full = page.len() == limit;
+        let last = page.last().map(|r| r.id);
+        for record in app.visible_records(&caller, page).await? {
+            if runs.len() == limit {
+                break;
+            }
+            runs.push(record);
+        }
+        if runs.len() == limit {
+            next = runs.last().map(|r: &RunRecord| r.id);
+            break;
+        }
+        if !full {
+            break;
+        }
+        cursor = last;
+        if scanned == SCANNED_PAGES {
+            next = last;
+        }
+    }
+    let next = next.map(|id| id.to_string());
     Ok(Json(json!({
         "runs": runs.iter().map(record_json).collect::<Vec<_>>(),
         "next_before": next,
@@ -141,18 +175,29 @@ struct StartBody {
 
 async fn start(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Json(start): Json<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    app.require(&caller, Action::Start, &start.workflow, false)
+        .await?;
+    if let Some(key) = &start.idempotency_key {
+        check_event_id(key, "idempotency_key_too_long")?;
+    }
     let options = StartOptions {
-        idempotency_key: start.idempotency_key,
+        idempotency_key: start
+            .idempotency_key
+            .as_deref()
+            .map(|key| scoped_key("api", &start.workflow, key)),
         dry_run: start.dry_run,
         deadline: None,
     };
     let (run, created) = app
         .engine
-        .start_json(&start.workflow, start.input, options)
+        .start_json(&start.workflow, start.input.clone(), options)
         .await?;
+    if let (false, Some(key)) = (created, &start.idempotency_key) {
+        same_start(&app.engine, run, key, &start.input).await?;
+    }
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -166,33 +211,31 @@ async fn start(
 
 async fn run_detail(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path(run): Path<String>,
 ) -> Result<Json<view::RunDetail>, ApiError> {
     let run = parse_run(&run)?;
-    Ok(Json(
-        view::load(&app.engine, run, app.show_payloads)
-            .await?
-            .detail,
-    ))
+    Ok(Json(app.view_run(&caller, run).await?.detail))
 }
 
 async fn diagram(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path(run): Path<String>,
 ) -> Result<Response, ApiError> {
     let run = parse_run(&run)?;
-    let loaded = view::load(&app.engine, run, false).await?;
+    let loaded = app.view_run(&caller, run).await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], loaded.svg()).into_response())
 }
 
 async fn cancel(
     State(app): State<Shared>,
-    ApiCaller(who): ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path(run): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    app.permitted_run(&caller, run, Action::Cancel).await?;
+    let who = caller.identity();
     app.engine.cancel(run, who.name()).await?;
     Ok(Json(
         json!({ "run": run.to_string(), "cancelled_by": who.name() }),
@@ -208,11 +251,13 @@ struct EventBody {
 
 async fn send_event(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path((run, step)): Path<(String, String)>,
     Json(event): Json<EventBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let run = parse_run(&run)?;
+    check_event_id(&event.event_id, "event_id_too_long")?;
+    app.permitted_run(&caller, run, Action::SendEvent).await?;
     app.engine
         .send_event(run, &step, &event.event_id, event.payload)
         .await?;
@@ -222,14 +267,27 @@ async fn send_event(
     ))
 }
 
-/// The open tasks `who` may decide, by the engine's authorizer: every running run in the
-/// store, each replayed by its machine on its recorded spec.
-pub(crate) async fn tasks_for(app: &App, who: &Identity) -> Result<Vec<TaskInfo>, ApiError> {
+/// The open tasks `caller` may decide, by the engine's authorizer, of runs the policy lets
+/// it view (as an approver): every running run in the store, each replayed by its machine
+/// on its recorded spec.
+pub(crate) async fn tasks_for(app: &App, caller: &Caller) -> Result<Vec<TaskInfo>, ApiError> {
     let tasks = admin::open_tasks(&**app.engine.store()).await?;
-    Ok(tasks
-        .into_iter()
-        .filter(|task| app.engine.authorizes(&task.assignee, who.name()))
-        .collect())
+    let mut mine = Vec::new();
+    for task in tasks {
+        if app
+            .engine
+            .authorizes(&task.assignee, caller.identity().name())
+            && app
+                .allows(caller, Action::View, &task.workflow, true)
+                .await?
+            && app
+                .allows(caller, Action::Decide, &task.workflow, true)
+                .await?
+        {
+            mine.push(task);
+        }
+    }
+    Ok(mine)
 }
 
 /// The open task `step` of `run`, if it is open.
@@ -259,11 +317,21 @@ pub(crate) async fn open_task(
 /// (open, not late, not decided before, of the right type) is the engine's call.
 pub(crate) async fn decide_as(
     app: &App,
-    who: &Identity,
+    caller: &Caller,
     run: RunId,
     step: &str,
     decision: Value,
 ) -> Result<(), ApiError> {
+    let size = decision.to_string().len();
+    if size > MAX_DECISION {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "decision_too_large",
+            format!("the decision is {size} bytes of JSON; at most {MAX_DECISION} are accepted"),
+        ));
+    }
+    app.permitted_run(caller, run, Action::Decide).await?;
+    let who = caller.identity();
     if let Some(task) = open_task(app, run, step).await? {
         if !app.engine.authorizes(&task.assignee, who.name()) {
             return Err(ApiError::new(
@@ -280,6 +348,27 @@ pub(crate) async fn decide_as(
     Ok(())
 }
 
+/// The longest decision comment accepted, in bytes (413 `comment_too_long` past it).
+pub const MAX_COMMENT: usize = 4096;
+
+/// The longest decision (as JSON) accepted, in bytes (413 `decision_too_large` past it).
+pub const MAX_DECISION: usize = 16 * 1024;
+
+/// 413 `comment_too_long` past [`MAX_COMMENT`].
+pub(crate) fn check_comment(comment: Option<&str>) -> Result<(), ApiError> {
+    match comment {
+        Some(comment) if comment.len() > MAX_COMMENT => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "comment_too_long",
+            format!(
+                "the comment is {} bytes long; at most {MAX_COMMENT} are accepted",
+                comment.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct DecideBody {
     approved: Option<bool>,
@@ -289,11 +378,12 @@ struct DecideBody {
 
 async fn decide(
     State(app): State<Shared>,
-    ApiCaller(who): ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path((run, step)): Path<(String, String)>,
     Json(decision): Json<DecideBody>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    check_comment(decision.comment.as_deref())?;
     let value = match (decision.decision, decision.approved) {
         (Some(value), None) => value,
         (None, Some(approved)) => {
@@ -311,17 +401,17 @@ async fn decide(
             ))
         }
     };
-    decide_as(&app, &who, run, &step, value).await?;
+    decide_as(&app, &caller, run, &step, value).await?;
     Ok(Json(
-        json!({ "run": run.to_string(), "step": step, "by": who.name() }),
+        json!({ "run": run.to_string(), "step": step, "by": caller.identity().name() }),
     ))
 }
 
 async fn tasks(
     State(app): State<Shared>,
-    ApiCaller(who): ApiCaller,
+    ApiCaller(caller): ApiCaller,
 ) -> Result<Json<Value>, ApiError> {
-    let tasks = tasks_for(&app, &who).await?;
+    let tasks = tasks_for(&app, &caller).await?;
     Ok(Json(json!({
         "tasks": tasks.iter().map(task_json).collect::<Vec<_>>()
     })))
@@ -329,9 +419,26 @@ async fn tasks(
 
 async fn dead_letters(
     State(app): State<Shared>,
-    _caller: ApiCaller,
+    ApiCaller(caller): ApiCaller,
 ) -> Result<Json<Value>, ApiError> {
-    let letters = app.engine.dead_letters().await?;
+    let mut letters = Vec::new();
+    let mut specs = crate::access::SpecCache::default();
+    for letter in app.engine.dead_letters().await? {
+        if app
+            .allows(&caller, Action::View, &letter.workflow, false)
+            .await?
+        {
+            letters.push(letter);
+            continue;
+        }
+        let Some(stored) = app.engine.store().load(letter.run).await? else {
+            continue;
+        };
+        let spec = specs.get(&app, &stored.record.fingerprint).await?;
+        if app.may_view(&caller, &letter.workflow, spec).await? {
+            letters.push(letter);
+        }
+    }
     let letters: Vec<Value> = letters
         .iter()
         .map(|letter| {
@@ -347,10 +454,12 @@ async fn dead_letters(
 
 async fn retry(
     State(app): State<Shared>,
-    ApiCaller(who): ApiCaller,
+    ApiCaller(caller): ApiCaller,
     Path(run): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    app.permitted_run(&caller, run, Action::Retry).await?;
+    let who = caller.identity();
     app.engine.retry_dead_letter(run, who.name()).await?;
     Ok(Json(
         json!({ "run": run.to_string(), "retried_by": who.name() }),

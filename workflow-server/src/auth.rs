@@ -1,15 +1,21 @@
 //! Who is asking: a pluggable [`Authenticator`] (a trusted header set by a reverse proxy,
-//! or bearer tokens), and the CSRF tokens of the inbox's forms. Whether that person may
-//! decide a task is the engine's authorizer's call, not this module's.
+//! or bearer tokens) turning a request into one [`Caller`], and the CSRF tokens of the
+//! inbox's forms. What that caller may do is the [`Permissions`](crate::Permissions)
+//! policy's call; whether they may decide a task, the engine's authorizer's.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 
+use axum::extract::ConnectInfo;
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64URL;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
+
+use crate::permissions::{Caller, Credential, Principal, Roles};
 
 /// A signed-in person, named as the engine's authorizer expects (`lee@support_leads`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,10 +34,46 @@ impl fmt::Display for Identity {
     }
 }
 
-/// Says who sent a request, from its headers; `None` is a 401.
+/// The longest identity accepted, in bytes (400 `identity_too_long` past it).
+pub const MAX_IDENTITY: usize = 256;
+
+/// A request whose identity cannot be taken as it comes: answered 400, nothing done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The trusted identity header appears more than once (a client's copy followed by
+    /// the proxy's): nobody is signed in by guessing which one the proxy set.
+    #[error("the identity header `{0}` appears more than once")]
+    DuplicateHeader(String),
+    /// The identity is longer than [`MAX_IDENTITY`] bytes.
+    #[error("the identity is {0} bytes long; at most {MAX_IDENTITY} are accepted")]
+    TooLong(usize),
+}
+
+impl AuthError {
+    /// The stable code: `duplicate_identity_header`, `identity_too_long`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthError::DuplicateHeader(_) => "duplicate_identity_header",
+            AuthError::TooLong(_) => "identity_too_long",
+        }
+    }
+}
+
+/// Says who sent a request; `None` is a 401.
 pub trait Authenticator: Send + Sync + 'static {
-    /// The identity the request carries, if any.
+    /// The identity the request's headers carry, if any.
     fn authenticate(&self, headers: &HeaderMap) -> Option<Identity>;
+
+    /// The request's [`Caller`]: by default [`Authenticator::authenticate`]'s identity,
+    /// with no groups and an [`Ambient`](Credential::Ambient) credential (so state changes
+    /// are checked for cross-site origins). `parts` gives the peer address too
+    /// (`ConnectInfo<SocketAddr>`, when the server is served with it).
+    fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
+        Ok(self
+            .authenticate(&parts.headers)
+            .map(|identity| Caller::new(identity, Credential::Ambient)))
+    }
 }
 
 impl<F> Authenticator for F
@@ -45,10 +87,15 @@ where
 
 /// The identity a reverse proxy that signed the person in puts in a header
 /// (`X-Forwarded-User` by default). Only sound behind that proxy: the server must not be
-/// reachable any other way.
+/// reachable any other way, or [`TrustedHeader::trusted_proxies`] names the proxy's
+/// addresses. A header that appears twice is refused (400 `duplicate_identity_header`).
+/// The credential is [`Ambient`](Credential::Ambient): the proxy signs the browser in by
+/// its cookie, which a browser sends with cross-site requests too.
 #[derive(Debug, Clone)]
 pub struct TrustedHeader {
     name: HeaderName,
+    groups: Option<HeaderName>,
+    proxies: Option<Vec<IpAddr>>,
 }
 
 impl TrustedHeader {
@@ -56,6 +103,8 @@ impl TrustedHeader {
     pub fn new() -> Self {
         TrustedHeader {
             name: HeaderName::from_static("x-forwarded-user"),
+            groups: None,
+            proxies: None,
         }
     }
 
@@ -63,7 +112,41 @@ impl TrustedHeader {
     pub fn named(name: &str) -> Result<Self, axum::http::header::InvalidHeaderName> {
         Ok(TrustedHeader {
             name: HeaderName::from_bytes(name.as_bytes())?,
+            ..Self::new()
         })
+    }
+
+    /// Also reads the caller's groups from the header `name` (comma-separated, as
+    /// `X-Forwarded-Groups` of oauth2-proxy), for [`Principal::Group`] grants. That header
+    /// too is refused when it appears twice.
+    ///
+    /// [`Principal::Group`]: crate::Principal::Group
+    pub fn groups_header(
+        mut self,
+        name: &str,
+    ) -> Result<Self, axum::http::header::InvalidHeaderName> {
+        self.groups = Some(HeaderName::from_bytes(name.as_bytes())?);
+        Ok(self)
+    }
+
+    /// Trusts the header only on connections from these addresses (the proxy's); from
+    /// anywhere else the request has no identity (401). Needs the peer address: serve the
+    /// router with `into_make_service_with_connect_info::<SocketAddr>()` (as
+    /// [`Server::serve`](crate::Server::serve) does); without it nobody is trusted.
+    pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpAddr>) -> Self {
+        self.proxies = Some(proxies.into_iter().collect());
+        self
+    }
+
+    fn trusts_peer(&self, parts: &Parts) -> bool {
+        let Some(proxies) = &self.proxies else {
+            return true;
+        };
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        peer.is_some_and(|peer| proxies.contains(&peer))
     }
 }
 
@@ -75,8 +158,51 @@ impl Default for TrustedHeader {
 
 impl Authenticator for TrustedHeader {
     fn authenticate(&self, headers: &HeaderMap) -> Option<Identity> {
-        let value = headers.get(&self.name)?.to_str().ok()?.trim();
+        let mut values = headers.get_all(&self.name).iter();
+        let value = values.next()?;
+        if values.next().is_some() {
+            return None;
+        }
+        let value = value.to_str().ok()?.trim();
         (!value.is_empty()).then(|| Identity(value.to_owned()))
+    }
+
+    fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
+        if !self.trusts_peer(parts) {
+            if parts.headers.contains_key(&self.name) {
+                tracing::warn!(header = %self.name, "identity header from an untrusted peer ignored");
+            }
+            return Ok(None);
+        }
+        if parts.headers.get_all(&self.name).iter().count() > 1 {
+            return Err(AuthError::DuplicateHeader(self.name.to_string()));
+        }
+        let Some(identity) = self.authenticate(&parts.headers) else {
+            return Ok(None);
+        };
+        if identity.0.len() > MAX_IDENTITY {
+            return Err(AuthError::TooLong(identity.0.len()));
+        }
+        let mut groups = Vec::new();
+        if let Some(name) = &self.groups {
+            let mut values = parts.headers.get_all(name).iter();
+            if let Some(value) = values.next() {
+                if values.next().is_some() {
+                    return Err(AuthError::DuplicateHeader(name.to_string()));
+                }
+                groups = value
+                    .to_str()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|group| !group.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+        }
+        Ok(Some(
+            Caller::new(identity, Credential::Ambient).with_groups(groups),
+        ))
     }
 }
 
@@ -109,28 +235,12 @@ impl BearerTokens {
         self
     }
 
-    /// Tokens from text, one `TOKEN IDENTITY` pair a line; blank lines and `#` comments
-    /// are skipped. Returns the line numbers that are neither.
+    /// Tokens from text in the format of [`TokenFile`], ignoring the roles. Returns the
+    /// line numbers that do not parse.
     pub fn parse(text: &str) -> Result<Self, Vec<usize>> {
-        let mut tokens = BearerTokens::new();
-        let mut bad = Vec::new();
-        for (number, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            match line.split_once(char::is_whitespace) {
-                Some((token, identity)) if !identity.trim().is_empty() => {
-                    tokens = tokens.token(token, identity.trim());
-                }
-                _ => bad.push(number + 1),
-            }
-        }
-        if bad.is_empty() {
-            Ok(tokens)
-        } else {
-            Err(bad)
-        }
+        TokenFile::parse(text)
+            .map(|file| file.tokens)
+            .map_err(|error| vec![error.line])
     }
 }
 
@@ -142,6 +252,76 @@ impl Authenticator for BearerTokens {
             return None;
         }
         self.tokens.get(&digest(token)).cloned().map(Identity)
+    }
+
+    fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
+        Ok(self
+            .authenticate(&parts.headers)
+            .map(|identity| Caller::new(identity, Credential::Bearer)))
+    }
+}
+
+/// A tokens file (`workflow serve --tokens FILE`): one `TOKEN IDENTITY [ROLE:WORKFLOW...]`
+/// a line, where each role is `viewer`, `operator` or `payloads` and the workflow a name
+/// or `*`; blank lines and `#` comments are skipped.
+///
+/// ```text
+/// # token            identity             roles
+/// 5f2a…c1            ana@ops              operator:Triage payloads:Triage
+/// 9b7e…04            vic@audit            viewer:*
+/// 0c31…aa            lee@support_leads
+/// ```
+///
+/// A token without roles signs its person in with none: they see only the runs whose tasks
+/// the engine's authorizer admits them for.
+#[derive(Debug, Clone, Default)]
+pub struct TokenFile {
+    /// Token → identity.
+    pub tokens: BearerTokens,
+    /// Identity → roles, as named on each token's line.
+    pub roles: Roles,
+}
+
+/// A line of a tokens file that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct TokenFileError {
+    /// The line, from 1.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl TokenFile {
+    /// Parses the text of a tokens file.
+    pub fn parse(text: &str) -> Result<Self, TokenFileError> {
+        let mut file = TokenFile::default();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fail = |message: String| TokenFileError {
+                line: number + 1,
+                message,
+            };
+            let mut words = line.split_whitespace();
+            let (Some(token), Some(identity)) = (words.next(), words.next()) else {
+                return Err(fail("not `TOKEN IDENTITY [ROLE:WORKFLOW...]`".to_owned()));
+            };
+            if identity.len() > MAX_IDENTITY {
+                return Err(fail(format!(
+                    "the identity is longer than {MAX_IDENTITY} bytes"
+                )));
+            }
+            file.tokens = file.tokens.token(token, identity);
+            for grant in words {
+                file.roles = std::mem::take(&mut file.roles)
+                    .grant_text(Principal::Identity(identity.to_owned()), grant)
+                    .map_err(|error| fail(error.to_string()))?;
+            }
+        }
+        Ok(file)
     }
 }
 
@@ -246,6 +426,89 @@ mod tests {
             );
         }
         assert_eq!(BearerTokens::parse("lonely\nok id\n").unwrap_err(), vec![1]);
+    }
+
+    fn parts(pairs: &[(&'static str, &str)]) -> Parts {
+        let mut request = axum::http::Request::builder();
+        for (name, value) in pairs {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn trusted_header_callers_are_ambient_and_refuse_duplicates() {
+        let header = TrustedHeader::new().groups_header("x-groups").unwrap();
+        let caller = header
+            .caller(&parts(&[
+                ("x-forwarded-user", "lee"),
+                ("x-groups", "a, b,,c"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.identity().name(), "lee");
+        assert_eq!(caller.groups(), ["a", "b", "c"]);
+        // A client's groups followed by the proxy's: refused, not merged.
+        assert_eq!(
+            header.caller(&parts(&[
+                ("x-forwarded-user", "lee"),
+                ("x-groups", "admins"),
+                ("x-groups", "a"),
+            ])),
+            Err(AuthError::DuplicateHeader("x-groups".into()))
+        );
+        assert_eq!(caller.credential(), Credential::Ambient);
+        let twice = parts(&[("x-forwarded-user", "eve"), ("x-forwarded-user", "lee")]);
+        assert_eq!(
+            header.caller(&twice),
+            Err(AuthError::DuplicateHeader("x-forwarded-user".into()))
+        );
+        assert_eq!(header.authenticate(&twice.headers), None);
+        let long = "x".repeat(MAX_IDENTITY + 1);
+        assert_eq!(
+            header.caller(&parts(&[("x-forwarded-user", &long)])),
+            Err(AuthError::TooLong(MAX_IDENTITY + 1))
+        );
+        // Behind listed proxies, a request without its peer address has no identity.
+        let proxied = TrustedHeader::new().trusted_proxies(["10.0.0.1".parse().unwrap()]);
+        assert_eq!(
+            proxied.caller(&parts(&[("x-forwarded-user", "lee")])),
+            Ok(None)
+        );
+        let mut from_proxy = parts(&[("x-forwarded-user", "lee")]);
+        from_proxy
+            .extensions
+            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 4000))));
+        assert!(proxied.caller(&from_proxy).unwrap().is_some());
+    }
+
+    #[test]
+    fn token_files_name_identities_and_roles() {
+        let file =
+            TokenFile::parse("# t\nt1 ana@ops operator:Triage payloads:*\nt2 vic\n").unwrap();
+        let caller = file
+            .tokens
+            .caller(&parts(&[("authorization", "Bearer t1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(caller.identity().name(), "ana@ops");
+        assert_eq!(caller.credential(), Credential::Bearer);
+        let expected = Roles::new()
+            .grant(
+                Principal::Identity("ana@ops".into()),
+                crate::Role::Operator,
+                "Triage",
+            )
+            .grant(
+                Principal::Identity("ana@ops".into()),
+                crate::Role::Payloads,
+                "*",
+            );
+        assert_eq!(file.roles, expected);
+        let error = TokenFile::parse("t1 ana\nt2 vic viewer\n").unwrap_err();
+        assert_eq!(error.line, 2);
+        assert!(error.message.contains("`viewer`"), "{error}");
+        assert_eq!(TokenFile::parse("lonely\n").unwrap_err().line, 1);
     }
 
     #[test]

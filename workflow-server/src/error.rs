@@ -7,6 +7,7 @@ use serde_json::json;
 use workflow_core::store::StoreError;
 use workflow_core::{DecisionError, EventError, RunError};
 
+use crate::auth::AuthError;
 use crate::intake::verify::VerifyError;
 use crate::json::Json;
 
@@ -76,6 +77,12 @@ impl IntoResponse for ApiError {
 impl From<VerifyError> for ApiError {
     fn from(error: VerifyError) -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, error.code(), error.to_string())
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, error.code(), error.to_string())
     }
 }
 

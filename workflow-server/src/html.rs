@@ -91,7 +91,120 @@ table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #cbd5e0;padd
 .task{border:1px solid #cbd5e0;border-radius:6px;padding:1rem;margin:1rem 0}\
 .status{font-weight:bold}pre{background:#f7fafc;padding:.5rem;white-space:pre-wrap}\
 textarea{width:100%;min-height:4rem}button{margin:.5rem .5rem 0 0;padding:.4rem 1rem}\
-.error{color:#c53030}header{display:flex;justify-content:space-between}";
+.error{color:#c53030}header{display:flex;justify-content:space-between}\
+.confirmation{background:#f0fff4;border:1px solid #9ae6b4;padding:.6rem;border-radius:6px}\
+.meta{color:#4a5568;margin:.2rem 0}.fields{margin:0}.fields th{font-weight:normal;color:#4a5568}time{border-bottom:1px dotted #a0aec0}nav a{margin-right:1rem}";
+
+/// `at` relative to `now` in words ("in 3 h", "12 min ago", "now").
+pub(crate) fn relative(now: u64, at: u64) -> String {
+    let (ahead, ms) = if at >= now {
+        (true, at - now)
+    } else {
+        (false, now - at)
+    };
+    let secs = ms / 1000;
+    let amount = match secs {
+        0..60 => return "now".to_owned(),
+        60..3_600 => format!("{} min", secs / 60),
+        3_600..172_800 => format!("{} h", secs / 3_600),
+        _ => format!("{} d", secs / 86_400),
+    };
+    if ahead {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
+impl Html {
+    /// `at` as a `<time>` relative to `now`, the absolute UTC time on hover.
+    pub(crate) fn time(&mut self, now: u64, at: u64) -> &mut Self {
+        let absolute = workflow_core::journal::rfc3339(at);
+        self.raw(&format!(
+            "<time datetime=\"{0}\" title=\"{0}\">",
+            escape(&absolute)
+        ))
+        .text(&relative(now, at))
+        .raw("</time>")
+    }
+}
+
+/// The most fields a payload shows as a table; past that it shows as JSON.
+const MAX_FIELDS: usize = 40;
+
+/// The leaves of a JSON value with their paths (`ticket.text`, `items[2].sku`), in order,
+/// or `None` past `limit`.
+fn leaves(value: &serde_json::Value, limit: usize) -> Option<Vec<(String, String)>> {
+    fn walk(
+        path: String,
+        value: &serde_json::Value,
+        out: &mut Vec<(String, String)>,
+        limit: usize,
+    ) -> bool {
+        use serde_json::Value;
+        match value {
+            Value::Object(map) if !map.is_empty() => map.iter().all(|(key, value)| {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                walk(path, value, out, limit)
+            }),
+            Value::Array(items) if !items.is_empty() => items
+                .iter()
+                .enumerate()
+                .all(|(i, value)| walk(format!("{path}[{i}]"), value, out, limit)),
+            Value::String(text) => {
+                out.push((path, text.clone()));
+                out.len() <= limit
+            }
+            other => {
+                out.push((path, other.to_string()));
+                out.len() <= limit
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(String::new(), value, &mut out, limit).then_some(out)
+}
+
+impl Html {
+    /// A payload for people: its fields as a table (strings without quotes), a lone value
+    /// as text, or, past [`MAX_FIELDS`] fields, pretty JSON.
+    pub(crate) fn value(&mut self, value: &serde_json::Value) -> &mut Self {
+        match leaves(value, MAX_FIELDS) {
+            Some(fields) if fields.len() == 1 && fields[0].0.is_empty() => self
+                .raw("<span class=\"value\">")
+                .text(&fields[0].1)
+                .raw("</span>"),
+            Some(fields) => {
+                self.raw("<table class=\"fields\">");
+                for (path, text) in &fields {
+                    self.raw("<tr>")
+                        .element("th", path)
+                        .element("td", text)
+                        .raw("</tr>");
+                }
+                self.raw("</table>")
+            }
+            None => self
+                .raw("<pre>")
+                .text(&serde_json::to_string_pretty(value).unwrap_or_default())
+                .raw("</pre>"),
+        }
+    }
+}
+
+/// A step id in words: `approve_alert` → `Approve alert`.
+pub(crate) fn words(id: &str) -> String {
+    let spaced = id.replace('_', " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
 
 /// A whole page around `body` (already HTML), titled `title` (escaped), for `who`.
 pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: &str) -> String {
@@ -138,5 +251,53 @@ mod tests {
         assert!(out.contains("<td>&lt;td&gt;</td>"), "{out}");
         let page = page("<title>", Some("<me>"), "", "");
         assert!(page.contains("&lt;title&gt;") && page.contains("&lt;me&gt;"));
+    }
+
+    #[test]
+    fn times_read_relative_with_the_absolute_on_hover() {
+        let now = 1_784_351_400_000;
+        assert_eq!(relative(now, now + 30_000), "now");
+        assert_eq!(relative(now, now + 12 * 60_000), "in 12 min");
+        assert_eq!(relative(now, now + 3 * 3_600_000 + 59_000), "in 3 h");
+        assert_eq!(relative(now, now - 90 * 60_000), "1 h ago");
+        assert_eq!(relative(now, now + 3 * 86_400_000), "in 3 d");
+        assert_eq!(relative(now, now - 47 * 3_600_000), "47 h ago");
+        let mut html = Html::new();
+        html.time(now, now + 2 * 3_600_000);
+        assert_eq!(
+            html.finish(),
+            "<time datetime=\"2026-07-18T07:10:00.000Z\" title=\"2026-07-18T07:10:00.000Z\">in 2 h</time>"
+        );
+        assert_eq!(words("approve_alert"), "Approve alert");
+    }
+
+    #[test]
+    fn payloads_show_as_fields() {
+        let value = serde_json::json!({
+            "refund": {"amount_cents": 4200, "customer": "<b>Ann</b>"},
+            "items": [{"sku": "A"}, {"sku": "B"}],
+            "note": null,
+            "empty": {}
+        });
+        let mut html = Html::new();
+        html.value(&value);
+        let out = html.finish();
+        for row in [
+            "<tr><th>refund.amount_cents</th><td>4200</td></tr>",
+            "<tr><th>refund.customer</th><td>&lt;b&gt;Ann&lt;/b&gt;</td></tr>",
+            "<tr><th>items[1].sku</th><td>B</td></tr>",
+            "<tr><th>note</th><td>null</td></tr>",
+            "<tr><th>empty</th><td>{}</td></tr>",
+        ] {
+            assert!(out.contains(row), "{row} in {out}");
+        }
+        let mut lone = Html::new();
+        lone.value(&serde_json::json!(true));
+        assert_eq!(lone.finish(), "<span class=\"value\">true</span>");
+        let many: Vec<u32> = (0..100).collect();
+        let mut big = Html::new();
+        big.value(&serde_json::json!(many));
+        assert!(big.finish().starts_with("<pre>"));
+        assert_eq!(words(""), "");
     }
 }

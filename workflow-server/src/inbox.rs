@@ -6,15 +6,17 @@
 //!   a form to approve or reject with a comment.
 //! - `GET /inbox/runs/{run}`: the run's diagram with its state, its steps, timeline and
 //!   audit trail, and the forms of its tasks the person may decide. Only people the
-//!   authorizer admits for one of the run's human steps may see it (403 otherwise).
+//!   permission policy lets view the run may see it; to anyone else it is a 404, as a run
+//!   that does not exist.
 //! - `POST /inbox/runs/{run}/tasks/{step}`: a decision. The form's CSRF token must be the
-//!   signed-in person's (403 otherwise); the engine decides the rest. Answers 303 to the run
-//!   page.
+//!   signed-in person's (403 `csrf` otherwise), and a browser's request must come from this
+//!   server's origin (403 `cross_site`); the engine decides the rest. Answers 303 to the
+//!   run page.
 //!
-//! Without an identity every page is a 401.
+//! Without an identity every page is a 401. The permission policy is the API's.
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
@@ -26,19 +28,26 @@ use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{admin, Approval, TaskInfo};
 
-use crate::api::{decide_as, tasks_for};
+use crate::api::{check_comment, decide_as, tasks_for};
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::html::{escape, page, Html};
+use crate::html::{escape, page, words, Html};
+use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
+
+/// The largest decision form accepted, in bytes (413 `body_too_large` past it).
+pub const MAX_FORM: usize = 32 * 1024;
 
 pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route("/inbox", get(inbox))
         .route("/inbox/", get(inbox))
         .route("/inbox/runs/{run}", get(run_page))
-        .route("/inbox/runs/{run}/tasks/{step}", post(decide))
+        .route(
+            "/inbox/runs/{run}/tasks/{step}",
+            post(decide).layer(DefaultBodyLimit::max(MAX_FORM)),
+        )
 }
 
 /// An error shown as a page, with the status of the API's error.
@@ -77,20 +86,18 @@ impl IntoResponse for PageError {
     }
 }
 
-/// The identity of an inbox request, or a 401 page.
+/// The caller of an inbox request ([`crate::access::caller`]), or an error page.
 #[derive(Debug, Clone)]
-pub(crate) struct PageCaller(Identity);
+pub(crate) struct PageCaller(Caller);
 
 impl FromRequestParts<Shared> for PageCaller {
     type Rejection = PageError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, PageError> {
-        app.authenticator
-            .as_ref()
-            .and_then(|auth| auth.authenticate(&parts.headers))
+        crate::access::caller(parts, app)
             .map(PageCaller)
-            .ok_or_else(|| PageError {
-                error: ApiError::unauthenticated(),
+            .map_err(|error| PageError {
+                error,
                 who: None,
                 base: app.base.clone(),
             })
@@ -107,15 +114,45 @@ fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
     }
 }
 
+/// The tasks one inbox page shows.
+pub const PAGE: usize = 20;
+
+#[derive(Debug, Deserialize)]
+struct InboxQuery {
+    page: Option<usize>,
+}
+
 async fn inbox(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
+    query: Result<Query<InboxQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
-    let tasks = tasks_for(&app, &who).await.map_err(&fail)?;
+    let who = caller.identity();
+    let fail = fail(&app, who);
+    let mut tasks = tasks_for(&app, &caller).await.map_err(&fail)?;
+    // Soonest deadline first: what is due next is on the first page.
+    tasks.sort_by_key(|task| (task.deadline, task.run));
+    let pages = tasks.len().div_ceil(PAGE).max(1);
+    let number = query
+        .ok()
+        .and_then(|Query(q)| q.page)
+        .unwrap_or(1)
+        .clamp(1, pages);
+    let total = tasks.len();
+    let tasks: Vec<TaskInfo> = tasks
+        .into_iter()
+        .skip((number - 1) * PAGE)
+        .take(PAGE)
+        .collect();
     let mut body = Html::new();
     if tasks.is_empty() {
         body.raw("<p id=\"empty\">No open tasks for you.</p>");
+    } else {
+        body.raw("<p class=\"meta\" id=\"count\">").text(&format!(
+            "{total} open task{}, soonest deadline first",
+            if total == 1 { "" } else { "s" }
+        ));
+        body.raw("</p>");
     }
     for task in &tasks {
         let store = &**app.engine.store();
@@ -129,13 +166,46 @@ async fn inbox(
         let (Some(stored), Some(spec)) = (stored, spec) else {
             continue;
         };
-        task_card(&app, &who, &mut body, task, &spec, &stored.events, true);
+        let show = app.show_payloads
+            && app
+                .allows(&caller, Action::ViewPayloads, &task.workflow, true)
+                .await
+                .map_err(&fail)?;
+        task_card(
+            &app,
+            who,
+            &mut body,
+            task,
+            &spec,
+            &stored.events,
+            show,
+            true,
+        );
+    }
+    if pages > 1 {
+        body.raw("<nav class=\"pages\" id=\"pages\">");
+        if number > 1 {
+            body.link(
+                &format!("{}/inbox?page={}", app.base, number - 1),
+                "← Sooner",
+            );
+        }
+        body.text(&format!(" Page {number} of {pages} "));
+        if number < pages {
+            body.link(
+                &format!("{}/inbox?page={}", app.base, number + 1),
+                "Later →",
+            );
+        }
+        body.raw("</nav>");
     }
     let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
     Ok(HtmlBody(html).into_response())
 }
 
-/// One task: prompt, context, deadline and escalation, and its decision form.
+/// One task: prompt, context (payloads if `show`), deadline and escalation, and its
+/// decision form.
+#[allow(clippy::too_many_arguments)] // one card, drawn from what the page loaded
 fn task_card(
     app: &App,
     who: &Identity,
@@ -143,14 +213,19 @@ fn task_card(
     task: &TaskInfo,
     spec: &Spec,
     events: &[Event],
+    show: bool,
     link_run: bool,
 ) {
     let index = spec.step_index(&task.step);
     let id = format!("task-{}-{}", task.run, task.step);
+    let now = app.engine.now();
     body.raw(&format!("<section class=\"task\" id=\"{}\">", escape(&id)))
-        .raw("<h2>")
-        .text(&format!("{} · {}", task.workflow, task.step))
-        .raw("</h2><p class=\"prompt\">")
+        .raw("<h2 class=\"title\">")
+        .text(&format!("{} for {}", words(&task.step), task.assignee))
+        .raw("</h2><p class=\"meta\">")
+        .text(&format!("{} · {} · due ", task.workflow, task.run))
+        .time(now, task.deadline)
+        .raw("</p><p class=\"prompt\">")
         .text(task.prompt.as_deref().unwrap_or("(no prompt)"))
         .raw("</p><table>");
     if link_run {
@@ -168,14 +243,67 @@ fn task_card(
     };
     body.raw("<tr><th>Assigned to</th>")
         .element("td", &assignee)
-        .raw("</tr><tr><th>Deadline</th>")
-        .element("td", &rfc3339(task.deadline))
-        .raw("</tr><tr><th>At the deadline</th>")
+        .raw("</tr>");
+    if let Some(since) = index.and_then(|step| opened_at(events, step)) {
+        body.raw("<tr><th>Waiting since</th><td>")
+            .time(now, since)
+            .raw("</td></tr>");
+    }
+    body.raw("<tr><th>Deadline</th><td class=\"deadline\">")
+        .time(now, task.deadline)
+        .raw("</td></tr><tr><th>At the deadline</th>")
         .element("td", &on_timeout(spec, index, task.escalated))
         .raw("</tr></table>");
-    context(app, body, spec, index, events);
+    context(body, spec, index, events, show);
     decision_form(app, who, body, task, spec, index);
     body.raw("</section>");
+}
+
+/// When the task of step `step` was last opened or escalated.
+fn opened_at(events: &[Event], step: usize) -> Option<u64> {
+    events.iter().rev().find_map(|event| match event {
+        Event::TaskOpened { step: s, at, .. } | Event::TaskEscalated { step: s, at, .. }
+            if *s == step =>
+        {
+            Some(*at)
+        }
+        _ => None,
+    })
+}
+
+/// A human step's state in words, from the journal: waiting since when and for whom,
+/// decided by whom and when, or expired.
+fn human_detail(html: &mut Html, now: u64, events: &[Event], step: usize) -> bool {
+    let last = events.iter().rev().find(|event| {
+        matches!(event,
+            Event::TaskOpened { step: s, .. }
+            | Event::TaskEscalated { step: s, .. }
+            | Event::TaskDecided { step: s, .. }
+            | Event::TaskExpired { step: s, .. } if *s == step)
+    });
+    match last {
+        Some(Event::TaskOpened {
+            assignee: who, at, ..
+        })
+        | Some(Event::TaskEscalated { to: who, at, .. }) => {
+            html.text(&format!("waiting for {who} since "))
+                .time(now, *at);
+        }
+        Some(Event::TaskDecided {
+            by, decision, at, ..
+        }) => {
+            html.text(&format!(
+                "{} by {by} ",
+                crate::view::decision_text(decision)
+            ))
+            .time(now, *at);
+        }
+        Some(Event::TaskExpired { at, .. }) => {
+            html.text("expired ").time(now, *at);
+        }
+        _ => return false,
+    }
+    true
 }
 
 fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
@@ -196,19 +324,10 @@ fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
 }
 
 /// The run's inputs and the outputs of the steps the task depends on.
-fn context(app: &App, body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event]) {
-    let show = |value: &Value| {
-        if app.show_payloads {
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        } else {
-            REDACTED.to_owned()
-        }
-    };
+fn context(body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event], shown: bool) {
     body.raw("<details open><summary>Context</summary><table>");
     if let Some(Event::RunStarted { input, .. }) = events.first() {
-        body.raw("<tr><th>inputs</th><td><pre>")
-            .text(&show(input))
-            .raw("</pre></td></tr>");
+        context_row(body, "inputs", Some(input), shown);
     }
     let deps = index
         .and_then(|i| spec.steps.get(i))
@@ -219,14 +338,20 @@ fn context(app: &App, body: &mut Html, spec: &Spec, index: Option<usize>, events
             _ => None,
         });
         let name = spec.steps.get(*dep).map_or("?", |s| s.id.as_str());
-        let text = output.map_or_else(|| "(no output)".to_owned(), show);
-        body.raw("<tr>")
-            .element("th", name)
-            .raw("<td><pre>")
-            .text(&text)
-            .raw("</pre></td></tr>");
+        context_row(body, name, output, shown);
     }
     body.raw("</table></details>");
+}
+
+/// One payload of the context: its fields if shown, redacted otherwise.
+fn context_row(body: &mut Html, name: &str, value: Option<&Value>, shown: bool) {
+    body.raw("<tr>").element("th", name).raw("<td>");
+    match value {
+        Some(value) if shown => body.value(value),
+        Some(_) => body.raw("<pre>").text(REDACTED).raw("</pre>"),
+        None => body.text("(no output)"),
+    };
+    body.raw("</td></tr>");
 }
 
 fn is_approval(spec: &Spec, index: Option<usize>) -> bool {
@@ -260,42 +385,27 @@ fn decision_form(
     body.raw("</form>");
 }
 
-/// Whether `who` is admitted for a human step of the run: its assignees in the spec, and
-/// whoever its tasks were opened for or escalated to.
-fn involved(app: &App, who: &Identity, spec: &Spec, events: &[Event]) -> bool {
-    let from_spec = spec.steps.iter().filter_map(|step| match &step.kind {
-        StepKind::Human(human) => Some(human.assignee.as_str()),
-        _ => None,
-    });
-    let from_journal = events.iter().filter_map(|event| match event {
-        Event::TaskOpened { assignee, .. } => Some(assignee.as_str()),
-        Event::TaskEscalated { to, .. } => Some(to.as_str()),
-        _ => None,
-    });
-    from_spec
-        .chain(from_journal)
-        .any(|assignee| app.engine.authorizes(assignee, who.name()))
+#[derive(Debug, Deserialize)]
+struct RunQuery {
+    decided: Option<String>,
 }
 
 async fn run_page(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
     Path(run): Path<String>,
+    query: Result<Query<RunQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
+    let who = caller.identity();
+    let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let loaded = view::load(&app.engine, run, app.show_payloads)
-        .await
-        .map_err(&fail)?;
-    if !involved(&app, &who, &loaded.spec, &loaded.events) {
-        return Err(fail(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "not_admitted",
-            format!("{who} is not admitted for any task of {run}"),
-        )));
-    }
+    let loaded = app.view_run(&caller, run).await.map_err(&fail)?;
+    let shown = loaded.payloads;
     let detail = &loaded.detail;
     let mut body = Html::new();
+    if let Some(step) = query.ok().and_then(|Query(q)| q.decided) {
+        confirmation(&mut body, &app, who, &loaded, &step);
+    }
     body.raw("<p>Workflow ")
         .element("b", &detail.workflow)
         .raw(", status <span class=\"status\" id=\"status\">")
@@ -327,17 +437,36 @@ async fn run_page(
     {
         task_card(
             &app,
-            &who,
+            who,
             &mut body,
             task,
             &loaded.spec,
             &loaded.events,
+            shown,
             false,
         );
     }
-    body.raw("<h2>Steps</h2><table><tr><th>Step</th><th>State</th><th>Attempts</th></tr>");
-    for step in &detail.steps {
-        body.row(&[&step.id, step.state, &step.attempts.to_string()]);
+    body.raw(
+        "<h2>Steps</h2><table id=\"steps\"><tr><th>Step</th><th>State</th><th>Detail</th></tr>",
+    );
+    let now = app.engine.now();
+    for (index, step) in detail.steps.iter().enumerate() {
+        body.raw("<tr>")
+            .element("td", &step.id)
+            .element("td", step.state)
+            .raw("<td>");
+        let human = matches!(
+            loaded.spec.steps.get(index).map(|s| &s.kind),
+            Some(StepKind::Human(_))
+        );
+        if !(human && human_detail(&mut body, now, &loaded.events, index)) {
+            body.text(&match step.attempts {
+                0 if human => "not opened yet".to_owned(),
+                1 => "1 attempt".to_owned(),
+                n => format!("{n} attempts"),
+            });
+        }
+        body.raw("</td></tr>");
     }
     body.raw("</table><h2>Audit</h2><table id=\"audit\"><tr><th>When</th><th>Who</th><th>What</th><th>Step</th><th>Detail</th></tr>");
     for entry in &detail.audit {
@@ -368,6 +497,63 @@ async fn run_page(
     Ok(HtmlBody(html).into_response())
 }
 
+/// What the person just decided, on the page the decision form answers with: the decision
+/// as journaled, or that it waits for the engine that runs the run.
+fn confirmation(body: &mut Html, app: &App, who: &Identity, loaded: &view::Loaded, step: &str) {
+    let Some(index) = loaded.spec.step_index(step) else {
+        return;
+    };
+    let decided = loaded.events.iter().rev().find_map(|event| match event {
+        Event::TaskDecided {
+            step: s,
+            by,
+            decision,
+            at,
+            ..
+        } if *s == index => Some((by, decision, *at)),
+        _ => None,
+    });
+    body.raw("<p class=\"confirmation\" id=\"confirmation\">");
+    match decided {
+        Some((by, decision, at)) if by == who.name() => {
+            body.text(&format!(
+                "Done: you decided “{}”: {} ",
+                words(step),
+                crate::view::decision_text(decision)
+            ))
+            .time(app.engine.now(), at)
+            .text(".");
+        }
+        Some((by, _, _)) => {
+            body.text(&format!(
+                "“{}” was decided by {by} before you.",
+                words(step)
+            ));
+        }
+        None => {
+            body.text(&format!(
+                "Your decision on “{}” was sent; it is recorded when the engine running this \
+                 run takes it in.",
+                words(step)
+            ));
+        }
+    }
+    body.raw(" ")
+        .link(&format!("{}/inbox", app.base), "Back to your tasks")
+        .raw("</p>");
+}
+
+/// `text` for a URL's query: letters, digits, `-`, `_`, `.` as they are, the rest
+/// percent-encoded.
+fn query_text(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[derive(Debug, Deserialize)]
 struct DecisionForm {
     #[serde(default)]
@@ -380,20 +566,28 @@ struct DecisionForm {
 
 async fn decide(
     State(app): State<Shared>,
-    PageCaller(who): PageCaller,
+    PageCaller(caller): PageCaller,
     Path((run, step)): Path<(String, String)>,
     form: Result<Form<DecisionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let fail = fail(&app, &who);
+    let who = caller.identity();
+    let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let Form(form) = form.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
-    if !app.csrf.verify(&who, &form.csrf) {
+    let Form(form) = form.map_err(|rejection| {
+        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_FORM)
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        })
+    })?;
+    if !app.csrf.verify(who, &form.csrf) {
         return Err(fail(ApiError::new(
             StatusCode::FORBIDDEN,
             "csrf",
             "the form's CSRF token is missing or not yours; reload the page and try again",
         )));
     }
+    check_comment(form.comment.as_deref()).map_err(&fail)?;
     let comment = form.comment.filter(|c| !c.trim().is_empty());
     let decision = match form.verdict.as_str() {
         "approve" | "reject" => {
@@ -416,10 +610,14 @@ async fn decide(
             ))))
         }
     };
-    decide_as(&app, &who, run, &step, decision)
+    decide_as(&app, &caller, run, &step, decision)
         .await
         .map_err(&fail)?;
-    let target = format!("{}/inbox/runs/{run}", app.base);
+    let target = format!(
+        "{}/inbox/runs/{run}?decided={}",
+        app.base,
+        query_text(&step)
+    );
     let mut response = Redirect::to(&target).into_response();
     response.headers_mut().insert(
         header::CACHE_CONTROL,

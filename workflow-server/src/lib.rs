@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # use workflow_core::prelude::*;
-//! # use workflow_server::{Server, TrustedHeader, WebhookConfig};
+//! # use workflow_server::{Roles, Server, TrustedHeader, WebhookConfig};
 //! # workflow! { pub workflow Intake(ticket: String) env () {
 //! #     step note -> String { action: note(ticket) }
 //! # } }
@@ -18,6 +18,9 @@
 //!         |payload| IntakeInput { ticket: payload.text },
 //!     )
 //!     .authenticator(TrustedHeader::new())
+//!     // Who may do what: ana operates Intake runs; everyone else sees only the runs
+//!     // whose tasks the engine's authorizer admits them for.
+//!     .permissions(Roles::parse("ana@ops operator:Intake payloads:Intake")?)
 //!     .router();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! axum::serve(listener, router).await?;
@@ -25,12 +28,14 @@
 //! ```
 //!
 //! - [`intake`]: `POST <path>` per webhook: the signature is verified on the raw bytes
-//!   before the body is parsed, the payload mapped to the workflow's input and the event id
-//!   used as the start's idempotency key.
+//!   before the body is parsed, the payload mapped to the workflow's input and the event id,
+//!   scoped to the endpoint and workflow, used as the start's idempotency key.
 //! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
+//! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
+//!   ([`Permissions`], by default [`Roles`]) for every API route and inbox page.
 //!
 //! Every rule of run policy is the engine's: the server calls it and reports its answer.
 
@@ -41,6 +46,7 @@
     unreachable_pub
 )]
 
+mod access;
 pub mod api;
 pub mod auth;
 mod error;
@@ -48,6 +54,7 @@ mod html;
 pub mod inbox;
 pub mod intake;
 mod json;
+pub mod permissions;
 mod view;
 
 use std::fmt;
@@ -59,15 +66,23 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 use workflow_core::{Engine, Workflow};
 
-pub use crate::auth::{Authenticator, BearerTokens, Csrf, Identity, TrustedHeader};
+pub use crate::auth::{
+    AuthError, Authenticator, BearerTokens, Csrf, Identity, TokenFile, TokenFileError,
+    TrustedHeader,
+};
 pub use crate::error::ApiError;
 pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
+pub use crate::permissions::{
+    Action, Caller, Credential, Permissions, PolicyError, Principal, Role, Roles, Target, Verdict,
+};
 pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
 
 /// Builds the router: the engine, the webhooks, who may sign in.
 pub struct Server {
     engine: Engine,
     authenticator: Option<Arc<dyn Authenticator>>,
+    permissions: Arc<dyn Permissions>,
+    origins: Vec<String>,
     csrf: Option<Csrf>,
     base: String,
     show_payloads: Option<bool>,
@@ -79,6 +94,7 @@ impl fmt::Debug for Server {
         f.debug_struct("Server")
             .field("engine", &self.engine)
             .field("authenticator", &self.authenticator.is_some())
+            .field("origins", &self.origins)
             .field("base", &self.base)
             .field("webhooks", &self.webhooks.len())
             .finish_non_exhaustive()
@@ -89,6 +105,8 @@ impl fmt::Debug for Server {
 pub(crate) struct App {
     pub(crate) engine: Engine,
     pub(crate) authenticator: Option<Arc<dyn Authenticator>>,
+    pub(crate) permissions: Arc<dyn Permissions>,
+    pub(crate) origins: Vec<String>,
     pub(crate) csrf: Csrf,
     pub(crate) base: String,
     pub(crate) show_payloads: bool,
@@ -98,11 +116,14 @@ pub(crate) type Shared = Arc<App>;
 
 impl Server {
     /// A server over `engine`, with no webhooks and no authenticator (the API and the
-    /// inbox answer 401 until one is set).
+    /// inbox answer 401 until one is set), and [`Roles`] granting nothing (only approvers
+    /// see the runs of their tasks until [`Server::permissions`] grants more).
     pub fn new(engine: Engine) -> Self {
         Server {
             engine,
             authenticator: None,
+            permissions: Arc::new(Roles::new()),
+            origins: Vec::new(),
             csrf: None,
             base: String::new(),
             show_payloads: None,
@@ -113,6 +134,20 @@ impl Server {
     /// Who is asking, for the API and the inbox (webhooks are verified by signature).
     pub fn authenticator(mut self, authenticator: impl Authenticator) -> Self {
         self.authenticator = Some(Arc::new(authenticator));
+        self
+    }
+
+    /// The permission policy of every API route and inbox page (default: [`Roles`] with
+    /// no grants).
+    pub fn permissions(mut self, permissions: impl Permissions) -> Self {
+        self.permissions = Arc::new(permissions);
+        self
+    }
+
+    /// An origin (`https://ops.example.com`) other than the request's own `Host` from
+    /// which browsers may change state, for a proxy that rewrites `Host`.
+    pub fn allowed_origin(mut self, origin: &str) -> Self {
+        self.origins.push(origin.trim_end_matches('/').to_owned());
         self
     }
 
@@ -139,8 +174,10 @@ impl Server {
 
     /// A webhook endpoint starting runs of `W`: `POST path` is verified with `config` on
     /// its raw bytes, then its body is parsed as `P` (a 422 if it does not parse), mapped to
-    /// `W`'s input with `map`, and started with the delivery's event id as idempotency key,
-    /// so a redelivery answers 200 with the run the first one started.
+    /// `W`'s input with `map`, and started with the delivery's event id as idempotency key
+    /// (scoped to `path` and `W`, [`intake::scoped_key`]), so a redelivery answers 200 with
+    /// the run the first one started, and the same id with other inputs 409
+    /// `idempotency_conflict`. `path` holds no whitespace.
     pub fn webhook<W, P>(
         mut self,
         path: &str,
@@ -157,9 +194,13 @@ impl Server {
     }
 
     /// Serves [`Server::router`] on `listener` until the process ends (what `workflow
-    /// serve` does).
+    /// serve` does), with each connection's peer address for
+    /// [`TrustedHeader::trusted_proxies`].
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        axum::serve(listener, self.router()).await
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, service).await
     }
 
     /// The router: the webhooks, `/api/...` and `/inbox/...`.
@@ -181,6 +222,8 @@ impl Server {
         let app = Arc::new(App {
             engine: self.engine,
             authenticator: self.authenticator,
+            permissions: self.permissions,
+            origins: self.origins,
             csrf,
             base: self.base,
             show_payloads,
@@ -193,18 +236,17 @@ impl Server {
     }
 }
 
-/// The identity of an API request, or a 401.
+/// The caller of an API request ([`access::caller`]); a state change must also be sent as
+/// JSON unless a bearer token signs it ([`access::json_required`]).
 #[derive(Debug, Clone)]
-pub(crate) struct ApiCaller(pub(crate) Identity);
+pub(crate) struct ApiCaller(pub(crate) Caller);
 
 impl FromRequestParts<Shared> for ApiCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Self, ApiError> {
-        app.authenticator
-            .as_ref()
-            .and_then(|auth| auth.authenticate(&parts.headers))
-            .map(ApiCaller)
-            .ok_or_else(ApiError::unauthenticated)
+        let caller = access::caller(parts, app)?;
+        access::json_required(parts, &caller)?;
+        Ok(ApiCaller(caller))
     }
 }

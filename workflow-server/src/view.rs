@@ -9,7 +9,8 @@ pub(crate) use workflow_core::journal::rfc3339;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::render::{svg_with_states, StepMark};
 use workflow_core::spec::Spec;
-use workflow_core::{Engine, RunId};
+use workflow_core::store::RunRecord;
+use workflow_core::{Engine, RunId, RunView};
 
 use crate::error::ApiError;
 
@@ -87,6 +88,8 @@ pub struct AuditEntry {
 
 /// A run with its spec, loaded once for a page or an answer.
 pub(crate) struct Loaded {
+    /// Whether its payloads are shown.
+    pub(crate) payloads: bool,
     pub(crate) detail: RunDetail,
     pub(crate) spec: Spec,
     pub(crate) events: Vec<Event>,
@@ -100,18 +103,48 @@ impl Loaded {
     }
 }
 
-/// Loads `run` through the engine: its state and its journal.
-pub(crate) async fn load(engine: &Engine, run: RunId, show: bool) -> Result<Loaded, ApiError> {
-    let view = engine.inspect(run).await?;
-    let events = engine.events(run).await?;
-    let spec = workflow_core::admin::stored_spec(&**engine.store(), &view.record.fingerprint)
-        .await?
-        .ok_or_else(|| {
+/// A run's state and recorded spec, read before anyone decides whether the caller may see
+/// it.
+pub(crate) struct Opened {
+    view: RunView,
+    spec: Option<Spec>,
+}
+
+impl Opened {
+    /// Reads `run`'s state through the engine and its recorded spec.
+    pub(crate) async fn open(engine: &Engine, run: RunId) -> Result<Opened, ApiError> {
+        let view = engine.inspect(run).await?;
+        let spec =
+            workflow_core::admin::stored_spec(&**engine.store(), &view.record.fingerprint).await?;
+        Ok(Opened { view, spec })
+    }
+
+    /// The run's record.
+    pub(crate) fn record(&self) -> &RunRecord {
+        &self.view.record
+    }
+
+    /// Its recorded spec, if the store has one.
+    pub(crate) fn spec(&self) -> Option<&Spec> {
+        self.spec.as_ref()
+    }
+
+    /// Explains the run, with its payloads if `show`.
+    pub(crate) async fn load(self, engine: &Engine, show: bool) -> Result<Loaded, ApiError> {
+        let Opened { view, spec } = self;
+        let run = view.record.id;
+        let spec = spec.ok_or_else(|| {
             ApiError::not_found(format!(
                 "the store has no spec recorded for {run} ({})",
                 view.record.fingerprint
             ))
         })?;
+        let events = engine.events(run).await?;
+        explain(view, spec, events, show)
+    }
+}
+
+fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<Loaded, ApiError> {
     let names: Vec<String> = view.steps.iter().map(|s| s.id.clone()).collect();
     let name = |step: usize| {
         names
@@ -161,6 +194,7 @@ pub(crate) async fn load(engine: &Engine, run: RunId, show: bool) -> Result<Load
         spec,
         events,
         marks,
+        payloads: show,
     })
 }
 

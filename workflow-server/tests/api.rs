@@ -151,9 +151,16 @@ async fn decisions_answer_403_404_409_and_the_run_shows_its_audit() {
     assert_eq!(none["tasks"].as_array().unwrap().len(), 0);
 
     let path = format!("/api/runs/{run}/tasks/approve_alert");
+    // The outsider may not see the run: it does not exist for them.
     let outsider = post_json(addr, &path, Some(OUTSIDER), json!({"approved": true})).await;
     assert_eq!(
         (outsider.status, outsider.code().as_str()),
+        (StatusCode::NOT_FOUND, "unknown_run")
+    );
+    // The operator sees it, but the engine's authorizer does not admit them.
+    let operator = post_json(addr, &path, Some(OPERATOR), json!({"approved": true})).await;
+    assert_eq!(
+        (operator.status, operator.code().as_str()),
         (StatusCode::FORBIDDEN, "not_admitted")
     );
     let unknown_run = post_json(

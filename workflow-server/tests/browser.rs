@@ -1,7 +1,7 @@
 //! The inbox in a real browser: headless Chromium driven through chromedriver (Debian's
 //! `chromium` and `chromium-driver`), over the WebDriver JSON protocol with a small client.
 //! An approver opens the inbox, sees the task, approves it with a comment and sees the run
-//! complete; an outsider gets 403. Screenshots go to `target/browser/`.
+//! complete; an outsider gets 404. Screenshots go to `target/browser/`.
 //!
 //! The identities come from a trusted header, as behind a reverse proxy: the same router
 //! is served on two ports, each setting `X-Forwarded-User` for whoever connects there.
@@ -247,7 +247,7 @@ async fn serve_as(router: axum::Router, who: &'static str) -> SocketAddr {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
+async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
     let (engine, desk) = engine(false);
     let router = server(&engine, standard()).router();
     let lead = serve_as(router.clone(), LEAD).await;
@@ -270,6 +270,12 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
     assert_eq!(browser.title().await, "Your tasks");
     assert_eq!(browser.text("#who").await, LEAD);
     let card = format!("#task-{run}-approve_alert");
+    assert_eq!(
+        browser.text(&format!("{card} .title")).await,
+        "Approve alert for support_leads"
+    );
+    let deadline = browser.text(&format!("{card} .deadline")).await;
+    assert!(deadline == "in 1 h" || deadline == "in 2 h", "{deadline}");
     // The prompt's markup is shown as text, not run.
     assert_eq!(
         browser.text(&format!("{card} .prompt")).await,
@@ -295,8 +301,19 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
         )
         .await;
 
-    // The form answers with the run page; it shows the run complete once the engine has
-    // sent the alert (reloaded until then, within a bound).
+    // The form answers with the run page, confirming the decision.
+    browser
+        .wait_until("the confirmation", async |b: &Browser| {
+            b.execute(
+                "const c = document.getElementById('confirmation'); return c ? c.innerText : '';",
+            )
+            .await
+            .as_str()
+            .is_some_and(|text| text.starts_with("Done: you decided “Approve alert”: approved"))
+        })
+        .await;
+    let confirmation_png = browser.screenshot("confirmation.png").await;
+    // It shows the run complete once the engine has sent the alert.
     wait_for_status(&engine, run, RunStatus::Completed).await;
     let page = format!("http://{lead}/inbox/runs/{run}");
     browser.open(&page).await;
@@ -312,22 +329,139 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_403() {
     let run_png = browser.screenshot("run.png").await;
     assert_eq!(desk.alerts.load(std::sync::atomic::Ordering::SeqCst), 1);
 
-    // The outsider sees no task, and the run page is forbidden.
+    // The outsider sees no task, and the run page does not exist for them.
     browser.open(&format!("http://{outsider}/inbox")).await;
     assert_eq!(browser.text("#empty").await, "No open tasks for you.");
     browser
         .open(&format!("http://{outsider}/inbox/runs/{run}"))
         .await;
-    assert_eq!(browser.title().await, "Forbidden");
-    assert!(browser.text("#error").await.starts_with("403 not_admitted"));
+    assert_eq!(browser.title().await, "Not found");
+    assert!(browser.text("#error").await.starts_with("404 unknown_run"));
     browser.screenshot("outsider.png").await;
     browser.quit().await;
 
-    for png in [inbox_png, run_png] {
+    for png in [inbox_png, confirmation_png, run_png] {
         assert!(
             std::fs::metadata(&png).unwrap().len() > 1000,
             "{}",
             png.display()
         );
     }
+}
+
+impl Browser {
+    async fn execute(&self, script: &str) -> Value {
+        self.call(
+            Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
+    }
+
+    async fn url(&self) -> String {
+        self.call(Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits (bounded) until `probe` holds for what the browser shows.
+    async fn wait_until(&self, what: &str, probe: impl AsyncFn(&Browser) -> bool) {
+        for _ in 0..200 {
+            if probe(self).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the browser did not get to {what} within 10 s");
+    }
+}
+
+/// A page on another loopback origin that tries to change state on `target` three ways:
+/// a `fetch` with `no-cors` and a text/plain body, and two auto-posted forms (one to the
+/// API as text/plain, one to the inbox's decision route).
+fn attacker_page(target: SocketAddr, run: workflow_core::RunId) -> String {
+    format!(
+        r#"<!doctype html><html><head><title>attacker</title></head><body>
+<form id="api" method="post" enctype="text/plain" action="http://{target}/api/runs/{run}/cancel">
+  <input name='{{"x":"' value='"}}'></form>
+<form id="inbox" method="post" action="http://{target}/inbox/runs/{run}/tasks/approve_alert">
+  <input name="verdict" value="approve"><input name="csrf" value="guessed"></form>
+<script>
+fetch("http://{target}/api/runs/{run}/cancel", {{
+  method: "POST", mode: "no-cors", credentials: "include",
+  headers: {{ "content-type": "text/plain" }}, body: "{{}}"
+}}).then(() => {{ document.title = "fetched"; }}, () => {{ document.title = "fetch failed"; }});
+</script></body></html>"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_another_origin_changes_nothing() {
+    let (engine, _) = engine(false);
+    let router = server(&engine, standard()).router();
+    // The lead may cancel and decide: only the origin checks stand in the way.
+    let lead = serve_as(router, LEAD).await;
+    let run = engine
+        .start::<Triage>(TriageInput {
+            ticket: Ticket {
+                ticket_id: "T-13".into(),
+                text: "locked out".into(),
+            },
+        })
+        .await
+        .unwrap()
+        .id();
+    wait_for_task(&engine, run, "approve_alert").await;
+    let page = attacker_page(lead, run);
+    let attacker = serve(axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { axum::response::Html(page) }
+        }),
+    ))
+    .await;
+
+    let browser = Browser::start().await;
+    browser.open(&format!("http://{attacker}/")).await;
+    browser
+        .wait_until("the fetch's end", async |b: &Browser| {
+            b.title().await.starts_with("fetch")
+        })
+        .await;
+    for (form, code) in [("api", "cross_site"), ("inbox", "cross_site")] {
+        browser.open(&format!("http://{attacker}/")).await;
+        browser
+            .execute(&format!("document.getElementById('{form}').submit();"))
+            .await;
+        browser
+            .wait_until("the target's answer", async |b: &Browser| {
+                b.url().await.starts_with(&format!("http://{lead}/"))
+            })
+            .await;
+        browser
+            .wait_until("the answer's text", async |b: &Browser| {
+                b.execute("return document.body ? document.body.innerText : '';")
+                    .await
+                    .as_str()
+                    .is_some_and(|text| text.contains(code))
+            })
+            .await;
+        browser.screenshot(&format!("cross-site-{form}.png")).await;
+    }
+    browser.quit().await;
+
+    assert_eq!(
+        engine.inspect(run).await.unwrap().record.status,
+        RunStatus::Running
+    );
+    let events = engine.events(run).await.unwrap();
+    assert!(!events.iter().any(|e| matches!(
+        e,
+        workflow_core::journal::Event::TaskDecided { .. }
+            | workflow_core::journal::Event::Cancelled { .. }
+    )));
 }

@@ -1,5 +1,5 @@
 //! The approval inbox over real loopback TCP: 401 without an identity, the person's tasks
-//! only, CSRF-protected forms, escaped text, redacted payloads, 403 for outsiders.
+//! only, CSRF-protected forms, escaped text, redacted payloads, 404 for runs an outsider may not see.
 
 mod common;
 
@@ -94,6 +94,21 @@ async fn the_inbox_lists_the_persons_tasks_escaped_with_redacted_context() {
     );
     assert!(page.contains("escalates to on_call"), "{page}");
     assert!(page.contains("support_leads"));
+    // A title that says what to do and for whom; times relative, absolute on hover.
+    assert!(
+        page.contains("<h2 class=\"title\">Approve alert for support_leads</h2>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("Triage · {run} · due <time datetime=\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains("\">in 2 h</time>") || page.contains("\">in 1 h</time>"),
+        "{page}"
+    );
+    assert!(page.contains("<th>Waiting since</th><td><time"), "{page}");
+    assert!(page.contains("\">now</time>"), "{page}");
     // The engine does not log payloads: the context is redacted.
     assert!(page.contains("redacted"), "{page}");
     assert!(!page.contains("Locked out"), "{page}");
@@ -117,10 +132,19 @@ async fn payloads_show_escaped_when_the_engine_logs_them() {
     );
     assert!(!page.contains("<script>"), "{page}");
     assert!(!page.contains("redacted"), "{page}");
+    // The inputs read as fields, the classifier's verdict as a value.
+    assert!(
+        page.contains("<tr><th>ticket.ticket_id</th><td>T-91</td></tr>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<tr><th>classify</th><td><span class=\"value\">true</span></td></tr>"),
+        "{page}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
+async fn forms_need_the_persons_csrf_token_and_outsiders_get_404() {
     let (engine, desk) = engine(false);
     let addr = serve(server(&engine, standard()).router()).await;
     let run = run_waiting(&engine, addr).await;
@@ -150,7 +174,8 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
         );
         assert!(answer.body.contains("csrf"), "{case}");
     }
-    // The outsider, with their own valid token: the engine's authorizer refuses.
+    // The outsider, with their own valid token, may not see the run: a 404, as for a run
+    // that does not exist.
     let outsider = post_form(
         addr,
         &path,
@@ -158,10 +183,26 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
         form(&[("csrf", &token(OUTSIDER)), ("verdict", "approve")]),
     )
     .await;
-    assert_eq!(outsider.status, StatusCode::FORBIDDEN);
-    assert!(outsider.body.contains("not_admitted"));
+    assert_eq!(outsider.status, StatusCode::NOT_FOUND);
+    assert!(outsider.body.contains("unknown_run"));
     let page = get(addr, &format!("/inbox/runs/{run}"), Some(OUTSIDER)).await;
-    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    let missing = get(addr, "/inbox/runs/run-999", Some(OUTSIDER)).await;
+    assert_eq!(
+        page.body.replace(&run.to_string(), "run-999"),
+        missing.body,
+        "an invisible run answers as a missing one"
+    );
+    // The operator sees the run, but the engine's authorizer does not admit them.
+    let operator = post_form(
+        addr,
+        &path,
+        OPERATOR,
+        form(&[("csrf", &token(OPERATOR)), ("verdict", "approve")]),
+    )
+    .await;
+    assert_eq!(operator.status, StatusCode::FORBIDDEN);
+    assert!(operator.body.contains("not_admitted"));
     assert!(engine.inspect(run).await.unwrap().record.status == RunStatus::Running);
     assert_eq!(
         engine
@@ -187,7 +228,25 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
     )
     .await;
     assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
-    assert_eq!(approved.headers["location"], format!("/inbox/runs/{run}"));
+    assert_eq!(
+        approved.headers["location"],
+        format!("/inbox/runs/{run}?decided=approve_alert")
+    );
+    // The page the form answers with confirms what was decided.
+    let confirmed = get(
+        addr,
+        approved.headers["location"].to_str().unwrap(),
+        Some(LEAD),
+    )
+    .await;
+    assert!(
+        confirmed
+            .body
+            .contains("Done: you decided “Approve alert”: approved"),
+        "{}",
+        confirmed.body
+    );
+    assert!(confirmed.body.contains("id=\"confirmation\""));
     wait_for_status(&engine, run, RunStatus::Completed).await;
     assert_eq!(desk.alerts.load(std::sync::atomic::Ordering::SeqCst), 1);
 
@@ -212,8 +271,64 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_403() {
     assert!(!body.contains("<script>"), "{body}");
     assert!(body.contains("approved (&quot;call them &lt;script&gt;alert(&#39;comment&#39;)&lt;/script&gt;&quot;)"), "{body}");
     assert!(body.contains(LEAD));
+    // The human step says who decided it, not "0 attempts".
+    let steps = &body[body.find("id=\"steps\"").unwrap()..];
+    let steps = &steps[..steps.find("</table>").unwrap()];
+    assert!(
+        steps.contains("approve_alert</td><td>succeeded</td><td>approved (&quot;call them"),
+        "{steps}"
+    );
+    assert!(steps.contains(&format!("by {LEAD} <time")), "{steps}");
+    assert!(
+        steps.contains("send_alert</td><td>succeeded</td><td>1 attempt</td>"),
+        "{steps}"
+    );
     let missing = get(addr, "/inbox/runs/run-99", Some(LEAD)).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_pages_tasks_soonest_deadline_first() {
+    let (engine, _) = engine(false);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let mut runs = Vec::new();
+    for n in 0..(workflow_server::inbox::PAGE + 5) {
+        let run = engine
+            .start::<Triage>(TriageInput {
+                ticket: Ticket {
+                    ticket_id: format!("T-{n}"),
+                    text: "locked out".into(),
+                },
+            })
+            .await
+            .unwrap()
+            .id();
+        runs.push(run);
+    }
+    for run in &runs {
+        wait_for_task(&engine, *run, "approve_alert").await;
+    }
+    let cards = |body: &str| body.matches("<section class=\"task\"").count();
+    let first = get(addr, "/inbox", Some(LEAD)).await.body;
+    assert_eq!(cards(&first), workflow_server::inbox::PAGE);
+    assert!(first.contains("25 open tasks"), "{first}");
+    assert!(first.contains("Page 1 of 2"), "{first}");
+    assert!(first.contains("href=\"/inbox?page=2\""), "{first}");
+    let second = get(addr, "/inbox?page=2", Some(LEAD)).await.body;
+    assert_eq!(cards(&second), 5);
+    assert!(second.contains("href=\"/inbox?page=1\""), "{second}");
+    // Every task is on exactly one page.
+    for run in &runs {
+        let id = format!("id=\"task-{run}-approve_alert\"");
+        assert_eq!(
+            first.contains(&id) as u8 + second.contains(&id) as u8,
+            1,
+            "{run}"
+        );
+    }
+    // A page past the end shows the last one.
+    let past = get(addr, "/inbox?page=9", Some(LEAD)).await.body;
+    assert_eq!(cards(&past), 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

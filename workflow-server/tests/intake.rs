@@ -61,11 +61,15 @@ async fn a_webhook_delivered_three_times_makes_one_run_and_one_alert() {
     assert_eq!(answer.code(), "bad_signature");
     assert_eq!(run_count(&engine).await, 1);
 
-    // The run's record names the event id as its key, and the audit trail the lead.
+    // The run's record names the event id, scoped to the endpoint and workflow, as its key,
+    // and the audit trail the lead.
     let detail = get(addr, &format!("/api/runs/{run}"), Some(LEAD))
         .await
         .json();
-    assert_eq!(detail["idempotency_key"], "evt_884");
+    assert_eq!(
+        detail["idempotency_key"],
+        "webhook /hooks/tickets Triage evt_884"
+    );
     assert_eq!(detail["status"], "completed");
     let audit = detail["audit"].as_array().unwrap();
     assert!(audit.iter().any(|entry| entry["action"] == "decided"

@@ -5,10 +5,15 @@
 //! 2. the signature is verified on those bytes ([`verify`]; 401 `missing_signature`,
 //!    `malformed_signature`, `bad_signature` or `stale_timestamp`);
 //! 3. only then is the body parsed, as the endpoint's payload type (422
-//!    `invalid_payload`), and its event id found (400 `missing_event_id`);
-//! 4. the payload is mapped to the workflow's input and the run started with the event id
-//!    as idempotency key: 201 `{"run": "run-1", "created": true}` for a new run, 200 with
-//!    the same run and `"created": false` for a redelivery.
+//!    `invalid_payload`), and its event id found (400 `missing_event_id` without one, for
+//!    Stripe a payload without a string `id`; 400 `event_id_too_long` past
+//!    [`MAX_EVENT_ID`] bytes);
+//! 4. the payload is mapped to the workflow's input and the run started with an
+//!    idempotency key scoped to this endpoint and workflow ([`scoped_key`]), so one source's
+//!    ids can neither collide with nor pre-claim another's: 201 `{"run": "run-1",
+//!    "created": true}` for a new run, 200 with the same run and `"created": false` for a
+//!    redelivery, and 409 `idempotency_conflict` naming the run when the same event id
+//!    comes with a body that maps to other inputs.
 
 pub mod verify;
 
@@ -22,6 +27,7 @@ use axum::routing::post;
 use axum::Router;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use workflow_core::journal::Event;
 use workflow_core::{Engine, RunError, RunId, StartOptions, Workflow};
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -31,17 +37,65 @@ use crate::error::ApiError;
 use crate::json::Json;
 use crate::Shared;
 
-/// What a start returns: the run, and whether this start created it.
-type Started = BoxFuture<'static, Result<(RunId, bool), RunError>>;
+/// What a start returns: the run, whether this start created it, and its inputs as
+/// journaled.
+type Started = BoxFuture<'static, Result<(RunId, bool, Value), RunError>>;
 
 /// Parses a verified body as the endpoint's payload type, maps it to the workflow's input
-/// and returns the start (keyed by the event id) to await; `Err` when it does not parse.
+/// and returns the start (keyed by the given key) to await; `Err` when it does not parse.
 type Starter = dyn Fn(&Engine, &[u8], String) -> Result<Started, String> + Send + Sync;
+
+/// The longest event id (or API idempotency key) accepted, in bytes.
+pub const MAX_EVENT_ID: usize = 256;
+
+/// The idempotency key a start through `intake` (`webhook /hooks/tickets`, `api`) of
+/// `workflow` is made with for the caller's `id`: `"{intake} {workflow} {id}"`. Neither the
+/// intake nor the workflow name holds a space, so distinct triples never make one key.
+pub fn scoped_key(intake: &str, workflow: &str, id: &str) -> String {
+    format!("{intake} {workflow} {id}")
+}
+
+/// 400 `event_id_too_long` past [`MAX_EVENT_ID`].
+pub(crate) fn check_event_id(id: &str, code: &'static str) -> Result<(), ApiError> {
+    if id.len() > MAX_EVENT_ID {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!(
+                "the id is {} bytes long; at most {MAX_EVENT_ID} are accepted",
+                id.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// After a start that found its key used: 409 `idempotency_conflict` unless the run the key
+/// names was started with the same inputs.
+pub(crate) async fn same_start(
+    engine: &Engine,
+    run: RunId,
+    id: &str,
+    input: &Value,
+) -> Result<(), ApiError> {
+    let events = engine.events(run).await?;
+    let same =
+        matches!(events.first(), Some(Event::RunStarted { input: first, .. }) if first == input);
+    if same {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency_conflict",
+            format!("`{id}` already started {run}, with other inputs"),
+        ))
+    }
+}
 
 /// The id of a Stripe event, from its payload.
 #[derive(serde::Deserialize)]
 struct StripeEvent {
-    id: String,
+    id: Option<Value>,
 }
 
 /// One webhook endpoint.
@@ -51,6 +105,7 @@ pub(crate) struct Route {
 }
 
 struct Intake {
+    path: String,
     config: WebhookConfig,
     workflow: &'static str,
     start: Box<Starter>,
@@ -69,17 +124,19 @@ impl Route {
         let start = move |engine: &Engine, body: &[u8], key: String| -> Result<Started, String> {
             let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
             let input = map(payload);
+            let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
             let engine = engine.clone();
             Ok(Box::pin(async move {
                 let run = engine
                     .start_with::<W>(input, StartOptions::key(key))
                     .await?;
-                Ok((run.id(), run.was_created()))
+                Ok((run.id(), run.was_created(), value))
             }))
         };
         Route {
             path: path.to_owned(),
             intake: Arc::new(Intake {
+                path: path.to_owned(),
                 config,
                 workflow: W::NAME,
                 start: Box::new(start),
@@ -127,27 +184,33 @@ impl Intake {
             ApiError::from(error)
         })?;
         // Verified: now, and only now, the body is parsed.
+        let missing = |why: &str| ApiError::new(StatusCode::BAD_REQUEST, "missing_event_id", why);
         let event_id = match self.config.scheme() {
-            Scheme::Stripe => serde_json::from_slice::<StripeEvent>(&body)
-                .map(|event| event.id)
-                .map_err(|error| {
-                    ApiError::invalid_payload(format!("not a Stripe event with an `id`: {error}"))
-                })?,
-            _ => header_id.ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "missing_event_id",
-                    "the delivery carries no event id header",
-                )
-            })?,
+            Scheme::Stripe => {
+                let event = serde_json::from_slice::<StripeEvent>(&body).map_err(|error| {
+                    ApiError::invalid_payload(format!("not a Stripe event: {error}"))
+                })?;
+                match event.id {
+                    Some(Value::String(id)) if !id.is_empty() => id,
+                    _ => return Err(missing("the Stripe event has no string `id`")),
+                }
+            }
+            _ => header_id
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| missing("the delivery carries no event id header"))?,
         };
-        let start = (self.start)(&app.engine, &body, event_id.clone()).map_err(|error| {
+        check_event_id(&event_id, "event_id_too_long")?;
+        let key = scoped_key(&format!("webhook {}", self.path), self.workflow, &event_id);
+        let start = (self.start)(&app.engine, &body, key).map_err(|error| {
             ApiError::invalid_payload(format!(
                 "the payload is not what `{}` takes: {error}",
                 self.workflow
             ))
         })?;
-        let (run, created) = start.await?;
+        let (run, created, input) = start.await?;
+        if !created {
+            same_start(&app.engine, run, &event_id, &input).await?;
+        }
         let status = if created {
             StatusCode::CREATED
         } else {

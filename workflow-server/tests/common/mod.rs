@@ -25,6 +25,26 @@ pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const LEAD: &str = "lee@support_leads";
 /// Someone admitted for nothing.
 pub const OUTSIDER: &str = "mallory@elsewhere";
+/// An operator of Triage (with its payloads), not an approver.
+pub const OPERATOR: &str = "ana@ops";
+/// A viewer of Triage, not an approver.
+pub const VIEWER: &str = "vic@audit";
+/// An approver of Triage (admitted for `support_leads`) with no role.
+pub const APPROVER: &str = "pat@support_leads";
+/// An operator of Shipment only.
+pub const OTHER_OPERATOR: &str = "oscar@shipping";
+
+/// The roles of the tests: the lead operates everything (and approves Triage), the others
+/// as named.
+pub fn roles() -> workflow_server::Roles {
+    workflow_server::Roles::parse(&format!(
+        "{LEAD} operator:* payloads:*\n\
+         {OPERATOR} operator:Triage payloads:Triage\n\
+         {VIEWER} viewer:Triage\n\
+         {OTHER_OPERATOR} operator:Shipment payloads:Shipment\n"
+    ))
+    .expect("the tests' roles parse")
+}
 
 /// A support ticket, as the helpdesk's webhook carries it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +147,7 @@ pub fn server(engine: &Engine, config: WebhookConfig) -> Server {
     Server::new(engine.clone())
         .webhook::<Triage, Ticket>("/hooks/tickets", config, |ticket| TriageInput { ticket })
         .authenticator(TrustedHeader::new())
+        .permissions(roles())
         .csrf_key([42; 32])
 }
 
