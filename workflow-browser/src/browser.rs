@@ -145,6 +145,18 @@ impl Browser {
         self.inner.group.load(Ordering::SeqCst)
     }
 
+    /// The scratch directory holding the pages' profiles: every process of this browser
+    /// is in its [`process_group`](Browser::process_group) or mentions this directory.
+    pub fn scratch_dir(&self) -> &Path {
+        &self.inner.scratch
+    }
+
+    /// The live processes of this browser: chromedriver, every page's Chromium and their
+    /// crash handlers.
+    pub fn processes(&self) -> Vec<process::ProcessInfo> {
+        owned_processes(self.process_group(), &self.inner.scratch)
+    }
+
     /// The cookies kept for a run (as the DevTools protocol spells them).
     pub fn cookies(&self, run: RunId) -> Vec<Value> {
         self.lock_cookies().get(&run).cloned().unwrap_or_default()
@@ -267,7 +279,7 @@ impl Browser {
                 "--disable-gpu",
                 "--disable-dev-shm-usage",
                 "--disable-crash-reporter",
-                "--disable-crashpad-for-testing",
+                "--disable-background-networking",
                 "--disable-extensions",
                 "--no-first-run",
                 "--no-default-browser-check",
@@ -299,6 +311,15 @@ impl Browser {
     }
 }
 
+/// The live processes in `group` or mentioning `scratch`.
+pub(crate) fn owned_processes(group: u32, scratch: &Path) -> Vec<process::ProcessInfo> {
+    let marker = scratch.display().to_string();
+    process::processes()
+        .into_iter()
+        .filter(|p| p.group == group || p.command.contains(&marker))
+        .collect()
+}
+
 /// The pids of a page's processes.
 pub(crate) fn pids(profile: &Path) -> Vec<u32> {
     process::processes_of(profile)
@@ -309,8 +330,32 @@ pub(crate) fn pids(profile: &Path) -> Vec<u32> {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Kills chromedriver's process group (every Chromium it started with it).
+        // Chromium's browser processes first, gently, so their crash handlers end with
+        // them; then chromedriver's process group and whatever mentions the scratch
+        // directory (a crash handler whose Chromium was killed).
+        let browsers: Vec<u32> = process::processes_mentioning(&self.scratch)
+            .iter()
+            .filter(|p| p.command.contains("--user-data-dir=") && !p.command.contains(" --type="))
+            .map(|p| p.pid)
+            .collect();
+        process::terminate(&browsers);
+        let started = std::time::Instant::now();
+        while started.elapsed() < SHUTDOWN_GRACE
+            && process::processes()
+                .iter()
+                .any(|p| browsers.contains(&p.pid))
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         self.driver.get_mut().take();
+        let left: Vec<u32> = process::processes_mentioning(&self.scratch)
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        process::kill(&left);
         let _ = std::fs::remove_dir_all(&self.scratch);
     }
 }
+
+/// How long the browsers of a dropped [`Browser`] may take to shut down.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);

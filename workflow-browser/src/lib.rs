@@ -63,6 +63,6 @@ pub use error::{BrowserError, Evidence, Failure};
 pub use page::{Download, Page};
 pub use process::{
     ensure_installed, find_chromedriver, find_chromium, processes, processes_in_group,
-    processes_of, ProcessInfo,
+    processes_mentioning, processes_of, ProcessInfo,
 };
 pub use selector::{css, test_id, Selector};

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fantoccini::error::{CmdError, ErrorStatus};
 use fantoccini::elements::Element;
+use fantoccini::error::{CmdError, ErrorStatus};
 use fantoccini::{Client, Locator};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -21,6 +21,9 @@ use crate::cdp::Cdp;
 use crate::error::{classify, BrowserError, Evidence, Failure};
 use crate::process;
 use crate::selector::Selector;
+
+/// How long a page's Chromium may take to shut down before it is killed.
+const REAP_GRACE: Duration = Duration::from_secs(3);
 
 /// How long taking evidence of a failure may take (the page may be hung).
 const EVIDENCE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -256,12 +259,14 @@ impl Page {
             .await?;
         let waiter = self.waiter();
         let file_name = loop {
-            // Chromium writes `name.crdownload` and renames it when complete.
+            // Chromium writes a hidden temporary file, then `name.crdownload`, and renames
+            // that when the download is complete.
             let now = listing(&self.downloads);
-            let pending = now.iter().any(|name| name.ends_with(".crdownload"));
+            let partial = |name: &String| name.starts_with('.') || name.ends_with(".crdownload");
+            let pending = now.iter().any(partial);
             let done = now
                 .into_iter()
-                .find(|name| !before.contains(name) && !name.ends_with(".crdownload"));
+                .find(|name| !before.contains(name) && !partial(name));
             if let (Some(name), false) = (done, pending) {
                 break name;
             }
@@ -284,11 +289,7 @@ impl Page {
     /// Saves a screenshot (PNG) as `<name>.png` in the attempt's artifact directory.
     pub async fn screenshot(&self, name: &str) -> Result<PathBuf, BrowserError> {
         let result = async {
-            let png = self
-                .client()
-                .screenshot()
-                .await
-                .map_err(|e| classify(&e))?;
+            let png = self.client().screenshot().await.map_err(|e| classify(&e))?;
             let path = self.dir.join(format!("{name}.png"));
             tokio::fs::write(&path, png).await?;
             Ok(path)
@@ -331,10 +332,20 @@ impl Page {
         }
     }
 
-    /// Kills what is left of the page's Chromium and removes its profile.
+    /// Ends what is left of the page's Chromium (SIGTERM, then SIGKILL after a grace
+    /// period) and removes its profile, on a thread of its own: neither `close` nor `drop`
+    /// waits for Chromium's processes to drain.
     fn reap(&self) {
-        process::kill(&pids(&self.profile));
-        let _ = std::fs::remove_dir_all(&self.profile);
+        let profile = self.profile.clone();
+        let reaper = std::thread::Builder::new()
+            .name("browser-reaper".into())
+            .spawn(move || {
+                process::end_chromium(&profile, REAP_GRACE);
+                let _ = std::fs::remove_dir_all(&profile);
+            });
+        if reaper.is_err() {
+            process::kill(&pids(&self.profile));
+        }
     }
 
     async fn keep_cookies(&self) {
@@ -552,7 +563,11 @@ fn check_status(url: &str, status: u16) -> Result<(), Failure> {
 pub(crate) fn url_matches(pattern: &str, url: &str) -> bool {
     let path = url
         .find("://")
-        .and_then(|scheme| url[scheme + 3..].find('/').map(|at| &url[scheme + 3 + at..]))
+        .and_then(|scheme| {
+            url[scheme + 3..]
+                .find('/')
+                .map(|at| &url[scheme + 3 + at..])
+        })
         .unwrap_or(url);
     match pattern.strip_suffix('*') {
         Some(prefix) => url.starts_with(prefix) || path.starts_with(prefix),

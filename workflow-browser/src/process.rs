@@ -3,8 +3,10 @@
 //! own, finding a page's Chromium processes by their profile directory, and killing them.
 //!
 //! Every Chromium process a page starts carries `--user-data-dir=<its profile>` on its
-//! command line and stays in chromedriver's process group (crash reporting, whose handler
-//! would leave the group, is switched off), so both can be found and killed for certain.
+//! command line and stays in chromedriver's process group, except Chromium's crash
+//! handler, which leaves the group; it is started with the browser's scratch directory on
+//! its command line (as `XDG_CONFIG_HOME`), so it is found by that. It exits by itself
+//! when its Chromium ends gracefully, which is why pages end with SIGTERM first.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -104,6 +106,7 @@ impl Driver {
             .arg(format!("--port={port}"))
             .arg("--allowed-ips=127.0.0.1")
             .env("TMPDIR", tmp)
+            .env("XDG_CONFIG_HOME", tmp.join("config"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -145,11 +148,20 @@ pub(crate) fn kill_group(group: u32) {
 
 /// Kills processes with SIGKILL.
 pub(crate) fn kill(pids: &[u32]) {
+    signal("-KILL", pids);
+}
+
+/// Asks processes to end (SIGTERM): Chromium shuts down, and its crash handler with it.
+pub(crate) fn terminate(pids: &[u32]) {
+    signal("-TERM", pids);
+}
+
+fn signal(signal: &str, pids: &[u32]) {
     if pids.is_empty() {
         return;
     }
     let _ = Command::new("kill")
-        .arg("-KILL")
+        .arg(signal)
         .args(pids.iter().map(u32::to_string))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -231,6 +243,38 @@ pub fn processes_of(profile: &Path) -> Vec<ProcessInfo> {
         .collect()
 }
 
+/// The live processes whose command line mentions `path` (a browser's scratch directory:
+/// its pages' processes and their crash handlers).
+pub fn processes_mentioning(path: &Path) -> Vec<ProcessInfo> {
+    let marker = path.display().to_string();
+    processes()
+        .into_iter()
+        .filter(|p| p.command.contains(&marker))
+        .collect()
+}
+
+/// Ends a page's Chromium: SIGTERM to its browser process (so it shuts down with its
+/// crash handler), then, after at most `grace`, SIGKILL to whatever is left.
+pub(crate) fn end_chromium(profile: &Path, grace: std::time::Duration) {
+    let marker = format!("--user-data-dir={}", profile.display());
+    let ours = || processes_of(profile);
+    let main: Vec<u32> = ours()
+        .iter()
+        .filter(|p| !p.command.contains(" --type="))
+        .map(|p| p.pid)
+        .collect();
+    terminate(&main);
+    let started = std::time::Instant::now();
+    while !ours().is_empty() && started.elapsed() < grace {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left: Vec<u32> = ours().iter().map(|p| p.pid).collect();
+    if !left.is_empty() {
+        tracing::warn!(%marker, left = left.len(), "Chromium did not end in time; killed");
+        kill(&left);
+    }
+}
+
 /// The live processes of a process group.
 pub fn processes_in_group(group: u32) -> Vec<ProcessInfo> {
     processes()
@@ -248,7 +292,11 @@ mod tests {
         let me = std::process::id();
         let found = processes().into_iter().find(|p| p.pid == me).unwrap();
         assert!(found.rss_kib > 0);
-        assert!(found.command.contains("workflow_browser"), "{}", found.command);
+        assert!(
+            found.command.contains("workflow_browser"),
+            "{}",
+            found.command
+        );
         assert!(processes_in_group(found.group).iter().any(|p| p.pid == me));
     }
 
