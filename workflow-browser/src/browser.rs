@@ -228,6 +228,9 @@ impl Browser {
         let fail = |failure| BrowserError::new("page", failure);
         let downloads = dir.join("downloads");
         std::fs::create_dir_all(&downloads).map_err(|e| fail(e.into()))?;
+        // Chromium does not finish downloads into a path with `..` in it.
+        let downloads = std::fs::canonicalize(&downloads).map_err(|e| fail(e.into()))?;
+        let dir = downloads.parent().map(Path::to_path_buf).unwrap_or(dir);
         let n = self.inner.pages.fetch_add(1, Ordering::Relaxed);
         let profile = self.inner.scratch.join(format!("profile-{n}"));
         let capabilities = self.capabilities(&profile, &downloads);
