@@ -103,6 +103,13 @@ impl Failure {
         }
     }
 
+    /// Classifies an error of the WebDriver client (of a call through
+    /// [`Page::client`](crate::Page::client)): a lost session or connection is
+    /// [`Failure::Crashed`], anything else [`Failure::Driver`].
+    pub fn from_client(error: &fantoccini::error::CmdError) -> Failure {
+        classify(error)
+    }
+
     /// Whether the browser is gone, so no evidence can be taken from it.
     pub fn is_crash(&self) -> bool {
         matches!(self, Failure::Crashed(_) | Failure::Launch(_))

@@ -93,7 +93,8 @@ impl Page {
     }
 
     /// The WebDriver client, for what the actions here do not cover. Its failures are not
-    /// classified nor evidenced: wrap them with [`Page::fail`].
+    /// classified nor evidenced: turn them into a [`BrowserError`] with
+    /// `page.fail("my action", Failure::from_client(&error))`.
     pub fn client(&self) -> &Client {
         // Only `close` and `drop` take the client, and both consume the page.
         self.client.as_ref().unwrap_or_else(|| unreachable!())
