@@ -73,8 +73,9 @@ impl BrowserConfig {
 /// chromedriver starts with [`Browser::launch`] and again, by the next page, if it
 /// crashed. Dropping the last clone kills chromedriver's process group: no Chromium or
 /// chromedriver process outlives the `Browser` (nor, so, the engine holding it in an
-/// `env`), and a page dropped unfinished (a timed-out or cancelled step) kills its own
-/// Chromium at once.
+/// `env`), and a page dropped unfinished (a timed-out or cancelled step) ends its own
+/// Chromium at once (SIGTERM, then SIGKILL after 3 s, on a thread of its own). Dropping the
+/// last clone blocks for up to 2 s while the pages still open shut down.
 #[derive(Debug, Clone)]
 pub struct Browser {
     inner: Arc<Inner>,
@@ -216,7 +217,7 @@ impl Browser {
     /// A page for this attempt of a step: a fresh Chromium with its own profile, holding
     /// the run's cookies, downloading into the attempt's artifact directory. Close it with
     /// [`Page::close`] (which keeps its cookies for the run's next page); dropping it
-    /// unclosed kills its Chromium.
+    /// unclosed ends its Chromium.
     pub async fn page(&self, ctx: &StepContext) -> Result<Page, BrowserError> {
         let dir = self
             .inner
