@@ -12,6 +12,9 @@
 //!   at the front door, before anything is journaled, and the lead approves in the inbox.
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
+//! - [`dashboard_report`]: a browser step logs in to a dashboard without an API and
+//!   downloads its report (retried after a 503, keeping the login); a person reviews
+//!   the anomalies; the report is published through the dashboard's form.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
 //! - [`order_fulfilment`]: a map over order lines, a child workflow and an event, on SQLite.
 //! - [`workers`]: three worker processes on one PostgreSQL database; a killed worker's
@@ -24,6 +27,7 @@
 )]
 
 pub mod content_moderation;
+pub mod dashboard_report;
 pub mod onboarding;
 pub mod order_fulfilment;
 pub mod order_saga;

@@ -427,3 +427,53 @@ async fn ticket_triage_server_verifies_at_the_front_door_and_sends_one_alert() {
     assert!(outputs.send_alert.is_some());
     assert_eq!(alerts.delivered().len(), 1);
 }
+
+/// The dashboard report in headless Chromium (installed with apt-get when missing, as
+/// root): the export fails once (503, evidence saved), the retry downloads it without a
+/// second login, the anomaly is found, the review approves and the report is published
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_report_downloads_after_a_503_reviews_the_anomaly_and_publishes_once() {
+    use examples::dashboard_report::{self, serve_dashboard, WEEKLY_CSV};
+    workflow_browser::ensure_installed().expect("chromedriver and chromium");
+    let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-report");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    let dashboard = serve_dashboard().await.unwrap();
+    let summary = dashboard_report::run(&dashboard, artifacts.clone(), &Log::quiet())
+        .await
+        .unwrap();
+
+    assert_eq!(summary.fetch_attempts, 2, "one 503, then the download");
+    assert_eq!(summary.logins, 1, "the retry kept the run's login");
+    let attempt = |n: u32| {
+        artifacts
+            .canonicalize()
+            .unwrap()
+            .join(format!("run-{}/fetch_report/attempt-{n}", summary.run.0))
+    };
+    assert!(std::fs::read_to_string(attempt(1).join("failure-1.html"))
+        .unwrap()
+        .contains("Export failed: 503"));
+    assert!(std::fs::read(attempt(1).join("failure-1.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+    assert_eq!(summary.report.path, attempt(2).join("downloads/weekly.csv"));
+    assert_eq!(summary.report.bytes, WEEKLY_CSV.len() as u64);
+    assert_eq!(summary.figures.sha256, summary.report.sha256);
+    assert_eq!(summary.figures.rows.len(), 5);
+    assert_eq!(summary.figures.total, 49_625);
+    assert_eq!(
+        summary.figures.anomalies,
+        vec!["west: 1210 (median 12040)".to_owned()]
+    );
+    assert!(summary.review.approved);
+    assert_eq!(summary.review.by, "lee@finance");
+    assert_eq!(summary.published.unwrap().id, "pub-1");
+    assert_eq!(
+        summary.publications,
+        vec![(
+            format!("DashboardReport/{}/publish", summary.run.0),
+            "total 49625 over 5 regions; 1 anomalies reviewed".to_owned()
+        )]
+    );
+}

@@ -503,7 +503,27 @@ impl RunErrorLine {
             (Some(attempt), false) => format!("{} attempt {attempt}", self.step),
             (None, false) => self.step.clone(),
         };
-        format!("{place}: {}: {}", self.kind, short(&self.message, 160))
+        let (message, evidence) = split_evidence(&self.message);
+        let mut text = format!("{place}: {}: {}", self.kind, short(message, 160));
+        // The files a failed attempt saved (a browser step's screenshot and HTML) are
+        // listed whole on lines of their own, never cut short with the message.
+        for path in evidence {
+            text.push_str("\n            evidence: ");
+            text.push_str(path);
+        }
+        text
+    }
+}
+
+/// Splits a failure message ending in `[evidence: a, b]` (as `workflow-browser` writes
+/// them) into the message and the paths of its evidence.
+fn split_evidence(message: &str) -> (&str, Vec<&str>) {
+    match message.rfind(" [evidence: ") {
+        Some(at) if message.ends_with(']') => (
+            &message[..at],
+            message[at + 12..message.len() - 1].split(", ").collect(),
+        ),
+        _ => (message, Vec::new()),
     }
 }
 
@@ -570,5 +590,27 @@ mod tests {
         assert_eq!(json["spec_recorded"], false);
         assert_eq!(json["timeline"][1]["step"], "#3");
         assert_eq!(json["errors"][0]["kind"], "validation");
+    }
+
+    #[test]
+    fn the_evidence_of_a_failed_attempt_is_listed_whole() {
+        let line = RunErrorLine {
+            step: "fetch".to_owned(),
+            attempt: Some(2),
+            kind: "timeout".to_owned(),
+            message: format!(
+                "click: test_id(\"go\") was not ready within 5000 ms [evidence: /{0}/failure-1.png, /{0}/failure-1.html]",
+                "artifacts/run-7/fetch/attempt-2".repeat(5)
+            ),
+            at: 0,
+        };
+        let dir = "artifacts/run-7/fetch/attempt-2".repeat(5);
+        assert_eq!(
+            line.text(),
+            format!(
+                "fetch attempt 2: timeout: click: test_id(\"go\") was not ready within 5000 ms\n            evidence: /{dir}/failure-1.png\n            evidence: /{dir}/failure-1.html"
+            )
+        );
+        assert_eq!(split_evidence("plain [x]"), ("plain [x]", vec![]));
     }
 }
