@@ -202,6 +202,7 @@ fn ctx(run: u64) -> StepContext {
         deadline: None,
         dry_run: false,
         trace_id: "b18".into(),
+        fence: 1,
     }
 }
 

@@ -1,15 +1,16 @@
 //! Every publishable crate packages: `cargo package` (offline, from the dependencies the
-//! build already fetched; without rebuilding each package) succeeds for all five, with the
+//! build already fetched; without rebuilding each package) succeeds for all six, with the
 //! workspace's path dependencies resolved to the packaged versions of each other.
 
 use std::path::Path;
 use std::process::Command;
 
-const PUBLISHABLE: [&str; 5] = [
+const PUBLISHABLE: [&str; 6] = [
     "workflow-spec",
     "workflow-macros",
     "workflow-core",
     "workflow-server",
+    "workflow-browser",
     "workflow-cli",
 ];
 

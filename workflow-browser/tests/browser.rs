@@ -42,6 +42,7 @@ fn ctx(run: u64, step: &'static str, attempt: u32) -> StepContext {
         deadline: None,
         dry_run: false,
         trace_id: "t".into(),
+        fence: 1,
     }
 }
 
