@@ -1078,7 +1078,9 @@ fn runs_list_pages_with_a_cursor_and_says_when_more_exist() {
         text.contains(&format!("--after {}", newest_first[1])),
         "{text}"
     );
+}
 
+#[test]
 fn serve_tokens_name_each_persons_roles() {
     let temp = TempDir::new("serve-tokens");
     let db = temp.file("runs.db");
