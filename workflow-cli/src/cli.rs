@@ -119,6 +119,12 @@ pub struct ServeArgs {
     /// The path a proxy serves this under (`/workflow`), for the inbox's links.
     #[arg(long, value_name = "PATH", default_value = "")]
     pub base_path: String,
+
+    /// Also serve `GET /metrics` (Prometheus' text format) to callers with a role on
+    /// every workflow (`viewer:*` or `operator:*`): runs by status, open tasks, dead
+    /// letters and what this process saw.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 /// The arguments of `workflow diagram`.

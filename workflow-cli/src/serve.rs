@@ -53,17 +53,25 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         }
     };
     server = server.permissions(roles);
+    if args.metrics {
+        let handle = workflow_server::metrics::install_recorder()
+            .map_err(|error| CliError::new(error.to_string()))?;
+        server = server.metrics(handle);
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|error| CliError::new(format!("cannot listen on {}: {error}", args.listen)))?;
     let address = listener
         .local_addr()
         .map_err(|error| CliError::new(error.to_string()))?;
+    let base = args.base_path.trim_end_matches('/');
     eprintln!(
         "serving the API on http://{address}{base}/api/runs and the inbox on \
-         http://{address}{base}/inbox (people signed in by {who})",
-        base = args.base_path.trim_end_matches('/'),
+         http://{address}{base}/inbox (people signed in by {who})"
     );
+    if args.metrics {
+        eprintln!("serving metrics on http://{address}{base}/metrics");
+    }
     server
         .serve(listener)
         .await

@@ -1135,3 +1135,36 @@ fn serve_tokens_name_each_persons_roles() {
     assert!(stderr.contains("bad.txt: line 1"), "{stderr}");
     assert!(stderr.contains("admin:Moderation"), "{stderr}");
 }
+
+#[test]
+fn serve_metrics_exports_the_stores_figures_to_a_viewer_of_every_workflow() {
+    let temp = TempDir::new("serve-metrics");
+    let db = temp.file("runs.db");
+    let (rt, engine, run) = start_moderation(&db);
+    drop((run, engine));
+    drop(rt);
+    let tokens = temp.file("tokens.txt");
+    std::fs::write(
+        &tokens,
+        "ops-token ana@ops viewer:*\nmod-token mo@mods viewer:Moderation\n",
+    )
+    .unwrap();
+    let (serving, addr) = serve_store(
+        &db,
+        &["--tokens", &tokens.display().to_string(), "--metrics"],
+    );
+    let bearer = |token: &str| format!("Authorization: Bearer {token}\r\n");
+    let (status, body) = http_with(&addr, "GET", "/metrics", &bearer("mod-token"), "");
+    assert_eq!(status, 403, "a role on one workflow is not enough: {body}");
+    let (status, body) = http_with(&addr, "GET", "/metrics", &bearer("ops-token"), "");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("workflow_runs{workflow=\"Moderation\",status=\"running\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("workflow_open_tasks{workflow=\"Moderation\"} 1"),
+        "{body}"
+    );
+    drop(serving);
+}

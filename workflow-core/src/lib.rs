@@ -25,6 +25,7 @@ mod human;
 pub mod journal;
 pub mod machine;
 pub mod store;
+pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod workflow;

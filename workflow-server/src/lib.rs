@@ -54,6 +54,7 @@ mod html;
 pub mod inbox;
 pub mod intake;
 mod json;
+pub mod metrics;
 pub mod permissions;
 mod view;
 
@@ -87,6 +88,7 @@ pub struct Server {
     base: String,
     show_payloads: Option<bool>,
     webhooks: Vec<intake::Route>,
+    metrics: Option<metrics::PrometheusHandle>,
 }
 
 impl fmt::Debug for Server {
@@ -110,6 +112,7 @@ pub(crate) struct App {
     pub(crate) csrf: Csrf,
     pub(crate) base: String,
     pub(crate) show_payloads: bool,
+    pub(crate) metrics: Option<metrics::PrometheusHandle>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -128,7 +131,16 @@ impl Server {
             base: String::new(),
             show_payloads: None,
             webhooks: Vec::new(),
+            metrics: None,
         }
+    }
+
+    /// Serves `GET /metrics` from `handle` (see [`metrics::install_recorder`]): the
+    /// engine's metrics in Prometheus' text format, its gauges read from the store before
+    /// each scrape, for callers the permission policy grants [`Action::ViewMetrics`].
+    pub fn metrics(mut self, handle: metrics::PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
     }
 
     /// Who is asking, for the API and the inbox (webhooks are verified by signature).
@@ -227,8 +239,12 @@ impl Server {
             csrf,
             base: self.base,
             show_payloads,
+            metrics: self.metrics,
         });
-        let mut router = Router::new().merge(api::routes()).merge(inbox::routes());
+        let mut router = Router::new()
+            .merge(api::routes())
+            .merge(inbox::routes())
+            .merge(metrics::routes());
         for webhook in self.webhooks {
             router = webhook.mount(router);
         }

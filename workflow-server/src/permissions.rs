@@ -88,11 +88,14 @@ pub enum Action {
     /// Decide one of a run's tasks. Whether this person may decide *this* task is then the
     /// engine's authorizer's call.
     Decide,
+    /// Read `/metrics`: figures over every workflow, so it is asked for the workflow `*`
+    /// (a role granted on every workflow).
+    ViewMetrics,
 }
 
 impl Action {
     /// Every action, in a stable order.
-    pub const ALL: [Action; 7] = [
+    pub const ALL: [Action; 8] = [
         Action::Start,
         Action::View,
         Action::ViewPayloads,
@@ -100,6 +103,7 @@ impl Action {
         Action::Retry,
         Action::SendEvent,
         Action::Decide,
+        Action::ViewMetrics,
     ];
 
     /// Its name in messages (`start`, `view_payloads`...).
@@ -112,6 +116,7 @@ impl Action {
             Action::Retry => "retry",
             Action::SendEvent => "send_event",
             Action::Decide => "decide",
+            Action::ViewMetrics => "view_metrics",
         }
     }
 }
@@ -206,7 +211,7 @@ impl Role {
 
     fn allows(self, action: Action) -> bool {
         match self {
-            Role::Viewer => matches!(action, Action::View | Action::Decide),
+            Role::Viewer => matches!(action, Action::View | Action::Decide | Action::ViewMetrics),
             Role::Operator => !matches!(action, Action::ViewPayloads),
             Role::Payloads => matches!(action, Action::ViewPayloads),
         }

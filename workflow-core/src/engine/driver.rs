@@ -210,6 +210,7 @@ impl<W: Workflow> Driver<W> {
             }
             Ok(None) => DriveEnd::Hibernated,
             Err(_) if self.self_fenced => {
+                metrics::counter!("workflow_self_fenced_total", "workflow" => W::NAME).increment(1);
                 tracing::warn!(
                     owner = self.engine.inner.owner.as_str(),
                     token = self.token,
@@ -240,6 +241,8 @@ impl<W: Workflow> Driver<W> {
                 DriveEnd::Stopped
             }
             Err(StoreError::Fenced { owner, .. }) => {
+                metrics::counter!("workflow_fenced_writes_total", "workflow" => W::NAME)
+                    .increment(1);
                 let now_owner = match self.engine.inner.store.load(self.run).await {
                     Ok(Some(stored)) => stored.record.owner.unwrap_or_else(|| "nobody".into()),
                     _ => "unknown".into(),
@@ -477,7 +480,10 @@ impl<W: Workflow> Driver<W> {
             inbox_cursor: cursor,
             at: self.now(),
         };
+        let started = tokio::time::Instant::now();
         self.commit_until_durable(commit).await?;
+        metrics::histogram!("workflow_store_commit_seconds", "workflow" => W::NAME)
+            .record(started.elapsed().as_secs_f64());
         if results {
             self.engine.inner.fault("after_result_append");
         }

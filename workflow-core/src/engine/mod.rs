@@ -15,6 +15,7 @@ mod builder;
 mod children;
 mod driver;
 mod fence;
+mod gauges;
 mod handle;
 mod lifecycle;
 mod plan;

@@ -210,6 +210,7 @@ impl Engine {
             Ok(leases) => {
                 for lease in leases {
                     self.inner.lease.claimed(lease.run, sent);
+                    metrics::counter!("workflow_lease_takeovers_total").increment(1);
                     tracing::info!(run = %lease.run, "taking over a run whose owner stopped");
                     if let Err(error) = self.resume_claimed(lease.run, lease.token).await {
                         tracing::error!(run = %lease.run, error = %error, "cannot take over the run");
