@@ -3,10 +3,8 @@
 //! effects applied to a ledger table in the same database, and a human step that half the
 //! runs get a decision for and the other half wait out.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use workflow_core::prelude::*;
 
@@ -27,19 +25,14 @@ pub struct Ledger {
 impl Ledger {
     /// Connects to the ledger in `schema` and creates its tables when missing.
     pub async fn open(url: &str, schema: &str) -> Result<Ledger, sqlx::Error> {
-        let options = PgConnectOptions::from_str(url)?.options([("search_path", schema)]);
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await?;
-        sqlx::raw_sql(
+        let pool = crate::service::pool(
+            url,
+            schema,
             "CREATE TABLE IF NOT EXISTS ledger_applied (key text NOT NULL, value bigint NOT NULL);
              CREATE TABLE IF NOT EXISTS ledger_executions (key text NOT NULL);
              CREATE TABLE IF NOT EXISTS ledger_fences (key text PRIMARY KEY, fence bigint NOT NULL);
              CREATE TABLE IF NOT EXISTS ledger_refused (key text NOT NULL, fence bigint NOT NULL);",
         )
-        .execute(&pool)
         .await?;
         Ok(Ledger { pool })
     }
@@ -51,18 +44,10 @@ impl Ledger {
     pub async fn apply(&self, key: &str, fence: u64, value: u64) -> Result<u64, StepError> {
         let io = |e: sqlx::Error| StepError::unavailable(e.to_string());
         let mut tx = self.pool.begin().await.map_err(io)?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(key)
-            .execute(&mut *tx)
-            .await
-            .map_err(io)?;
-        let highest: Option<i64> = sqlx::query("SELECT fence FROM ledger_fences WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&mut *tx)
+        if let Some(highest) = crate::service::check_fence(&mut tx, "ledger_fences", key, fence)
             .await
             .map_err(io)?
-            .map(|row| row.get(0));
-        if highest.is_some_and(|highest| (fence as i64) < highest) {
+        {
             sqlx::query("INSERT INTO ledger_refused (key, fence) VALUES ($1, $2)")
                 .bind(key)
                 .bind(fence as i64)
@@ -71,19 +56,9 @@ impl Ledger {
                 .map_err(io)?;
             tx.commit().await.map_err(io)?;
             return Err(StepError::permanent(format!(
-                "fence {fence} is older than {} for {key}: refused",
-                highest.unwrap_or_default()
+                "fence {fence} is older than {highest} for {key}: refused"
             )));
         }
-        sqlx::query(
-            "INSERT INTO ledger_fences (key, fence) VALUES ($1, $2)
-             ON CONFLICT (key) DO UPDATE SET fence = EXCLUDED.fence",
-        )
-        .bind(key)
-        .bind(fence as i64)
-        .execute(&mut *tx)
-        .await
-        .map_err(io)?;
         sqlx::query("INSERT INTO ledger_executions (key) VALUES ($1)")
             .bind(key)
             .execute(&mut *tx)

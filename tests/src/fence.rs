@@ -5,10 +5,8 @@
 //! key and refuses lower ones. Every request goes to both a checking and a non-checking
 //! copy of the service, so one run shows both outcomes.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use workflow_core::prelude::*;
 
@@ -25,18 +23,13 @@ pub struct Notifier {
 impl Notifier {
     /// Connects to the service in `schema`, creating its tables when missing.
     pub async fn open(url: &str, schema: &str) -> Result<Notifier, sqlx::Error> {
-        let options = PgConnectOptions::from_str(url)?.options([("search_path", schema)]);
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await?;
-        sqlx::raw_sql(
+        let pool = crate::service::pool(
+            url,
+            schema,
             "CREATE TABLE IF NOT EXISTS notify_fences (key text PRIMARY KEY, fence bigint NOT NULL);
              CREATE TABLE IF NOT EXISTS notify_applied
                  (checked boolean NOT NULL, key text NOT NULL, fence bigint NOT NULL, via text NOT NULL);",
         )
-        .execute(&pool)
         .await?;
         Ok(Notifier { pool })
     }
@@ -46,29 +39,10 @@ impl Notifier {
     pub async fn send(&self, key: &str, fence: u64, via: &str) -> Result<(), StepError> {
         let io = |e: sqlx::Error| StepError::unavailable(e.to_string());
         let mut tx = self.pool.begin().await.map_err(io)?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(key)
-            .execute(&mut *tx)
-            .await
-            .map_err(io)?;
-        let highest: Option<i64> = sqlx::query("SELECT fence FROM notify_fences WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&mut *tx)
+        let admitted = crate::service::check_fence(&mut tx, "notify_fences", key, fence)
             .await
             .map_err(io)?
-            .map(|row| row.get(0));
-        let admitted = highest.is_none_or(|highest| fence as i64 >= highest);
-        if admitted {
-            sqlx::query(
-                "INSERT INTO notify_fences (key, fence) VALUES ($1, $2)
-                 ON CONFLICT (key) DO UPDATE SET fence = EXCLUDED.fence",
-            )
-            .bind(key)
-            .bind(fence as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(io)?;
-        }
+            .is_none();
         for checked in [true, false] {
             if checked && !admitted {
                 continue;

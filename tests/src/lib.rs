@@ -2,3 +2,4 @@
 
 pub mod chaos;
 pub mod fence;
+pub mod service;

@@ -262,21 +262,52 @@ fn proxied(url: &str, port: u16) -> Option<String> {
         .then(|| url.replacen(&authority, &format!("127.0.0.1:{port}"), 1))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_black_holed_worker_is_fenced_off_and_rejoins_cleanly() {
-    let Some(url) = pg_testing::server("partition_pg black hole").await else {
-        return;
-    };
+/// A server, a proxy to it, a schema, the service, and worker A connected through the
+/// proxy with twelve runs started; `None` (the test skipped) without a server to proxy.
+struct Setup {
+    url: String,
+    proxy: Proxy,
+    schema: Schema,
+    psp: Arc<Psp>,
+    a: Engine,
+    a_store: Arc<PgStore>,
+}
+
+async fn setup(test: &str, label: &str) -> Option<Setup> {
+    let url = pg_testing::server(test).await?;
     let options = PgConnectOptions::from_str(&url).unwrap();
     let proxy = Proxy::start(format!("{}:{}", options.get_host(), options.get_port())).await;
     let Some(via_proxy) = proxied(&url, proxy.port) else {
-        eprintln!("skipped: the server URL names no host:port to proxy");
-        return;
+        eprintln!("skipped {test}: the server URL names no host:port to proxy");
+        return None;
     };
-    let schema = Schema::new(&url, "partition");
+    let schema = Schema::new(&url, label);
     let psp = Arc::new(Psp::default());
     let (a, a_store) = worker(&via_proxy, &schema, "worker-a", &psp).await;
     start(&a, 0..12).await;
+    Some(Setup {
+        url,
+        proxy,
+        schema,
+        psp,
+        a,
+        a_store,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_worker_is_fenced_off_and_rejoins_cleanly() {
+    let Some(Setup {
+        url,
+        proxy,
+        schema,
+        psp,
+        a,
+        a_store,
+    }) = setup("partition_pg black hole", "partition").await
+    else {
+        return;
+    };
     tokio::time::sleep(Duration::from_millis(250)).await;
 
     // A is cut off mid-run; B, connected directly, takes its runs over.
@@ -305,19 +336,17 @@ async fn a_black_holed_worker_is_fenced_off_and_rejoins_cleanly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_connection_dropped_at_once_loses_and_repeats_nothing() {
-    let Some(url) = pg_testing::server("partition_pg dropped connections").await else {
+    let Some(Setup {
+        proxy,
+        schema,
+        psp,
+        a,
+        a_store,
+        ..
+    }) = setup("partition_pg dropped connections", "restart").await
+    else {
         return;
     };
-    let options = PgConnectOptions::from_str(&url).unwrap();
-    let proxy = Proxy::start(format!("{}:{}", options.get_host(), options.get_port())).await;
-    let Some(via_proxy) = proxied(&url, proxy.port) else {
-        eprintln!("skipped: the server URL names no host:port to proxy");
-        return;
-    };
-    let schema = Schema::new(&url, "restart");
-    let psp = Arc::new(Psp::default());
-    let (a, a_store) = worker(&via_proxy, &schema, "worker-a", &psp).await;
-    start(&a, 0..12).await;
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         proxy.drop_all();

@@ -74,16 +74,22 @@ async fn wait_status(store: &dyn Store, run: RunId, status: RunStatus) -> Option
     panic!("{run} never became {status:?}");
 }
 
+/// An engine with `Publish` over a store that fails on demand, and the store beneath it.
+fn faulty_engine() -> (Arc<dyn Store>, FaultyStore, Engine) {
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let faulty = FaultyStore::new(Arc::clone(&inner));
+    let engine = Engine::builder()
+        .shared_store(Arc::new(faulty.clone()))
+        .clock(TokioClock::starting_at(0))
+        .build();
+    engine.register::<Publish>(()).unwrap();
+    (inner, faulty, engine)
+}
+
 #[test]
 fn a_write_the_store_refuses_for_good_parks_the_run_with_the_reason() {
     let recorder = recorded(|| async {
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let faulty = FaultyStore::new(Arc::clone(&inner));
-        let engine = Engine::builder()
-            .shared_store(Arc::new(faulty.clone()))
-            .clock(TokioClock::starting_at(0))
-            .build();
-        engine.register::<Publish>(()).unwrap();
+        let (inner, faulty, engine) = faulty_engine();
         // The first commit after the start (the first step's result) is refused for good.
         faulty.fail_next(
             Write::Commit,
@@ -119,13 +125,7 @@ fn a_write_the_store_refuses_for_good_parks_the_run_with_the_reason() {
 #[test]
 fn a_transient_failure_is_retried_until_the_write_lands() {
     let recorder = recorded(|| async {
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let faulty = FaultyStore::new(Arc::clone(&inner));
-        let engine = Engine::builder()
-            .shared_store(Arc::new(faulty.clone()))
-            .clock(TokioClock::starting_at(0))
-            .build();
-        engine.register::<Publish>(()).unwrap();
+        let (_, faulty, engine) = faulty_engine();
         faulty.fail_next(
             Write::Commit,
             3,

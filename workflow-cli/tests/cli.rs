@@ -232,6 +232,15 @@ fn start_moderation(db: &Path) -> (tokio::runtime::Runtime, Engine, RunHandle<Mo
     (rt, engine, run)
 }
 
+/// A store with one Moderation run waiting for its review, and no engine left running.
+fn moderation_waiting(db: &Path) -> RunId {
+    let (rt, engine, run) = start_moderation(db);
+    let id = run.id();
+    drop((run, engine));
+    drop(rt);
+    id
+}
+
 // ---------------------------------------------------------------- diagram
 
 const FIXTURE: &str = r#"//! Two workflows: one in a module, one in a function body.
@@ -553,10 +562,7 @@ fn a_human_task_is_decided_from_the_command_line_and_the_run_resumes() {
 fn unknown_runs_tasks_and_steps_are_errors() {
     let temp = TempDir::new("unknown");
     let db = temp.file("runs.db");
-    let (rt, engine, run) = start_moderation(&db);
-    let id = run.id();
-    drop((run, engine));
-    drop(rt);
+    let id = moderation_waiting(&db);
 
     with_store(&db, &["runs", "show", "run-999"]).fails_with("unknown run run-999");
     with_store(&db, &["runs", "show", "999", "--diagram"]).fails_with("unknown run run-999");
@@ -954,10 +960,7 @@ fn serve_store(db: &Path, args: &[&str]) -> (Serving, String) {
 fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code() {
     let temp = TempDir::new("serve");
     let db = temp.file("runs.db");
-    let (rt, engine, run) = start_moderation(&db);
-    let id = run.id();
-    drop((run, engine));
-    drop(rt);
+    let id = moderation_waiting(&db);
 
     let roles = temp.file("roles.txt");
     std::fs::write(&roles, "# who may operate\nana@mods operator:Moderation\n").unwrap();
@@ -1084,10 +1087,7 @@ fn runs_list_pages_with_a_cursor_and_says_when_more_exist() {
 fn serve_tokens_name_each_persons_roles() {
     let temp = TempDir::new("serve-tokens");
     let db = temp.file("runs.db");
-    let (rt, engine, run) = start_moderation(&db);
-    let id = run.id();
-    drop((run, engine));
-    drop(rt);
+    let id = moderation_waiting(&db);
     let tokens = temp.file("tokens.txt");
     std::fs::write(
         &tokens,
@@ -1140,9 +1140,7 @@ fn serve_tokens_name_each_persons_roles() {
 fn serve_metrics_exports_the_stores_figures_to_a_viewer_of_every_workflow() {
     let temp = TempDir::new("serve-metrics");
     let db = temp.file("runs.db");
-    let (rt, engine, run) = start_moderation(&db);
-    drop((run, engine));
-    drop(rt);
+    moderation_waiting(&db);
     let tokens = temp.file("tokens.txt");
     std::fs::write(
         &tokens,
