@@ -810,7 +810,7 @@ fn a_failed_run_is_listed_shown_retried_and_resumed() {
     assert!(drawn.contains("class fetch done"), "{drawn}");
     assert!(drawn.contains("class check failed"), "{drawn}");
     let failed = with_store(&db, &["--json", "runs", "list", "--status", "failed"]).json();
-    assert_eq!(failed[0]["run"], id.to_string().as_str());
+    assert_eq!(failed["runs"][0]["run"], id.to_string().as_str());
 
     let retried = with_store(&db, &["dead", "retry", &id.to_string(), "--as", "ops@team"]).ok();
     assert!(

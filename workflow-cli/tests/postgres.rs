@@ -95,7 +95,7 @@ async fn the_cli_decides_a_task_on_a_postgres_store() {
     let (code, stdout, stderr) = cli(&["runs", "list", "--json", "--store", &store]);
     assert_eq!(code, 0, "{stderr}");
     let runs: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(runs[0]["status"], "completed", "{stdout}");
+    assert_eq!(runs["runs"][0]["status"], "completed", "{stdout}");
     schema.drop().await;
 }
 
