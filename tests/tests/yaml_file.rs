@@ -91,3 +91,37 @@ fn the_file_generates_the_same_typed_api() {
         ["create_account", "send_welcome_email", "provision_workspace", "human_review", "activate_account"]
     );
 }
+
+/// `workflow export --yaml` of two examples (committed; `workflow-cli`'s tests check they
+/// are what export writes today), compiled back by the macro.
+mod exported {
+    pub mod saga {
+        use examples::order_saga::{shop, Charge, Order, Reservation, Shop};
+        workflow_core::workflow_file!("specs/order-saga.exported.yaml");
+    }
+    pub mod triage {
+        use examples::ticket_triage::{triage, AlertId, Helpdesk, Ticket, Triage, Webhook};
+        use workflow_core::Approval;
+        workflow_core::workflow_file!("specs/ticket-triage.exported.yaml");
+    }
+}
+
+#[test]
+fn exported_examples_compile_back_to_their_fingerprints() {
+    assert_eq!(
+        <exported::saga::OrderSaga as Workflow>::FINGERPRINT,
+        <examples::order_saga::OrderSaga as Workflow>::FINGERPRINT
+    );
+    assert_eq!(
+        exported::saga::OrderSaga::spec(),
+        examples::order_saga::OrderSaga::spec()
+    );
+    assert_eq!(
+        <exported::triage::TicketTriage as Workflow>::FINGERPRINT,
+        <examples::ticket_triage::TicketTriage as Workflow>::FINGERPRINT
+    );
+    assert_eq!(
+        exported::triage::TicketTriage::MERMAID,
+        examples::ticket_triage::TicketTriage::MERMAID
+    );
+}

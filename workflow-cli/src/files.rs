@@ -92,18 +92,16 @@ pub fn lint(args: &LintArgs, json: bool) -> Result<String> {
         match &checked.spec {
             Some(spec) => {
                 report.push_str(&format!(
-                    "ok: {shown}: workflow `{}`, {} step{}, fingerprint {}\n",
+                    "ok: {shown}: workflow `{}`, {} step{}\n",
                     spec.name,
                     spec.steps.len(),
                     if spec.steps.len() == 1 { "" } else { "s" },
-                    spec.fingerprint()
                 ));
                 results.push(json!({
                     "file": shown,
                     "ok": true,
                     "workflow": spec.name,
                     "steps": spec.steps.len(),
-                    "fingerprint": spec.fingerprint(),
                     "errors": [],
                 }));
             }

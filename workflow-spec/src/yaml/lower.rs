@@ -59,6 +59,8 @@ pub(crate) struct Lowering {
     pub(crate) map: Vec<(usize, Pos, bool)>,
     /// The errors found in the file's shape.
     pub(crate) errors: Vec<FileError>,
+    /// Whether the front end already reported that the steps are missing or unreadable.
+    pub(crate) no_steps: bool,
     chars: usize,
 }
 
@@ -152,16 +154,22 @@ pub(crate) fn lower(root: &Node, options: &Options) -> Lowering {
                 step(&mut out, index, item, options);
             }
         }
-        Some(other) => out.error(
-            other.pos(),
-            format!("`steps` is a list of steps, found {}", other.what()),
-            Some("write each step as `- id: name` under `steps:`"),
-        ),
-        None => out.error(
-            top.pos,
-            "the spec has no `steps`",
-            Some("add `steps:` with a list of steps, each `- id: name`"),
-        ),
+        Some(other) => {
+            out.no_steps = true;
+            out.error(
+                other.pos(),
+                format!("`steps` is a list of steps, found {}", other.what()),
+                Some("write each step as `- id: name` under `steps:`"),
+            )
+        }
+        None => {
+            out.no_steps = true;
+            out.error(
+                top.pos,
+                "the spec has no `steps`",
+                Some("add `steps:` with a list of steps, each `- id: name`"),
+            )
+        }
     }
     out.push("}\n");
     out
@@ -365,6 +373,11 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
     };
     let id_text = id.as_ref().map_or_else(|| format!("step_{}", index + 1), |id| id.text.clone());
     let action = string(out, map, "action").cloned();
+    let inferred = if action.as_ref().is_some_and(|a| a.text == REQUEST_APPROVAL) {
+        Kind::Human
+    } else {
+        Kind::Step
+    };
     let kind = match string(out, map, "kind") {
         Some(kind) => match kind.text.as_str() {
             "step" => Kind::Step,
@@ -374,11 +387,15 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
                 let help = did_you_mean(other, ["step", "human", "event"])
                     .unwrap_or_else(|| "a step's kind is `step`, `human` or `event`".into());
                 out.error(kind.pos, format!("unknown kind `{other}`"), Some(help));
-                Kind::Step
+                // Go on with the kind its keys suggest, so one typo is one error.
+                if map.get("assignee").is_some() {
+                    Kind::Human
+                } else {
+                    inferred
+                }
             }
         },
-        None if action.as_ref().is_some_and(|a| a.text == REQUEST_APPROVAL) => Kind::Human,
-        None => Kind::Step,
+        None => inferred,
     };
     for (key, value) in &map.entries {
         if !STEP_KEYS.contains(&key.text.as_str()) {

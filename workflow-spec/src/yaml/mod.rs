@@ -71,10 +71,14 @@ pub fn check(source: &str, options: &Options) -> Checked {
             let offset = starts
                 .get(start.line.saturating_sub(1))
                 .map_or(0, |line| line + start.column);
-            errors.push(FileError::from_check(
-                lowering.locate(offset),
-                &single.to_string(),
-            ));
+            let message = single.to_string();
+            if lowering.no_steps && message.contains("has no steps") {
+                // Already said, in the file's terms, by the front end.
+                continue;
+            }
+            let mut error = FileError::from_check(lowering.locate(offset), &message);
+            error.help = error.help.map(|help| in_file_terms(&help));
+            errors.push(error);
         }
     }
     errors.sort_by_key(|error| error.pos);
@@ -85,6 +89,22 @@ pub fn check(source: &str, options: &Options) -> Checked {
         spec,
         errors,
     }
+}
+
+/// A check's help, which speaks the inline syntax, said in the file's keys where the two
+/// differ. Only the wording changes: the checks themselves know no syntax.
+fn in_file_terms(help: &str) -> String {
+    if help.contains("step first -> ()") {
+        return "add `steps:` with a list of steps, each `- id: name`".into();
+    }
+    if help.starts_with("add `action: module::function(args),`") {
+        return "add `action: function_name` with its arguments under `inputs:`, or `workflow:` to run a child workflow".into();
+    }
+    if help.contains(" -> Approval { ... }` for a checkpoint") {
+        return "add `kind: human` (or `action: request_approval`) for a checkpoint".into();
+    }
+    // `timeout: 48h,` -> `timeout: 48h`: a file's values end at the line's end.
+    help.replace(",`", "`")
 }
 
 /// The character offset where each line of `text` starts.
