@@ -51,7 +51,9 @@ pub mod actions {
         plan: String,
     ) -> Result<User, StepError> {
         let id = email.len() as u64 * 1000 + name.len() as u64;
-        env.call(format!("[accounts] created user {id} for {email} ({name}, plan {plan})"));
+        env.call(format!(
+            "[accounts] created user {id} for {email} ({name}, plan {plan})"
+        ));
         Ok(User { id, email })
     }
 
@@ -79,9 +81,14 @@ pub mod actions {
     ) -> Result<Workspace, StepError> {
         if ctx.attempt == 1 {
             env.call("[workspaces] 503 Service Unavailable (simulated)".to_owned());
-            return Err(StepError::unavailable("workspace service returned 503 (simulated)"));
+            return Err(StepError::unavailable(
+                "workspace service returned 503 (simulated)",
+            ));
         }
-        env.call(format!("[workspaces] created ws-{} on attempt {}", user.id, ctx.attempt));
+        env.call(format!(
+            "[workspaces] created ws-{} on attempt {}",
+            user.id, ctx.attempt
+        ));
         Ok(Workspace {
             id: format!("ws-{}", user.id),
         })

@@ -437,7 +437,10 @@ async fn onboarding_from_the_seeds_yaml_file_runs_end_to_end_on_sqlite() {
         .expect("the file's workflow runs");
     assert_eq!(summary.status, RunStatus::Completed);
     assert_eq!(summary.user.email, "ada@example.com");
-    assert_eq!(summary.provision_attempts, 2, "one transient failure, one retry");
+    assert_eq!(
+        summary.provision_attempts, 2,
+        "one transient failure, one retry"
+    );
     assert!(summary.approved && summary.activated);
     assert_eq!(
         summary.welcome.map(|r| r.message_id).as_deref(),

@@ -3,7 +3,9 @@
 
 use workflow_core::prelude::*;
 
-pub use examples::onboarding::{accounts, mail, workspaces, Receipt, Services, Signup, User, Workspace};
+pub use examples::onboarding::{
+    accounts, mail, workspaces, Receipt, Services, Signup, User, Workspace,
+};
 
 mod from_file {
     use super::*;
@@ -88,7 +90,13 @@ fn the_file_generates_the_same_typed_api() {
         .collect();
     assert_eq!(
         steps,
-        ["create_account", "send_welcome_email", "provision_workspace", "human_review", "activate_account"]
+        [
+            "create_account",
+            "send_welcome_email",
+            "provision_workspace",
+            "human_review",
+            "activate_account"
+        ]
     );
 }
 

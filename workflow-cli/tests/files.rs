@@ -66,7 +66,10 @@ fn lint_json_lists_each_files_errors_with_line_and_column() {
     let first = &files[1]["errors"][0];
     assert_eq!(first["line"], 6);
     assert_eq!(first["column"], 9);
-    assert_eq!(first["message"], "step `create_account` has no `output:` type");
+    assert_eq!(
+        first["message"],
+        "step `create_account` has no `output:` type"
+    );
     assert_eq!(files[2]["ok"], false);
     assert_eq!(files[2]["error"], "no file no/such/file.yaml");
     let error: Value = serde_json::from_str(stderr(&output).trim()).expect("JSON on stderr");
@@ -93,10 +96,16 @@ fn schema_is_a_json_schema_that_names_every_step_key() {
     let output = workflow(&["schema"]);
     assert!(output.status.success());
     let schema: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     let step = &schema["properties"]["steps"]["items"]["properties"];
     for key in yaml::STEP_KEYS {
-        assert!(step.get(*key).is_some(), "the schema lacks step key `{key}`");
+        assert!(
+            step.get(*key).is_some(),
+            "the schema lacks step key `{key}`"
+        );
     }
     let top = &schema["properties"];
     for key in yaml::TOP_KEYS {
@@ -132,14 +141,25 @@ fn export_of_every_example_lowers_back_to_the_same_fingerprint() {
         if !source.contains("workflow! {") {
             continue;
         }
-        let file = format!("examples/src/{}", path.file_name().unwrap().to_string_lossy());
+        let file = format!(
+            "examples/src/{}",
+            path.file_name().unwrap().to_string_lossy()
+        );
         for name in workflows_of(&file) {
             let output = workflow(&["--json", "export", "--yaml", &file, "--workflow", &name]);
-            assert!(output.status.success(), "{file} {name}: {}", stderr(&output));
+            assert!(
+                output.status.success(),
+                "{file} {name}: {}",
+                stderr(&output)
+            );
             let value: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
             let text = value["yaml"].as_str().expect("yaml");
             let checked = yaml::check(text, &Options::default());
-            assert!(checked.errors.is_empty(), "{file} {name}:\n{text}\n{:?}", checked.errors);
+            assert!(
+                checked.errors.is_empty(),
+                "{file} {name}:\n{text}\n{:?}",
+                checked.errors
+            );
             let spec = checked.spec.expect("a spec");
             assert_eq!(
                 spec.fingerprint(),
@@ -155,9 +175,21 @@ fn export_of_every_example_lowers_back_to_the_same_fingerprint() {
 #[test]
 fn the_committed_exports_are_what_export_writes_today() {
     for (source, name, committed) in [
-        ("examples/src/order_saga.rs", "OrderSaga", "tests/specs/order-saga.exported.yaml"),
-        ("examples/src/ticket_triage.rs", "TicketTriage", "tests/specs/ticket-triage.exported.yaml"),
-        ("examples/src/order_fulfilment.rs", "Fulfil", "tests/specs/fulfil.exported.yaml"),
+        (
+            "examples/src/order_saga.rs",
+            "OrderSaga",
+            "tests/specs/order-saga.exported.yaml",
+        ),
+        (
+            "examples/src/ticket_triage.rs",
+            "TicketTriage",
+            "tests/specs/ticket-triage.exported.yaml",
+        ),
+        (
+            "examples/src/order_fulfilment.rs",
+            "Fulfil",
+            "tests/specs/fulfil.exported.yaml",
+        ),
     ] {
         let output = workflow(&["export", "--yaml", source, "--workflow", name]);
         assert!(output.status.success(), "{}", stderr(&output));

@@ -62,7 +62,7 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::store::SqliteStore;
     pub use crate::{
-        workflow, workflow_file, Approval, Engine, ErrorKind, RunError, RunHandle, RunId, StartOptions,
-        StepContext, StepError, Workflow,
+        workflow, workflow_file, Approval, Engine, ErrorKind, RunError, RunHandle, RunId,
+        StartOptions, StepContext, StepError, Workflow,
     };
 }

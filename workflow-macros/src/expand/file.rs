@@ -42,7 +42,10 @@ impl Parse for FileArgs {
             } else if key == "env" && args.env.is_none() {
                 args.env = Some(input.parse()?);
             } else if key == "actions" || key == "env" {
-                return Err(syn::Error::new(key.span(), format!("duplicate argument `{key}`")));
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("duplicate argument `{key}`"),
+                ));
             } else {
                 return Err(syn::Error::new(
                     key.span(),

@@ -4,8 +4,8 @@
 use std::fmt::{self, Write as _};
 
 use crate::model::{
-    format_duration, Arg, Call, Effect, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout,
-    Spec, StepKind, DEFAULT_CONCURRENCY,
+    format_duration, Arg, Call, Effect, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec,
+    StepKind, DEFAULT_CONCURRENCY,
 };
 use crate::retry::RetryPolicy;
 
@@ -85,7 +85,10 @@ pub fn export(spec: &Spec) -> Result<String, ExportError> {
                 if action.idempotent {
                     out.push_str("    idempotent: true\n");
                 }
-                for (key, call_) in [("compensate", &action.compensate), ("reconcile", &action.reconcile)] {
+                for (key, call_) in [
+                    ("compensate", &action.compensate),
+                    ("reconcile", &action.reconcile),
+                ] {
                     if let Some(c) = call_ {
                         let _ = writeln!(out, "    {key}:");
                         call(&mut out, spec, step, "  ", c, &mut Vec::new())?;
@@ -198,11 +201,19 @@ fn call(
 
 fn arg_name(spec: &Spec, step: &crate::model::Step, arg: &Arg) -> String {
     match arg {
-        Arg::Step(i) => spec.steps.get(*i).map_or_else(String::new, |s| s.id.clone()),
-        Arg::Input(i) => spec.inputs.get(*i).map_or_else(String::new, |s| s.name.clone()),
+        Arg::Step(i) => spec
+            .steps
+            .get(*i)
+            .map_or_else(String::new, |s| s.id.clone()),
+        Arg::Input(i) => spec
+            .inputs
+            .get(*i)
+            .map_or_else(String::new, |s| s.name.clone()),
         Arg::Env => "env".into(),
         Arg::Ctx => "ctx".into(),
-        Arg::Item => step.for_each().map_or_else(String::new, |f| f.binding.clone()),
+        Arg::Item => step
+            .for_each()
+            .map_or_else(String::new, |f| f.binding.clone()),
         Arg::Literal(literal) => literal.clone(),
     }
 }

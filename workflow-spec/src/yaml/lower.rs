@@ -15,7 +15,14 @@ use super::tree::{Map, Node, Scalar};
 use crate::parse::ctxt::did_you_mean;
 
 /// The keys at the top of a spec file.
-pub const TOP_KEYS: &[&str] = &["name", "description", "journal_name", "env", "inputs", "steps"];
+pub const TOP_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "journal_name",
+    "env",
+    "inputs",
+    "steps",
+];
 
 /// The keys of one step in a spec file.
 pub const STEP_KEYS: &[&str] = &[
@@ -232,7 +239,10 @@ fn header(out: &mut Lowering, top: &Map, options: &Options) {
         }
         Some(other) => out.error(
             other.pos(),
-            format!("`inputs` is a mapping of names to types, found {}", other.what()),
+            format!(
+                "`inputs` is a mapping of names to types, found {}",
+                other.what()
+            ),
             Some("write `inputs:` then one `name: Type` a line, e.g. `signup: Signup`"),
         ),
         None => {}
@@ -320,9 +330,9 @@ fn is_ident(text: &str) -> bool {
 /// comma or semicolon (groups are balanced by the lexer).
 fn safe(text: &str) -> bool {
     match text.parse::<TokenStream>() {
-        Ok(tokens) => !tokens.into_iter().any(|tt| {
-            matches!(&tt, TokenTree::Punct(p) if p.as_char() == ',' || p.as_char() == ';')
-        }),
+        Ok(tokens) => !tokens.into_iter().any(
+            |tt| matches!(&tt, TokenTree::Punct(p) if p.as_char() == ',' || p.as_char() == ';'),
+        ),
         Err(_) => false,
     }
 }
@@ -371,7 +381,9 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
             None
         }
     };
-    let id_text = id.as_ref().map_or_else(|| format!("step_{}", index + 1), |id| id.text.clone());
+    let id_text = id
+        .as_ref()
+        .map_or_else(|| format!("step_{}", index + 1), |id| id.text.clone());
     let action = string(out, map, "action").cloned();
     let inferred = if action.as_ref().is_some_and(|a| a.text == REQUEST_APPROVAL) {
         Kind::Human
@@ -448,7 +460,9 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
             out.error(
                 id.as_ref().map_or(map.pos, |id| id.pos),
                 format!("step `{id_text}` has no `output:` type"),
-                Some(format!("add `output: Type` with {what}, e.g. `output: User`")),
+                Some(format!(
+                    "add `output: Type` with {what}, e.g. `output: User`"
+                )),
             );
             out.push(" -> ()");
         }
@@ -492,7 +506,9 @@ fn field(
             if map.get("action").is_none() {
                 out.error(
                     key.pos,
-                    format!("`inputs` in step `{id}` names arguments, but the step has no `action`"),
+                    format!(
+                        "`inputs` in step `{id}` names arguments, but the step has no `action`"
+                    ),
                     Some("add `action: function_name`"),
                 );
             }
@@ -505,19 +521,32 @@ fn field(
                     for (k, _) in &inner.entries {
                         if !["action", "inputs", "with"].contains(&k.text.as_str()) {
                             let help = did_you_mean(&k.text, ["action", "inputs", "with"])
-                                .unwrap_or_else(|| format!("`{name}` takes `action`, `inputs` and `with`"));
-                            out.error(k.pos, format!("unknown key `{}` in `{name}`", k.text), Some(help));
+                                .unwrap_or_else(|| {
+                                    format!("`{name}` takes `action`, `inputs` and `with`")
+                                });
+                            out.error(
+                                k.pos,
+                                format!("unknown key `{}` in `{name}`", k.text),
+                                Some(help),
+                            );
                         }
                     }
                     match string(out, inner, "action") {
-                        Some(path) => {
-                            call(out, key, path, inner.get("inputs"), inner.get("with"), options)
-                        }
+                        Some(path) => call(
+                            out,
+                            key,
+                            path,
+                            inner.get("inputs"),
+                            inner.get("with"),
+                            options,
+                        ),
                         None => {
                             out.error(
                                 inner.pos,
                                 format!("`{name}` in step `{id}` has no `action`"),
-                                Some(format!("write `{name}: {{ action: function_name, inputs: [..] }}`")),
+                                Some(format!(
+                                    "write `{name}: {{ action: function_name, inputs: [..] }}`"
+                                )),
                             );
                             None
                         }
@@ -527,7 +556,9 @@ fn field(
                     out.error(
                         value.pos(),
                         format!("`{name}` takes a function name or a mapping, found a list"),
-                        Some(format!("write `{name}: {{ action: function_name, inputs: [..] }}`")),
+                        Some(format!(
+                            "write `{name}: {{ action: function_name, inputs: [..] }}`"
+                        )),
                     );
                     None
                 }
@@ -536,9 +567,7 @@ fn field(
                 out.at(key.pos, name);
                 out.push(": ");
                 out.push(&call.0);
-                for (offset, pos, verbatim) in call.1 {
-                    out.map.push((offset, pos, verbatim));
-                }
+                out.map.extend(call.1);
                 out.map.sort_by_key(|(at, _, _)| *at);
                 out.push("\n,\n");
             }
@@ -578,7 +607,14 @@ fn field(
             out.push(": {");
             for (k, v) in &retry.entries {
                 if !is_ident(&k.text) {
-                    out.error(k.pos, format!("`{}` is not a retry key", k.text), None::<String>);
+                    out.error(
+                        k.pos,
+                        format!("`{}` is not a retry key", k.text),
+                        None::<String>,
+                    );
+                    continue;
+                }
+                if !copyable(out, v) {
                     continue;
                 }
                 out.scalar(k);
@@ -629,16 +665,22 @@ fn field(
                         out.at(choice.pos, "abort");
                     }
                 }
-            } else {
+            } else if copyable(out, value) {
                 raw(out, choice);
+            } else {
+                out.at(choice.pos, "abort");
             }
             out.push("\n,\n");
         }
         "workflow" => child(out, id, key, value),
         _ if STEP_KEYS.contains(&name) => {
-            // depends_on-like lists and plain values the checks read as tokens:
-            // on_failure, timeout, condition, effect, idempotent, for_each, concurrency,
-            // on_item_failure.
+            // Plain values the checks read as tokens: on_failure, timeout, condition,
+            // effect, idempotent, for_each, concurrency, on_item_failure. A value that
+            // cannot be copied is reported here and its field left out, so it is one
+            // error, not two.
+            if !copyable(out, value) {
+                return;
+            }
             out.at(key.pos, name);
             out.push(": ");
             raw_or_list(out, value);
@@ -652,50 +694,80 @@ fn is_escalate(map: &Map) -> bool {
     matches!(map.get("on_timeout"), Some(Node::Scalar(s)) if s.text == "escalate")
 }
 
-/// A scalar copied as tokens (after the safety check), or a list `[a, b]` of them.
-fn raw_or_list(out: &mut Lowering, value: &Node) {
+/// Whether `value` can be copied as tokens: a scalar or a list of scalars, each one
+/// value (see [`safe`]). Reports why not.
+fn copyable(out: &mut Lowering, value: &Node) -> bool {
     match value {
-        Node::Scalar(scalar) => raw(out, scalar),
-        Node::Seq(seq) => {
-            out.at(seq.pos, "[");
-            for item in &seq.items {
-                match item {
-                    Node::Scalar(scalar) => {
-                        raw(out, scalar);
-                        out.push(", ");
-                    }
-                    other => out.error(
-                        other.pos(),
-                        format!("expected a single value in this list, found {}", other.what()),
-                        None::<String>,
+        Node::Scalar(scalar) => copyable_scalar(out, scalar),
+        Node::Seq(seq) => seq.items.iter().fold(true, |ok, item| match item {
+            Node::Scalar(scalar) => copyable_scalar(out, scalar) && ok,
+            other => {
+                out.error(
+                    other.pos(),
+                    format!(
+                        "expected a single value in this list, found {}",
+                        other.what()
                     ),
-                }
+                    None::<String>,
+                );
+                false
             }
-            out.push("]");
-        }
+        }),
         Node::Map(map) => {
             out.error(
                 map.pos,
                 "expected a single value or a list here, found a mapping",
                 None::<String>,
             );
-            out.at(map.pos, "()");
+            false
         }
     }
 }
 
-fn raw(out: &mut Lowering, scalar: &Scalar) {
+fn copyable_scalar(out: &mut Lowering, scalar: &Scalar) -> bool {
     if scalar.text.trim().is_empty() {
-        out.error(scalar.pos, "expected a value here, found nothing", None::<String>);
-        out.at(scalar.pos, "()");
-    } else if safe(&scalar.text) {
-        out.scalar(scalar);
-    } else {
+        out.error(
+            scalar.pos,
+            "expected a value here, found nothing",
+            None::<String>,
+        );
+        false
+    } else if !safe(&scalar.text) {
         out.error(
             scalar.pos,
             format!("`{}` is not a value a spec takes here", scalar.text),
             Some("a value is one name, number, duration or expression, without `,` or `;` outside brackets"),
         );
+        false
+    } else {
+        true
+    }
+}
+
+/// A value [`copyable`] passed, as tokens: a scalar, or a list `[a, b]` of them.
+fn raw_or_list(out: &mut Lowering, value: &Node) {
+    match value {
+        Node::Scalar(scalar) => raw(out, scalar),
+        Node::Seq(seq) => {
+            out.at(seq.pos, "[");
+            for item in &seq.items {
+                if let Node::Scalar(scalar) = item {
+                    raw(out, scalar);
+                    out.push(", ");
+                }
+            }
+            out.push("]");
+        }
+        // Reported by `copyable`, which every caller asks first.
+        Node::Map(map) => out.at(map.pos, "()"),
+    }
+}
+
+/// A scalar [`copyable`] already passed, copied as it is written.
+fn raw(out: &mut Lowering, scalar: &Scalar) {
+    if safe(&scalar.text) {
+        out.scalar(scalar);
+    } else {
         out.at(scalar.pos, "()");
     }
 }
@@ -724,7 +796,9 @@ fn action(
             out.error(
                 path.pos,
                 format!("human step `{id}` runs no action: it waits for a decision"),
-                Some(format!("write `action: {REQUEST_APPROVAL}`, or leave `action` out")),
+                Some(format!(
+                    "write `action: {REQUEST_APPROVAL}`, or leave `action` out"
+                )),
             );
         }
         for extra in ["inputs", "with"] {
@@ -746,18 +820,18 @@ fn action(
         );
         return;
     }
-    if let Some((text, map_entries)) = call(out, key, path, map.get("inputs"), map.get("with"), options) {
-        out.at(key.pos, "action");
-        out.push(": ");
-        let base = out.chars;
-        out.push(&text);
-        for (offset, pos, verbatim) in map_entries {
-            out.map.push((offset, pos, verbatim));
+    match call(out, key, path, map.get("inputs"), map.get("with"), options) {
+        Some((text, map_entries)) => {
+            out.at(key.pos, "action");
+            out.push(": ");
+            out.push(&text);
+            out.map.extend(map_entries);
+            out.map.sort_by_key(|(at, _, _)| *at);
         }
-        out.map.sort_by_key(|(at, _, _)| *at);
-        debug_assert!(base <= out.chars);
-        out.push("\n,\n");
+        // Reported; a stand-in keeps the step from also lacking an action.
+        None => out.at(key.pos, "action: unreadable_action()"),
     }
+    out.push("\n,\n");
 }
 
 /// The text of a call and its map entries (offsets already absolute: the call is
@@ -802,7 +876,10 @@ fn call(
         Some(other) => {
             out.error(
                 other.pos(),
-                format!("`with` is a mapping of literal arguments, found {}", other.what()),
+                format!(
+                    "`with` is a mapping of literal arguments, found {}",
+                    other.what()
+                ),
                 Some("write `with: { template: welcome }`"),
             );
             Vec::new()
@@ -832,7 +909,10 @@ fn call(
         Some(other) => {
             out.error(
                 other.pos(),
-                format!("`inputs` lists the action's arguments, found {}", other.what()),
+                format!(
+                    "`inputs` lists the action's arguments, found {}",
+                    other.what()
+                ),
                 Some("write `inputs: [env, ctx, signup]`"),
             );
             Vec::new()
@@ -899,7 +979,11 @@ fn child(out: &mut Lowering, id: &str, key: &Scalar, value: &Node) {
         if !["type", "inputs"].contains(&k.text.as_str()) {
             let help = did_you_mean(&k.text, ["type", "inputs"])
                 .unwrap_or_else(|| "`workflow` takes `type` and `inputs`".into());
-            out.error(k.pos, format!("unknown key `{}` in `workflow`", k.text), Some(help));
+            out.error(
+                k.pos,
+                format!("unknown key `{}` in `workflow`", k.text),
+                Some(help),
+            );
         }
     }
     let Some(ty) = string(out, map, "type") else {
@@ -926,13 +1010,19 @@ fn child(out: &mut Lowering, id: &str, key: &Scalar, value: &Node) {
         Some(Node::Map(inputs)) => {
             for (field, arg) in &inputs.entries {
                 if !is_ident(&field.text) {
-                    out.error(field.pos, format!("`{}` is not a field name", field.text), None::<String>);
+                    out.error(
+                        field.pos,
+                        format!("`{}` is not a field name", field.text),
+                        None::<String>,
+                    );
                     continue;
                 }
                 out.scalar(field);
                 out.push(": ");
                 match arg {
-                    Node::Scalar(arg) if !arg.quoted && (is_ident(&arg.text) || rust_literal(&arg.text)) => {
+                    Node::Scalar(arg)
+                        if !arg.quoted && (is_ident(&arg.text) || rust_literal(&arg.text)) =>
+                    {
                         out.scalar(arg)
                     }
                     Node::Scalar(arg) => out.at(arg.pos, &Literal::string(&arg.text).to_string()),
@@ -950,7 +1040,10 @@ fn child(out: &mut Lowering, id: &str, key: &Scalar, value: &Node) {
         }
         Some(other) => out.error(
             other.pos(),
-            format!("`inputs` of `workflow` maps fields to values, found {}", other.what()),
+            format!(
+                "`inputs` of `workflow` maps fields to values, found {}",
+                other.what()
+            ),
             Some("write `inputs: { order: order, holds: reserve_lines }`"),
         ),
         None => {}

@@ -27,57 +27,57 @@ pub fn schema() -> Value {
         }
     });
     let step = json!({
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["id"],
-                    "properties": {
-                        "id": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
-                        "kind": { "enum": ["step", "human", "event"], "description": "Default `step`; `action: request_approval` makes a human step." },
-                        "description": { "type": "string" },
-                        "action": { "type": "string", "description": "A function in the `actions` module, or `request_approval` for a human step." },
-                        "inputs": { "description": "The action's arguments in order: workflow inputs, upstream steps, `env`, `ctx`, and names of `with` entries.", "oneOf": [names.clone(), { "type": "string" }] },
-                        "with": { "type": "object", "description": "Literal arguments, by name.", "additionalProperties": literal.clone() },
-                        "output": { "type": "string", "description": "The Rust type the step outputs (`()` for none); a human step defaults to `Approval`." },
-                        "depends_on": { "oneOf": [names.clone(), { "type": "string" }] },
-                        "on_failure": { "enum": ["abort", "continue"] },
-                        "retry": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "properties": {
-                                "max_attempts": { "type": "integer", "minimum": 1 },
-                                "backoff": { "enum": ["fixed", "exponential", "linear"] },
-                                "initial": duration.clone(),
-                                "max": duration.clone(),
-                                "multiplier": { "type": "number", "minimum": 1 },
-                                "jitter": { "type": "string", "pattern": "^(none|full|equal|[0-9]{1,3}%)$" },
-                                "deadline": duration.clone(),
-                                "retry_on": { "type": "array", "items": { "type": "string" } }
-                            }
-                        },
-                        "timeout": duration.clone(),
-                        "condition": { "type": "string", "description": "A Rust expression over upstream outputs; false skips the step." },
-                        "assignee": { "type": "string" },
-                        "on_timeout": { "enum": ["escalate", "abort", "approve", "reject", "continue"] },
-                        "escalate_to": { "type": "string", "description": "The group `on_timeout: escalate` hands the task to." },
-                        "prompt": { "type": "string" },
-                        "effect": { "enum": ["internal", "external"] },
-                        "idempotent": { "type": "boolean" },
-                        "compensate": { "oneOf": [{ "type": "string" }, call.clone()] },
-                        "reconcile": { "oneOf": [{ "type": "string" }, call] },
-                        "for_each": { "type": "string", "description": "`item in source`: run the action once per item." },
-                        "concurrency": { "type": "integer", "minimum": 1 },
-                        "on_item_failure": { "enum": ["abort", "skip"] },
-                        "workflow": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "required": ["type"],
-                            "properties": {
-                                "type": { "type": "string", "description": "The child workflow's type." },
-                                "inputs": { "type": "object", "additionalProperties": literal }
-                            }
-                        }
-                    }
-                });
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["id"],
+        "properties": {
+            "id": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
+            "kind": { "enum": ["step", "human", "event"], "description": "Default `step`; `action: request_approval` makes a human step." },
+            "description": { "type": "string" },
+            "action": { "type": "string", "description": "A function in the `actions` module, or `request_approval` for a human step." },
+            "inputs": { "description": "The action's arguments in order: workflow inputs, upstream steps, `env`, `ctx`, and names of `with` entries.", "oneOf": [names.clone(), { "type": "string" }] },
+            "with": { "type": "object", "description": "Literal arguments, by name.", "additionalProperties": literal.clone() },
+            "output": { "type": "string", "description": "The Rust type the step outputs (`()` for none); a human step defaults to `Approval`." },
+            "depends_on": { "oneOf": [names.clone(), { "type": "string" }] },
+            "on_failure": { "enum": ["abort", "continue"] },
+            "retry": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "max_attempts": { "type": "integer", "minimum": 1 },
+                    "backoff": { "enum": ["fixed", "exponential", "linear"] },
+                    "initial": duration.clone(),
+                    "max": duration.clone(),
+                    "multiplier": { "type": "number", "minimum": 1 },
+                    "jitter": { "type": "string", "pattern": "^(none|full|equal|[0-9]{1,3}%)$" },
+                    "deadline": duration.clone(),
+                    "retry_on": { "type": "array", "items": { "type": "string" } }
+                }
+            },
+            "timeout": duration.clone(),
+            "condition": { "type": "string", "description": "A Rust expression over upstream outputs; false skips the step." },
+            "assignee": { "type": "string" },
+            "on_timeout": { "enum": ["escalate", "abort", "approve", "reject", "continue"] },
+            "escalate_to": { "type": "string", "description": "The group `on_timeout: escalate` hands the task to." },
+            "prompt": { "type": "string" },
+            "effect": { "enum": ["internal", "external"] },
+            "idempotent": { "type": "boolean" },
+            "compensate": { "oneOf": [{ "type": "string" }, call.clone()] },
+            "reconcile": { "oneOf": [{ "type": "string" }, call] },
+            "for_each": { "type": "string", "description": "`item in source`: run the action once per item." },
+            "concurrency": { "type": "integer", "minimum": 1 },
+            "on_item_failure": { "enum": ["abort", "skip"] },
+            "workflow": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["type"],
+                "properties": {
+                    "type": { "type": "string", "description": "The child workflow's type." },
+                    "inputs": { "type": "object", "additionalProperties": literal }
+                }
+            }
+        }
+    });
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "workflow spec",

@@ -89,7 +89,10 @@ impl Map {
 
     /// The key scalar `key`.
     pub(crate) fn key(&self, key: &str) -> Option<&Scalar> {
-        self.entries.iter().find(|(k, _)| k.text == key).map(|(k, _)| k)
+        self.entries
+            .iter()
+            .find(|(k, _)| k.text == key)
+            .map(|(k, _)| k)
     }
 }
 
@@ -251,21 +254,16 @@ impl<'a> Builder<'a> {
     }
 
     fn scalar(&self, text: Cow<'a, str>, style: ScalarStyle, pos: Pos) -> Scalar {
-        let quoted = matches!(
-            style,
-            ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted
-        );
+        let quoted = matches!(style, ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted);
         let start = pos.col - 1 + usize::from(quoted);
         let verbatim = match style {
             ScalarStyle::Plain | ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted
                 if !text.contains('\n') =>
             {
-                self.lines
-                    .get(pos.line - 1)
-                    .and_then(|line| {
-                        let rest: String = line.chars().skip(start).collect();
-                        rest.starts_with(text.as_ref()).then_some(start + 1)
-                    })
+                self.lines.get(pos.line - 1).and_then(|line| {
+                    let rest: String = line.chars().skip(start).collect();
+                    rest.starts_with(text.as_ref()).then_some(start + 1)
+                })
             }
             _ => None,
         };
