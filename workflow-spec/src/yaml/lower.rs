@@ -502,17 +502,12 @@ fn field(
                 );
             }
         }
-        "inputs" => {
-            if map.get("action").is_none() {
-                out.error(
-                    key.pos,
-                    format!(
-                        "`inputs` in step `{id}` names arguments, but the step has no `action`"
-                    ),
-                    Some("add `action: function_name`"),
-                );
-            }
-        }
+        "inputs" if map.get("action").is_none() => out.error(
+            key.pos,
+            format!("`inputs` in step `{id}` names arguments, but the step has no `action`"),
+            Some("add `action: function_name`"),
+        ),
+        "inputs" => {}
         "action" => action(out, kind, id, map, key, value, options),
         "compensate" | "reconcile" => {
             let call = match value {
