@@ -104,7 +104,17 @@ fn in_file_terms(help: &str) -> String {
         return "add `kind: human` (or `action: request_approval`) for a checkpoint".into();
     }
     // `timeout: 48h,` -> `timeout: 48h`: a file's values end at the line's end.
-    help.replace(",`", "`")
+    let help = help.replace(",`", "`");
+    // `escalate("group")` -> `escalate` with `escalate_to: group`.
+    match help.split_once("escalate(\"") {
+        Some((before, rest)) => match rest.split_once("\")`") {
+            Some((group, after)) => {
+                format!("{before}escalate` with `escalate_to: {group}`{after}")
+            }
+            None => help.clone(),
+        },
+        None => help,
+    }
 }
 
 /// The character offset where each line of `text` starts.
@@ -133,5 +143,26 @@ impl Fallback {
 impl Drop for Fallback {
     fn drop(&mut self) {
         proc_macro2::fallback::unforce();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_file_terms;
+
+    #[test]
+    fn helps_speak_the_files_keys() {
+        assert_eq!(
+            in_file_terms("add `on_timeout: escalate(\"leads\"),` (or `abort`)"),
+            "add `on_timeout: escalate` with `escalate_to: leads` (or `abort`)"
+        );
+        assert_eq!(
+            in_file_terms("add `timeout: 48h,` and"),
+            "add `timeout: 48h` and"
+        );
+        assert_eq!(
+            in_file_terms("write `human r -> Approval { ... }` for a checkpoint"),
+            "add `kind: human` (or `action: request_approval`) for a checkpoint"
+        );
     }
 }
