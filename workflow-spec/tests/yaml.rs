@@ -207,6 +207,32 @@ fn a_value_cannot_end_its_field_or_its_step() {
 }
 
 #[test]
+fn deeply_nested_values_are_errors_not_stack_overflows() {
+    let deep = format!("{}(){}", "(".repeat(20_000), ")".repeat(20_000));
+    for (key, value) in [
+        ("output", deep.clone()),
+        ("condition", deep.clone()),
+        ("action", format!("a::<{}>", "Vec<".repeat(20_000))),
+    ] {
+        let yaml = format!(
+            "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    {key}: \"{value}\"\n"
+        );
+        let yaml = if key == "output" || key == "action" {
+            yaml.replacen(
+                &format!("    {key}: {}\n", if key == "output" { "()" } else { "a" }),
+                "",
+                1,
+            )
+        } else {
+            yaml
+        };
+        let errors = errors_of(&yaml);
+        assert!(!errors.is_empty(), "{key}");
+        assert!(errors.iter().all(|e| e.pos.line >= 3), "{key}: {errors:?}");
+    }
+}
+
+#[test]
 fn the_yaml_itself_is_checked_and_located() {
     let cases: [(&str, (usize, usize), &str); 7] = [
         (

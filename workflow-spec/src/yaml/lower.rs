@@ -311,7 +311,7 @@ fn typed<'n>(out: &mut Lowering, node: &'n Node, what: &str) -> Option<&'n Scala
         );
         return None;
     };
-    if syn::parse_str::<syn::Type>(&scalar.text).is_err() || !safe(&scalar.text) {
+    if parse_value::<syn::Type>(&scalar.text).is_none() || !safe(&scalar.text) {
         out.error(
             scalar.pos,
             format!("`{}` is not a Rust type ({what})", scalar.text),
@@ -324,6 +324,30 @@ fn typed<'n>(out: &mut Lowering, node: &'n Node, what: &str) -> Option<&'n Scala
 
 fn is_ident(text: &str) -> bool {
     syn::parse_str::<syn::Ident>(text).is_ok()
+}
+
+/// How deep brackets may nest in one value. syn parses recursively, so a value is
+/// measured before it is parsed; the checks bound whole specs the same way.
+const MAX_VALUE_NESTING: usize = 64;
+
+/// `text` parsed as a `T`, when it parses and does not nest too deep.
+fn parse_value<T: syn::parse::Parse>(text: &str) -> Option<T> {
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' | '<' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' | '>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_VALUE_NESTING {
+        return None;
+    }
+    syn::parse_str::<T>(text).ok()
 }
 
 /// Whether `text` can be copied into a field's value: it lexes, and it has no top-level
@@ -341,8 +365,8 @@ fn safe(text: &str) -> bool {
 fn rust_literal(text: &str) -> bool {
     text == "true"
         || text == "false"
-        || syn::parse_str::<syn::Lit>(text.strip_prefix('-').unwrap_or(text))
-            .is_ok_and(|lit| matches!(lit, syn::Lit::Int(_) | syn::Lit::Float(_)))
+        || parse_value::<syn::Lit>(text.strip_prefix('-').unwrap_or(text))
+            .is_some_and(|lit| matches!(lit, syn::Lit::Int(_) | syn::Lit::Float(_)))
 }
 
 /// Which kind of item a step is.
@@ -842,7 +866,7 @@ fn call(
     options: &Options,
 ) -> Option<CallText> {
     let written = path.text.trim();
-    if syn::parse_str::<syn::Path>(written).is_err() {
+    if parse_value::<syn::Path>(written).is_none() {
         out.error(
             path.pos,
             format!("`{}` does not name a function", path.text),
@@ -989,7 +1013,7 @@ fn child(out: &mut Lowering, id: &str, key: &Scalar, value: &Node) {
         );
         return;
     };
-    if syn::parse_str::<syn::Path>(&ty.text).is_err() {
+    if parse_value::<syn::Path>(&ty.text).is_none() {
         out.error(
             ty.pos,
             format!("`{}` does not name a workflow type", ty.text),

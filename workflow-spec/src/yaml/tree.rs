@@ -113,7 +113,7 @@ struct Builder<'a> {
 
 fn pos_of(span: &Span) -> Pos {
     Pos {
-        line: span.start.line(),
+        line: span.start.line().max(1),
         col: span.start.col() + 1,
     }
 }
@@ -126,7 +126,7 @@ impl<'a> Builder<'a> {
                 let marker = error.marker();
                 Err(FileError::new(
                     Pos {
-                        line: marker.line(),
+                        line: marker.line().max(1),
                         col: marker.col() + 1,
                     },
                     format!("invalid YAML: {}", error.info()),
