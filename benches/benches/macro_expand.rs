@@ -111,6 +111,13 @@ fn macro_file(c: &mut Criterion) {
                 checked.errors
             ),
         }
+        // And the macro reads that file and expands it without an error.
+        if expand::file::workflow_file(args.clone())
+            .to_string()
+            .contains("compile_error")
+        {
+            panic!("workflow_file! on {} reports an error", file.display());
+        }
 
         let mut group = c.benchmark_group(format!("macro_file/{shape}"));
         group.throughput(Throughput::Elements(n as u64));
