@@ -278,6 +278,23 @@ fn the_yaml_itself_is_checked_and_located() {
 }
 
 #[test]
+fn a_mapping_value_is_copied_as_a_block_and_checked_by_the_language() {
+    let yaml = "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    for_each: \"x in xs\"\n    concurrency: { limit: 2 }\n";
+    let checked = check(yaml, &Options::default());
+    let text = checked.text.expect("lowered");
+    assert!(text.contains("concurrency: { limit: 2\n,\n}"), "{text}");
+    // The inline language's own check reports it, at the file's mapping.
+    assert!(
+        checked
+            .errors
+            .iter()
+            .any(|e| e.pos.line == 7 && e.message.contains("concurrency")),
+        "{:?}",
+        checked.errors
+    );
+}
+
+#[test]
 fn unknown_keys_get_the_nearest_key() {
     let yaml = "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    dependson: [b]\n    on_failur: continue\n";
     let errors = errors_of(yaml);

@@ -434,8 +434,9 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
         None => inferred,
     };
     for (key, value) in &map.entries {
-        if !STEP_KEYS.contains(&key.text.as_str()) {
-            let help = did_you_mean(&key.text, STEP_KEYS.iter().copied()).unwrap_or_else(|| {
+        if !known_key(&key.text) {
+            let help = did_you_mean(&key.text, STEP_KEYS.iter().copied().chain(inline_keys()))
+                .unwrap_or_else(|| {
                 let example = match value {
                     Node::Scalar(value) => value.text.clone(),
                     _ => "...".into(),
@@ -692,10 +693,11 @@ fn field(
             out.push("\n,\n");
         }
         "workflow" => child(out, id, key, value),
-        _ if STEP_KEYS.contains(&name) => {
-            // Plain values the checks read as tokens: on_failure, timeout, condition,
-            // effect, idempotent, for_each, concurrency, on_item_failure. A value that
-            // cannot be copied is reported here and its field left out, so it is one
+        _ if known_key(name) => {
+            // Values the checks read as tokens: on_failure, timeout, condition, effect,
+            // idempotent, for_each, concurrency, on_item_failure, and any key the inline
+            // language gains later (a mapping is copied as `{ key: value, .. }`). A value
+            // that cannot be copied is reported here and its field left out, so it is one
             // error, not two.
             if !copyable(out, value) {
                 return;
@@ -709,12 +711,28 @@ fn field(
     }
 }
 
+/// The keys of the inline language's items, which a file spells the same.
+fn inline_keys() -> impl Iterator<Item = &'static str> {
+    use crate::parse::ast;
+    ast::STEP_KEYS
+        .iter()
+        .chain(ast::HUMAN_KEYS)
+        .chain(ast::EVENT_KEYS)
+        .copied()
+}
+
+/// Whether a step in a file takes `key`: a key of the file format, or of the inline
+/// language (so a key the language gains works in files as written inline).
+fn known_key(key: &str) -> bool {
+    STEP_KEYS.contains(&key) || inline_keys().any(|inline| inline == key)
+}
+
 fn is_escalate(map: &Map) -> bool {
     matches!(map.get("on_timeout"), Some(Node::Scalar(s)) if s.text == "escalate")
 }
 
-/// Whether `value` can be copied as tokens: a scalar or a list of scalars, each one
-/// value (see [`safe`]). Reports why not.
+/// Whether `value` can be copied as tokens: a scalar, a list of scalars, or a mapping of
+/// names to such values, each scalar one value (see [`safe`]). Reports why not.
 fn copyable(out: &mut Lowering, value: &Node) -> bool {
     match value {
         Node::Scalar(scalar) => copyable_scalar(out, scalar),
@@ -732,14 +750,18 @@ fn copyable(out: &mut Lowering, value: &Node) -> bool {
                 false
             }
         }),
-        Node::Map(map) => {
-            out.error(
-                map.pos,
-                "expected a single value or a list here, found a mapping",
-                None::<String>,
-            );
-            false
-        }
+        Node::Map(map) => map.entries.iter().fold(true, |ok, (key, value)| {
+            if is_ident(&key.text) {
+                copyable(out, value) && ok
+            } else {
+                out.error(
+                    key.pos,
+                    format!("`{}` is not a key", key.text),
+                    None::<String>,
+                );
+                false
+            }
+        }),
     }
 }
 
@@ -763,7 +785,8 @@ fn copyable_scalar(out: &mut Lowering, scalar: &Scalar) -> bool {
     }
 }
 
-/// A value [`copyable`] passed, as tokens: a scalar, or a list `[a, b]` of them.
+/// A value [`copyable`] passed, as tokens: a scalar, a list `[a, b]` of them, or a
+/// mapping `{ key: value, .. }`.
 fn raw_or_list(out: &mut Lowering, value: &Node) {
     match value {
         Node::Scalar(scalar) => raw(out, scalar),
@@ -777,8 +800,16 @@ fn raw_or_list(out: &mut Lowering, value: &Node) {
             }
             out.push("]");
         }
-        // Reported by `copyable`, which every caller asks first.
-        Node::Map(map) => out.at(map.pos, "()"),
+        Node::Map(map) => {
+            out.at(map.pos, "{ ");
+            for (key, value) in &map.entries {
+                out.scalar(key);
+                out.push(": ");
+                raw_or_list(out, value);
+                out.push("\n,\n");
+            }
+            out.push("}");
+        }
     }
 }
 
