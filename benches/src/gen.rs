@@ -102,6 +102,23 @@ pub fn spec_source(name: &str, deps: &[Vec<usize>]) -> String {
     out
 }
 
+/// The spec file (`workflow_file!`) equivalent to [`spec_source`]: the same steps, the
+/// same calls, the same fingerprint.
+pub fn spec_yaml(name: &str, deps: &[Vec<usize>]) -> String {
+    let mut out = String::with_capacity(deps.len() * 80);
+    let _ = writeln!(out, "name: {name}\nsteps:");
+    for (i, list) in deps.iter().enumerate() {
+        let args: Vec<String> = list.iter().map(|d| format!("s{d}")).collect();
+        let _ = writeln!(
+            out,
+            "  - id: s{i}\n    action: {}\n    inputs: [{}]\n    output: u32",
+            join_fn(list.len()),
+            args.join(", ")
+        );
+    }
+    out
+}
+
 /// The async step functions a set of graphs needs: `join{k}` for every in-degree `k`
 /// used. Each returns the wrapping sum of its arguments plus one.
 pub fn join_fns(graphs: &[&Deps]) -> String {

@@ -29,6 +29,7 @@
 pub mod content_moderation;
 pub mod dashboard_report;
 pub mod onboarding;
+pub mod onboarding_file;
 pub mod order_fulfilment;
 pub mod order_saga;
 pub mod parallel_report;

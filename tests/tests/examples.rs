@@ -477,3 +477,32 @@ async fn dashboard_report_downloads_after_a_503_reviews_the_anomaly_and_publishe
         )]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn onboarding_from_the_seeds_yaml_file_runs_end_to_end_on_sqlite() {
+    let db = TempDb::new("onboarding-file");
+    let log = Log::quiet();
+    let summary = examples::onboarding_file::run(&db.0, &log)
+        .await
+        .expect("the file's workflow runs");
+    assert_eq!(summary.status, RunStatus::Completed);
+    assert_eq!(summary.user.email, "ada@example.com");
+    assert_eq!(
+        summary.provision_attempts, 2,
+        "one transient failure, one retry"
+    );
+    assert!(summary.approved && summary.activated);
+    assert_eq!(
+        summary.welcome.map(|r| r.message_id).as_deref(),
+        Some("welcome-15012"),
+        "the `with:` literal reaches the action"
+    );
+    assert_eq!(
+        summary.calls.first().map(String::as_str),
+        Some("[accounts] created user 15012 for ada@example.com (Ada Lovelace, plan team)")
+    );
+    assert_eq!(
+        summary.calls.last().map(String::as_str),
+        Some("[accounts] user 15012 is active")
+    );
+}

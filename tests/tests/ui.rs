@@ -20,6 +20,7 @@ const AREAS: &[&str] = &[
     "child",
     "event",
     "spawn",
+    "yaml",
 ];
 
 #[test]

@@ -45,7 +45,23 @@ pub enum Command {
     /// Finds every `workflow! { ... }` in the file (at item level, inside modules and
     /// inside function bodies), checks it exactly as the macro does, and renders it with
     /// the macro's renderers. A spec with errors prints each error as FILE:LINE:COLUMN.
+    ///
+    /// A `.yaml` / `.yml` file is a spec file (`workflow_file!`): it is checked as the
+    /// macro checks it and its errors print as FILE:LINE:COLUMN.
     Diagram(DiagramArgs),
+
+    /// Check spec files (`.yaml`) without compiling: their YAML, their keys and every
+    /// check of the spec language that needs no Rust types. Prints each error with the
+    /// file's line; exits with 1 when any file has an error.
+    Lint(LintArgs),
+
+    /// Print the JSON Schema of spec files, for editors (see the README's "Specs in
+    /// files" for the set-up).
+    Schema,
+
+    /// Write a `workflow!` spec of a Rust source file as a spec file (`--yaml`), which
+    /// `workflow_file!` compiles back to the same fingerprint.
+    Export(ExportArgs),
 
     /// List runs and show one run: status, timeline of attempts, errors and decisions.
     #[command(subcommand)]
@@ -130,7 +146,7 @@ pub struct ServeArgs {
 /// The arguments of `workflow diagram`.
 #[derive(Debug, Args)]
 pub struct DiagramArgs {
-    /// The Rust source file declaring the workflow.
+    /// The Rust source file declaring the workflow, or a spec file (`.yaml`).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 
@@ -143,6 +159,34 @@ pub struct DiagramArgs {
     pub format: Format,
 
     /// Write the diagram to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// The arguments of `workflow lint`.
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// The spec files to check.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// The arguments of `workflow export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write a spec file (YAML), the format `workflow_file!` reads.
+    #[arg(long)]
+    pub yaml: bool,
+
+    /// The Rust source file declaring the workflow.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Which workflow to export, by name; required when the file declares several.
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
+
+    /// Write to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
 }

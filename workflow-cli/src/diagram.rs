@@ -6,6 +6,7 @@ use serde_json::json;
 use syn::visit::Visit;
 use workflow_spec::parse::{parse, Parsed};
 use workflow_spec::render;
+use workflow_spec::Spec;
 
 use crate::cli::{DiagramArgs, Format};
 use crate::error::{io_error, CliError, Located, Result};
@@ -34,47 +35,12 @@ impl Found {
 pub fn run(args: &DiagramArgs, json: bool) -> Result<String> {
     let file = &args.file;
     let shown = file.display().to_string();
-    if file.is_dir() {
-        return Err(CliError::new(format!(
-            "{shown} is a directory, not a Rust file"
-        )));
-    }
-    let source = std::fs::read_to_string(file).map_err(|e| io_error("read", file, &e))?;
-    let syntax = syn::parse_file(&source).map_err(|error| {
-        let located = locate_all(&shown, &error, (1, 1));
-        CliError::located(format!("{shown} is not valid Rust"), located)
-    })?;
-
-    let mut finder = Finder::default();
-    finder.visit_file(&syntax);
-    let found: Vec<Found> = finder
-        .macros
-        .iter()
-        .map(|mac| {
-            let parsed = parse(mac.tokens.clone());
-            let name = parsed.ast.as_ref().map(|ast| ast.name.to_string());
-            let at = position(macro_span(mac), (1, 1));
-            Found { name, at, parsed }
-        })
-        .collect();
-
-    let chosen = choose(&found, args.workflow.as_deref(), &shown)?;
-    let Some(spec) = &chosen.parsed.spec else {
-        let mut located = Vec::new();
-        for error in &chosen.parsed.errors {
-            located.extend(locate_all(&shown, error, chosen.at));
-        }
-        let count = located.len();
-        return Err(CliError::located(
-            format!(
-                "workflow `{}` in {shown} has {count} error{}",
-                chosen.label(),
-                if count == 1 { "" } else { "s" }
-            ),
-            located,
-        ));
+    let spec = if crate::files::is_spec_file(file) {
+        crate::files::load(file)?
+    } else {
+        load_rust(file, args.workflow.as_deref())?
     };
-
+    let spec = &spec;
     let diagram = match args.format {
         Format::Mermaid => render::mermaid(spec),
         Format::Dot => render::dot(spec),
@@ -117,6 +83,53 @@ pub fn run(args: &DiagramArgs, json: bool) -> Result<String> {
         )),
         None => Ok(diagram),
     }
+}
+
+/// The checked spec of the `workflow!` invocation named `name` (or the only one) in the
+/// Rust source file `file`, or its errors located in the file.
+pub(crate) fn load_rust(file: &std::path::Path, name: Option<&str>) -> Result<Spec> {
+    let shown = file.display().to_string();
+    if file.is_dir() {
+        return Err(CliError::new(format!(
+            "{shown} is a directory, not a Rust file"
+        )));
+    }
+    let source = std::fs::read_to_string(file).map_err(|e| io_error("read", file, &e))?;
+    let syntax = syn::parse_file(&source).map_err(|error| {
+        let located = locate_all(&shown, &error, (1, 1));
+        CliError::located(format!("{shown} is not valid Rust"), located)
+    })?;
+
+    let mut finder = Finder::default();
+    finder.visit_file(&syntax);
+    let found: Vec<Found> = finder
+        .macros
+        .iter()
+        .map(|mac| {
+            let parsed = parse(mac.tokens.clone());
+            let name = parsed.ast.as_ref().map(|ast| ast.name.to_string());
+            let at = position(macro_span(mac), (1, 1));
+            Found { name, at, parsed }
+        })
+        .collect();
+
+    let chosen = choose(&found, name, &shown)?;
+    let Some(spec) = &chosen.parsed.spec else {
+        let mut located = Vec::new();
+        for error in &chosen.parsed.errors {
+            located.extend(locate_all(&shown, error, chosen.at));
+        }
+        let count = located.len();
+        return Err(CliError::located(
+            format!(
+                "workflow `{}` in {shown} has {count} error{}",
+                chosen.label(),
+                if count == 1 { "" } else { "s" }
+            ),
+            located,
+        ));
+    };
+    Ok(spec.clone())
 }
 
 /// The invocation to draw: the one named, or the only one.

@@ -2,6 +2,9 @@
 //!
 //! - `workflow diagram FILE.rs`: draws a workflow declared with `workflow!` in a source
 //!   file (Mermaid, DOT or SVG), after checking it as the macro does.
+//! - `workflow lint FILE.yaml...`, `workflow schema`, `workflow export --yaml FILE.rs`:
+//!   spec files checked without compiling, their JSON Schema, and an inline spec written
+//!   as a file.
 //! - `workflow runs list | show RUN | cancel RUN | restart RUN`: runs in the engine's
 //!   store, one run explained from its journal (steps, timeline, errors, decisions;
 //!   `--diagram` colours its state), and the operator's cancel and restart.
@@ -22,6 +25,7 @@ mod cli;
 mod dead;
 mod diagram;
 mod error;
+mod files;
 mod runs;
 mod serve;
 mod store;
@@ -64,6 +68,9 @@ fn run(cli: Cli) -> Result<String> {
     let json = cli.json;
     match cli.command {
         Command::Diagram(args) => diagram::run(&args, json),
+        Command::Lint(args) => files::lint(&args, json),
+        Command::Schema => Ok(files::schema()),
+        Command::Export(args) => files::export(&args, json),
         Command::Runs(command) => {
             let (store, runtime) = open(&cli.store)?;
             runtime.block_on(async {

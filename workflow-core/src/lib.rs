@@ -48,6 +48,7 @@ pub use workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };
 pub use workflow_macros::workflow;
+pub use workflow_macros::workflow_file;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 
@@ -62,7 +63,7 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::store::SqliteStore;
     pub use crate::{
-        workflow, Approval, Engine, ErrorKind, RunError, RunHandle, RunId, StartOptions,
-        StepContext, StepError, Workflow,
+        workflow, workflow_file, Approval, Engine, ErrorKind, RunError, RunHandle, RunId,
+        StartOptions, StepContext, StepError, Workflow,
     };
 }

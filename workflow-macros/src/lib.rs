@@ -17,3 +17,18 @@ mod tests;
 pub fn workflow(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand::workflow(input.into()).into()
 }
+
+/// Declares a workflow from a spec file: `workflow_file!("specs/onboarding.yaml",
+/// actions: crate::onboarding, env: Services)`.
+///
+/// The path is relative to the calling crate's `CARGO_MANIFEST_DIR`; `actions` is the
+/// module the file's `action: name` functions live in (without it, actions are paths as
+/// written) and `env` the environment type (overriding the file's `env:`). The file is
+/// checked by the same checks as `workflow!`; an error names the file's `path:line:col`
+/// and quotes the line. The expansion includes the file, so cargo rebuilds when it
+/// changes. The generated API, fingerprint and diagrams are those of the equivalent
+/// inline `workflow!`.
+#[proc_macro]
+pub fn workflow_file(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    expand::file::workflow_file(input.into()).into()
+}

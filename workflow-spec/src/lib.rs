@@ -27,6 +27,11 @@ pub mod retry;
 #[doc(hidden)]
 pub mod parse;
 
+/// Specs in files: seed 003's YAML, lowered onto the spec model and checked by the same
+/// checks as an inline spec (`workflow_file!`, `workflow lint`).
+#[cfg(feature = "parse")]
+pub mod yaml;
+
 pub use kind::ErrorKind;
 pub use model::{
     format_duration, ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach,

@@ -10,6 +10,7 @@
 
 mod calls;
 mod fallback;
+pub(crate) mod file;
 mod imp;
 mod items;
 mod outputs;

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/alias.yaml");
+
+fn main() {}

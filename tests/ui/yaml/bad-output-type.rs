@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/bad-output-type.yaml");
+
+fn main() {}

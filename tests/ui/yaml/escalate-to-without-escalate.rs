@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/escalate-to-without-escalate.yaml");
+
+fn main() {}

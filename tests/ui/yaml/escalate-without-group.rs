@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/escalate-without-group.yaml");
+
+fn main() {}

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/human-with-inputs.yaml");
+
+fn main() {}

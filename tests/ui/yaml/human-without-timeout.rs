@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/human-without-timeout.yaml");
+
+fn main() {}

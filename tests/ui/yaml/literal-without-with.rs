@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/literal-without-with.yaml");
+
+fn main() {}

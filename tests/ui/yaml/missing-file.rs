@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/no-such-file.yaml");
+
+fn main() {}

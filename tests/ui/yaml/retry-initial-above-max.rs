@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/retry-initial-above-max.yaml");
+
+fn main() {}

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/retry-unknown-key.yaml");
+
+fn main() {}

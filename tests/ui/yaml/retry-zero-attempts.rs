@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/retry-zero-attempts.yaml");
+
+fn main() {}

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/self-dependency.yaml");
+
+fn main() {}

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/steps-not-a-list.yaml");
+
+fn main() {}

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/yaml-syntax.yaml");
+
+fn main() {}

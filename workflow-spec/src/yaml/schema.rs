@@ -1,0 +1,104 @@
+//! The JSON Schema of spec files, for editors (`workflow schema`).
+
+use serde_json::{json, Value};
+
+/// The JSON Schema (draft 2020-12) of a spec file: every key, its kind of value and its
+/// documentation, so an editor completes keys and flags typos as you type. The compiler
+/// and `workflow lint` check what a schema cannot (names, dependencies, durations, …).
+pub fn schema() -> Value {
+    let duration = json!({
+        "type": "string",
+        "pattern": "^[0-9]+(ms|s|m|h|d)$",
+        "description": "A duration with its unit: `500ms`, `30s`, `2m`, `48h`, `7d`."
+    });
+    let names = json!({
+        "type": "array",
+        "items": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" }
+    });
+    let literal = json!({ "type": ["string", "number", "boolean"] });
+    let call = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["action"],
+        "properties": {
+            "action": { "type": "string", "description": "A function in the `actions` module." },
+            "inputs": names.clone(),
+            "with": { "type": "object", "additionalProperties": literal.clone() }
+        }
+    });
+    let step = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["id"],
+        "properties": {
+            "id": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
+            "kind": { "enum": ["step", "human", "event"], "description": "Default `step`; `action: request_approval` makes a human step." },
+            "description": { "type": "string" },
+            "action": { "type": "string", "description": "A function in the `actions` module, or `request_approval` for a human step." },
+            "inputs": { "description": "The action's arguments in order: workflow inputs, upstream steps, `env`, `ctx`, and names of `with` entries.", "oneOf": [names.clone(), { "type": "string" }] },
+            "with": { "type": "object", "description": "Literal arguments, by name.", "additionalProperties": literal.clone() },
+            "output": { "type": "string", "description": "The Rust type the step outputs (`()` for none); a human step defaults to `Approval`." },
+            "depends_on": { "oneOf": [names.clone(), { "type": "string" }] },
+            "on_failure": { "enum": ["abort", "continue"] },
+            "retry": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "max_attempts": { "type": "integer", "minimum": 1 },
+                    "backoff": { "enum": ["fixed", "exponential", "linear"] },
+                    "initial": duration.clone(),
+                    "max": duration.clone(),
+                    "multiplier": { "type": "number", "minimum": 1 },
+                    "jitter": { "type": "string", "pattern": "^(none|full|equal|[0-9]{1,3}%)$" },
+                    "deadline": duration.clone(),
+                    "retry_on": { "type": "array", "items": { "type": "string" } }
+                }
+            },
+            "timeout": duration.clone(),
+            "condition": { "type": "string", "description": "A Rust expression over upstream outputs; false skips the step." },
+            "assignee": { "type": "string" },
+            "on_timeout": { "enum": ["escalate", "abort", "approve", "reject", "continue"] },
+            "escalate_to": { "type": "string", "description": "The group `on_timeout: escalate` hands the task to." },
+            "prompt": { "type": "string" },
+            "effect": { "enum": ["internal", "external"] },
+            "idempotent": { "type": "boolean" },
+            "compensate": { "oneOf": [{ "type": "string" }, call.clone()] },
+            "reconcile": { "oneOf": [{ "type": "string" }, call] },
+            "for_each": { "type": "string", "description": "`item in source`: run the action once per item." },
+            "concurrency": { "type": "integer", "minimum": 1 },
+            "on_item_failure": { "enum": ["abort", "skip"] },
+            "workflow": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["type"],
+                "properties": {
+                    "type": { "type": "string", "description": "The child workflow's type." },
+                    "inputs": { "type": "object", "additionalProperties": literal }
+                }
+            }
+        }
+    });
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "workflow spec",
+        "description": "A workflow spec for `workflow_file!`: seed 003's YAML with typed inputs and outputs.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name", "steps"],
+        "properties": {
+            "name": { "type": "string", "description": "The workflow's name; `user-onboarding` makes the type `UserOnboarding`." },
+            "description": { "type": "string", "description": "What the workflow does (the type's doc comment)." },
+            "journal_name": { "type": "string", "description": "The name runs are journaled under, when it differs from the type's." },
+            "env": { "type": "string", "description": "The environment type (the macro's `env:` argument overrides it)." },
+            "inputs": {
+                "type": "object",
+                "description": "The journaled inputs: `name: Type`, in order.",
+                "additionalProperties": { "type": "string" }
+            },
+            "steps": {
+                "type": "array",
+                "items": step
+            }
+        }
+    })
+}

@@ -1,0 +1,417 @@
+//! The YAML front end: a file lowers onto the inline spec's model and checks, and its
+//! errors land on the file's line and column.
+
+use proptest::prelude::*;
+use workflow_spec::parse::parse_str;
+use workflow_spec::yaml::{check, export, Checked, FileError, Options, Pos};
+use workflow_spec::{Arg, Spec};
+
+fn file(name: &str) -> String {
+    let path = format!("{}/../examples/specs/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path).expect("the example spec file")
+}
+
+fn options() -> Options {
+    Options {
+        actions: Some("crate::acts".into()),
+        env: Some("Services".into()),
+        env_fallback: None,
+    }
+}
+
+fn at(errors: &[FileError]) -> Vec<(usize, usize, &str)> {
+    errors
+        .iter()
+        .map(|e| (e.pos.line, e.pos.col, e.message.as_str()))
+        .collect()
+}
+
+fn inline(source: &str) -> Spec {
+    let parsed = parse_str(source);
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    parsed.spec.expect("spec")
+}
+
+fn errors_of(yaml: &str) -> Vec<FileError> {
+    let checked = check(yaml, &Options::default());
+    assert!(checked.spec.is_none());
+    checked.errors
+}
+
+#[test]
+fn the_seed_file_verbatim_gets_exactly_the_errors_for_what_it_lacks() {
+    let checked = check(&file("user-onboarding.yaml"), &options());
+    assert!(checked.spec.is_none());
+    assert_eq!(
+        at(&checked.errors),
+        [
+            (6, 9, "step `create_account` has no `output:` type"),
+            (
+                8,
+                14,
+                "unknown step or input `email` in argument of `action`"
+            ),
+            (
+                8,
+                21,
+                "unknown step or input `name` in argument of `action`"
+            ),
+            (
+                8,
+                27,
+                "unknown step or input `plan` in argument of `action`"
+            ),
+            (11, 9, "step `send_welcome_email` has no `output:` type"),
+            (13, 5, "unknown key `template` in step `send_welcome_email`"),
+            (17, 9, "step `provision_workspace` has no `output:` type"),
+            (
+                30,
+                17,
+                "`on_timeout: escalate` in step `human_review` names no group to escalate to"
+            ),
+            (32, 9, "step `activate_account` has no `output:` type"),
+        ]
+    );
+    // The text is still lowered, so the macro can emit the workflow's types.
+    assert!(checked.text.is_some());
+}
+
+#[test]
+fn the_completed_file_is_its_inline_twin() {
+    let checked = check(&file("user-onboarding.completed.yaml"), &options());
+    assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+    let spec = checked.spec.expect("spec");
+    let twin = inline(
+        r#"
+        /// Onboard a new user from signup to first value
+        pub workflow UserOnboarding(email: String, name: String, plan: String) env Services {
+            step create_account -> User {
+                action: crate::acts::create_user_record(env, email, name, plan),
+                on_failure: abort,
+            }
+            step send_welcome_email -> Receipt {
+                action: crate::acts::send_email(env, ctx, create_account, "welcome"),
+                effect: external,
+                depends_on: [create_account],
+                on_failure: continue,
+            }
+            step provision_workspace -> Workspace {
+                action: crate::acts::create_workspace(env, ctx, create_account),
+                depends_on: [create_account],
+                on_failure: abort,
+                retry: { max_attempts: 3, backoff: exponential },
+                timeout: 2m,
+            }
+            human human_review {
+                assignee: "trust_and_safety_team",
+                depends_on: [provision_workspace],
+                timeout: 48h,
+                on_timeout: escalate("trust_and_safety_leads"),
+            }
+            step activate_account -> () {
+                action: crate::acts::set_account_active(env, create_account),
+                depends_on: [human_review],
+                condition: human_review.approved == true,
+            }
+        }
+        "#,
+    );
+    assert_eq!(spec, twin);
+    assert_eq!(spec.fingerprint(), twin.fingerprint());
+}
+
+#[test]
+fn with_values_take_their_place_among_the_inputs_or_follow_them() {
+    let yaml = "name: mail\ninputs:\n  user: String\nsteps:\n  - id: send\n    action: send\n    inputs: [env, template, user]\n    with:\n      template: welcome\n      retries: 3\n      code: \"3\"\n      flag: true\n    output: ()\n";
+    let checked = check(yaml, &Options::default().with_env());
+    assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+    let spec = checked.spec.expect("spec");
+    assert_eq!(
+        spec.steps[0].action().expect("action").args,
+        [
+            Arg::Env,
+            Arg::Literal("\"welcome\"".into()),
+            Arg::Input(0),
+            Arg::Literal("3".into()),
+            Arg::Literal("\"3\"".into()),
+            Arg::Literal("true".into()),
+        ]
+    );
+}
+
+trait WithEnv {
+    fn with_env(self) -> Self;
+}
+
+impl WithEnv for Options {
+    fn with_env(mut self) -> Self {
+        self.env = Some("Env".into());
+        self
+    }
+}
+
+#[test]
+fn an_error_inside_a_value_lands_on_its_own_column() {
+    let yaml = "name: x\nsteps:\n  - id: a\n    action: a\n    output: bool\n  - id: b\n    action: b\n    output: ()\n    depends_on: [a]\n    condition: \"a && reveiw.approved\"\n";
+    assert_eq!(
+        at(&errors_of(yaml)),
+        [(
+            10,
+            22,
+            "unknown step or input `reveiw` in the condition of `b`"
+        )]
+    );
+    let plain = "name: x\nsteps:\n  - id: a\n    action: a\n    output: u32\n    retry: { max_attempts: 3, initial: 1s, max: 2x }\n";
+    assert_eq!(
+        at(&errors_of(plain)),
+        [(6, 49, "unknown duration unit `x`")]
+    );
+}
+
+#[test]
+fn a_value_cannot_end_its_field_or_its_step() {
+    let cases = [
+        (
+            "    timeout: \"1s, action: evil()\"\n",
+            "is not a value a spec takes here",
+        ),
+        (
+            "    condition: \"true } step evil -> () { action: evil()\"\n",
+            "is not a value a spec takes here",
+        ),
+        (
+            "    on_failure: \"abort; evil\"\n",
+            "is not a value a spec takes here",
+        ),
+    ];
+    for (line, message) in cases {
+        let yaml = format!("name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n{line}");
+        let errors = errors_of(&yaml);
+        assert_eq!(errors.len(), 1, "{line}: {errors:?}");
+        assert_eq!(
+            errors[0].pos,
+            Pos {
+                line: 6,
+                col: errors[0].pos.col
+            }
+        );
+        assert!(errors[0].message.contains(message), "{line}: {errors:?}");
+    }
+    let output = "name: x\nsteps:\n  - id: a\n    action: a\n    output: \"() { } step b -> ()\"\n";
+    assert!(errors_of(output)[0].message.contains("is not a Rust type"));
+    let action = "name: x\nsteps:\n  - id: a\n    action: \"a(); evil\"\n    output: ()\n";
+    assert_eq!(
+        at(&errors_of(action)),
+        [(4, 13, "`a(); evil` does not name a function")]
+    );
+}
+
+#[test]
+fn deeply_nested_values_are_errors_not_stack_overflows() {
+    let deep = format!("{}(){}", "(".repeat(20_000), ")".repeat(20_000));
+    for (key, value) in [
+        ("output", deep.clone()),
+        ("condition", deep.clone()),
+        ("action", format!("a::<{}>", "Vec<".repeat(20_000))),
+    ] {
+        let yaml = format!(
+            "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    {key}: \"{value}\"\n"
+        );
+        let yaml = if key == "output" || key == "action" {
+            yaml.replacen(
+                &format!("    {key}: {}\n", if key == "output" { "()" } else { "a" }),
+                "",
+                1,
+            )
+        } else {
+            yaml
+        };
+        let errors = errors_of(&yaml);
+        assert!(!errors.is_empty(), "{key}");
+        assert!(errors.iter().all(|e| e.pos.line >= 3), "{key}: {errors:?}");
+    }
+}
+
+#[test]
+fn the_yaml_itself_is_checked_and_located() {
+    let cases: [(&str, (usize, usize), &str); 7] = [
+        (
+            "name: x\nname: y\nsteps: []\n",
+            (2, 1),
+            "duplicate key `name` (first at line 1)",
+        ),
+        (
+            "name: x\nsteps:\n  - id: &a a\n",
+            (3, 9),
+            "anchors (`&name`) are not allowed in a spec",
+        ),
+        (
+            "name: !t x\nsteps: []\n",
+            (1, 7),
+            "tags (`!name`) are not allowed in a spec",
+        ),
+        (
+            "name: x\n---\nname: y\n",
+            (2, 1),
+            "a spec file holds one YAML document, this is a second one",
+        ),
+        ("", (1, 1), "the spec file is empty"),
+        (
+            "- a\n- b\n",
+            (1, 1),
+            "a spec file is a mapping, found a list",
+        ),
+        ("name: x\nsteps: [a\n", (3, 1), "invalid YAML: "),
+    ];
+    for (yaml, (line, col), message) in cases {
+        let errors = errors_of(yaml);
+        assert_eq!(
+            (errors[0].pos.line, errors[0].pos.col),
+            (line, col),
+            "{yaml:?}: {errors:?}"
+        );
+        assert!(
+            errors[0].message.starts_with(message),
+            "{yaml:?}: {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn a_mapping_value_is_copied_as_a_block_and_checked_by_the_language() {
+    let yaml = "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    for_each: \"x in xs\"\n    concurrency: { limit: 2 }\n";
+    let checked = check(yaml, &Options::default());
+    let text = checked.text.expect("lowered");
+    assert!(text.contains("concurrency: { limit: 2\n,\n}"), "{text}");
+    // The inline language's own check reports it, at the file's mapping.
+    assert!(
+        checked
+            .errors
+            .iter()
+            .any(|e| e.pos.line == 7 && e.message.contains("concurrency")),
+        "{:?}",
+        checked.errors
+    );
+}
+
+#[test]
+fn unknown_keys_get_the_nearest_key() {
+    let yaml = "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    dependson: [b]\n    on_failur: continue\n";
+    let errors = errors_of(yaml);
+    let helps: Vec<(usize, Option<&str>)> = errors
+        .iter()
+        .map(|e| (e.pos.line, e.help.as_deref()))
+        .collect();
+    assert_eq!(
+        helps,
+        [
+            (6, Some("did you mean `depends_on`?")),
+            (7, Some("did you mean `on_failure`?")),
+        ]
+    );
+}
+
+const EVERY_FEATURE: &str = r#"
+    /// Every part of the language.
+    #[workflow(name = "Everything")]
+    pub workflow EverythingV2(order: Order, n: u32) env Shop {
+        step reserve -> Hold {
+            for_each: line in order.lines,
+            action: stock::reserve(env, ctx, line, "fast", -3, 2.5, true),
+            concurrency: 4,
+            on_item_failure: skip,
+            retry: { max_attempts: 3, backoff: linear, initial: 100ms, max: 2s, jitter: 10%, deadline: 10m, retry_on: [timeout, unavailable] },
+            timeout: 30s,
+        }
+        step charge -> Receipt {
+            action: psp::charge(env, ctx, order, reserve),
+            effect: external,
+            idempotent: true,
+            compensate: psp::refund(env, charge, "reason"),
+        }
+        step notify -> () {
+            action: mail::notify(env, ctx, charge),
+            effect: external,
+            reconcile: mail::sent(env, ctx),
+            retry: { max_attempts: 2, backoff: fixed, initial: 1s, max: 1s },
+            on_failure: continue,
+        }
+        human approve -> Decision {
+            assignee: "finance",
+            prompt: "Ship \"it\"?",
+            depends_on: [charge],
+            timeout: 2h,
+            on_timeout: reject,
+        }
+        event paid -> Payment {
+            depends_on: [approve],
+            timeout: 1h,
+            on_timeout: continue,
+        }
+        step ship -> ShippingOutputs {
+            workflow: shipping::Shipping(order: order, holds: reserve, speed: 2),
+            depends_on: [paid],
+            condition: approve.approved && paid.is_some_and(|p| p.amount > n),
+        }
+    }
+"#;
+
+#[test]
+fn export_then_check_gives_back_the_same_spec_for_every_feature() {
+    let spec = inline(EVERY_FEATURE);
+    let text = export(&spec).expect("exports");
+    let checked = check(&text, &Options::default());
+    assert!(checked.errors.is_empty(), "{text}\n{:?}", checked.errors);
+    let back = checked.spec.expect("spec");
+    assert_eq!(back.fingerprint(), spec.fingerprint(), "{text}");
+    assert_eq!(back, spec, "{text}");
+}
+
+#[test]
+fn export_refuses_a_literal_a_file_cannot_write() {
+    let spec = inline("workflow W() { step a -> () { action: f('c') } }");
+    let error = export(&spec).expect_err("a char literal");
+    assert!(error.to_string().contains("passes the literal `'c'`"));
+}
+
+fn lowered(yaml: &str) -> Checked {
+    check(yaml, &Options::default().with_env())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Random edits of a valid file (characters inserted, removed or replaced, with the
+    /// characters YAML and Rust care about most) never panic the front end, and every
+    /// error it reports lies inside the file.
+    #[test]
+    fn random_edits_never_panic_and_errors_stay_in_the_file(
+        edits in proptest::collection::vec(
+            (any::<prop::sample::Index>(), 0u8..3, prop::sample::select(vec![
+                ":", "-", " ", "\n", "[", "]", "{", "}", "\"", "'", "#", "&", "*", "!", "|",
+                ">", ",", "(", ")", "<", "\t", "a", "0", "_", "%", "\\", "é", ";", "/", "?",
+            ])),
+            1..6,
+        )
+    ) {
+        let mut text: Vec<char> = file("user-onboarding.completed.yaml").chars().collect();
+        for (index, op, piece) in edits {
+            let at = index.index(text.len() + 1);
+            match op {
+                0 => text.splice(at..at, piece.chars()).for_each(drop),
+                1 if at < text.len() => { text.remove(at); }
+                _ if at < text.len() => text.splice(at..=at, piece.chars()).for_each(drop),
+                _ => {}
+            }
+        }
+        let text: String = text.into_iter().collect();
+        let lines = text.lines().count().max(1);
+        let checked = lowered(&text);
+        prop_assert_eq!(checked.spec.is_some(), checked.errors.is_empty());
+        for error in &checked.errors {
+            prop_assert!(error.pos.line >= 1 && error.pos.line <= lines + 1, "{:?} in\n{}", error, text);
+            prop_assert!(error.pos.col >= 1);
+            let _ = error.render("x.yaml", &text);
+        }
+    }
+}
