@@ -86,6 +86,7 @@ fn spec(name: &str, steps: Vec<Step>) -> Spec {
         inputs: Vec::new(),
         env: None,
         steps,
+        schedule: None,
     }
 }
 
@@ -161,6 +162,7 @@ fn onboarding() -> Spec {
             human_review,
             activate_account,
         ],
+        schedule: None,
     }
 }
 
