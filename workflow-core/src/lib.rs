@@ -24,6 +24,7 @@ mod error;
 mod human;
 pub mod journal;
 pub mod machine;
+pub mod schedule;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -43,6 +44,7 @@ pub use engine::{
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
+pub use schedule::Tick;
 pub use workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };
