@@ -19,6 +19,7 @@ const AREAS: &[&str] = &[
     "map",
     "child",
     "event",
+    "schedule",
 ];
 
 #[test]
