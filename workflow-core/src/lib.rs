@@ -39,8 +39,9 @@ pub use context::StepContext;
 #[doc(hidden)]
 pub use engine::FaultHook;
 pub use engine::{
-    default_authorizer, Authorizer, Engine, EngineBuilder, RunHandle, RunRef, RunView,
-    StartOptions, StepView, DEFAULT_LEASE,
+    default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
+    RunView, ScheduleApiError, ScheduleInfo, Schedules, StartOptions, StepView, DEFAULT_LEASE,
+    MAX_BACKFILL,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};

@@ -200,6 +200,7 @@ fn three_days_down_with_latest_runs_only_the_newest_tick_in_the_window() {
     // Last handled Monday 09:00; back on Thursday 10:00: Tue, Wed, Thu 09:00 are due.
     let decision = catch_up(
         &schedule,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-08T10:00:00Z"),
     );
@@ -217,6 +218,7 @@ fn three_days_down_with_all_runs_at_most_n_within_the_window() {
     let wide = daily(Catchup::All { max: 10 }, 4 * DAY);
     let decision = catch_up(
         &wide,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-08T10:00:00Z"),
     );
@@ -233,6 +235,7 @@ fn three_days_down_with_all_runs_at_most_n_within_the_window() {
     let bounded = daily(Catchup::All { max: 2 }, 4 * DAY);
     let decision = catch_up(
         &bounded,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-08T10:00:00Z"),
     );
@@ -246,6 +249,7 @@ fn three_days_down_with_all_runs_at_most_n_within_the_window() {
     let narrow = daily(Catchup::All { max: 10 }, Duration::from_secs(6 * 3600));
     let decision = catch_up(
         &narrow,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-08T10:00:00Z"),
     );
@@ -258,6 +262,7 @@ fn three_days_down_with_none_runs_nothing_and_counts_every_tick() {
     let schedule = daily(Catchup::None, 4 * DAY);
     let decision = catch_up(
         &schedule,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-08T10:00:00Z"),
     );
@@ -274,6 +279,7 @@ fn an_hourly_schedule_after_three_days_starts_no_storm() {
     let schedule = CompiledSchedule::new(schedule).expect("valid");
     let decision = catch_up(
         &schedule,
+        "report",
         at("2026-01-05T00:00:00Z"),
         at("2026-01-08T00:30:00Z"),
     );
@@ -294,6 +300,7 @@ fn a_tick_found_on_time_runs_under_every_policy() {
         let schedule = daily(catchup, DAY);
         let decision = catch_up(
             &schedule,
+            "report",
             at("2026-01-05T09:00:00Z"),
             at("2026-01-06T09:00:01Z"),
         );
@@ -304,10 +311,30 @@ fn a_tick_found_on_time_runs_under_every_policy() {
     let schedule = daily(Catchup::Latest, DAY);
     let decision = catch_up(
         &schedule,
+        "report",
         at("2026-01-05T09:00:00Z"),
         at("2026-01-06T08:59:59Z"),
     );
     assert_eq!(decision, Default::default());
+}
+
+#[test]
+fn a_jittered_tick_is_due_only_once_it_fires() {
+    let mut schedule = Schedule::new("0 9 * * *");
+    schedule.jitter = Some(Duration::from_secs(600));
+    let schedule = CompiledSchedule::new(schedule).expect("valid");
+    let tick = at("2026-01-06T09:00:00Z");
+    let fires = workflow_core::schedule::fire_time("report", tick, Some(Duration::from_secs(600)));
+    assert!(
+        fires > tick && fires <= tick + 600_000,
+        "jitter of {} ms",
+        fires - tick
+    );
+    let early = catch_up(&schedule, "report", at("2026-01-05T09:00:00Z"), fires - 1);
+    assert!(early.run.is_empty() && early.last.is_none(), "{early:?}");
+    let due = catch_up(&schedule, "report", at("2026-01-05T09:00:00Z"), fires);
+    assert_eq!(due.run, [tick]);
+    assert_eq!(due.missed, 0);
 }
 
 // ---------------------------------------------------------------------- jitter, overlap

@@ -8,6 +8,7 @@
 //! - `lifecycle`: owning runs: creating, claiming, taking up, hibernating and waking them.
 //! - `poller`: timers of hibernating runs, inbox messages, lease renewal and takeover.
 //! - `api`: the public operations on runs (inspect, decide, cancel, retry, ...).
+//! - `scheduler`: fires due schedule ticks; `schedules`: [`Engine::schedules`].
 //! - [`handle`]: [`RunRef`] and [`RunHandle`].
 
 mod api;
@@ -19,6 +20,8 @@ mod lifecycle;
 mod plan;
 mod poller;
 mod registry;
+mod scheduler;
+mod schedules;
 mod steps;
 mod work;
 
@@ -35,6 +38,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
+pub use self::schedules::{BackfillTick, ScheduleApiError, ScheduleInfo, Schedules, MAX_BACKFILL};
 
 use self::driver::Msg;
 use self::registry::Registry;
@@ -109,6 +113,12 @@ struct Inner {
     inbox_seen: AtomicU64,
     /// Runs whose stored history failed verification: never driven.
     damaged: Mutex<BTreeMap<RunId, crate::store::StoreError>>,
+    /// The scheduler task, once started.
+    scheduler: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Wakes the scheduler early (a schedule was created or resumed).
+    schedule_notify: Arc<tokio::sync::Notify>,
+    /// Schedules of registered workflows not yet recorded in the store.
+    declared: Mutex<Vec<(String, workflow_spec::Schedule)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -195,6 +205,9 @@ impl Engine {
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
                 damaged: Mutex::new(BTreeMap::new()),
+                scheduler: Mutex::new(None),
+                schedule_notify: Arc::new(tokio::sync::Notify::new()),
+                declared: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -250,6 +263,9 @@ impl Engine {
         }
         if let Some(poller) = lock(&self.inner.poller).take() {
             poller.abort();
+        }
+        if let Some(scheduler) = lock(&self.inner.scheduler).take() {
+            scheduler.abort();
         }
         self.inner.lock_hibernating().clear();
         self.inner.lock_wakeups().clear();

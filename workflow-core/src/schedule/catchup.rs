@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::{Catchup, CompiledSchedule, Timestamp};
+use super::{jitter, Catchup, CompiledSchedule, Timestamp};
 
 /// A tick found due within this long after its time (plus its jitter) is on time, not
 /// missed: the slack a busy engine's poll needs.
@@ -36,15 +36,29 @@ pub struct CatchUp {
     pub last: Option<Timestamp>,
 }
 
-/// Decides the ticks in `(after, now]` of `schedule`: which run and which are missed.
+/// Decides the ticks of schedule `id` due by `now` after `after`: which run and which are
+/// missed. A tick is due once its fire time (its scheduled time plus its [`jitter`]) has
+/// come.
 ///
 /// `after` is the last tick already handled (or the time the schedule was created).
-pub fn catch_up(schedule: &CompiledSchedule, after: Timestamp, now: Timestamp) -> CatchUp {
-    let due = schedule.between(after, now, MAX_SCAN);
+pub fn catch_up(
+    schedule: &CompiledSchedule,
+    id: &str,
+    after: Timestamp,
+    now: Timestamp,
+) -> CatchUp {
+    let policy = schedule.schedule();
+    let mut due = schedule.between(after, now, MAX_SCAN);
+    // Jitter delays a tick's start past its scheduled time: it is not due until it fires.
+    while due
+        .last()
+        .is_some_and(|&tick| fire_time(id, tick, policy.jitter) > now)
+    {
+        due.pop();
+    }
     let Some(&newest) = due.last() else {
         return CatchUp::default();
     };
-    let policy = schedule.schedule();
     let window = millis(policy.window);
     let slack = millis(ON_TIME) + policy.jitter.map_or(0, millis);
     let on_time = now.saturating_sub(newest) <= slack;
@@ -108,4 +122,9 @@ fn count_beyond(schedule: &CompiledSchedule, after: Timestamp, now: Timestamp) -
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// When schedule `id`'s tick at `scheduled` fires: its scheduled time plus its jitter.
+pub fn fire_time(id: &str, scheduled: Timestamp, max_jitter: Option<Duration>) -> Timestamp {
+    scheduled.saturating_add(millis(jitter(id, scheduled, max_jitter)))
 }

@@ -14,7 +14,7 @@ mod ticks;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::catchup::{catch_up, CatchUp, ON_TIME};
+pub use self::catchup::{catch_up, fire_time, CatchUp, ON_TIME};
 pub use self::overlap::{decide_overlap, OverlapDecision};
 pub use self::ticks::{jitter, CompiledSchedule};
 pub use crate::journal::Timestamp;

@@ -53,6 +53,13 @@ pub struct ScheduleState {
     pub buffered: Option<Timestamp>,
     /// Runs this schedule started that were not yet seen finished.
     pub active: Vec<RunId>,
+    /// Ticks decided to run whose runs are not recorded yet: a worker that stopped after
+    /// deciding leaves them here, and the next one starts them (under their keys, so once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Timestamp>,
+    /// Runs decided to be cancelled before the pending ticks start (`cancel_previous`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancel: Vec<RunId>,
 }
 
 /// A change to a schedule row, applied only if its version is still the expected one.
