@@ -319,6 +319,37 @@ fn a_tick_found_on_time_runs_under_every_policy() {
 }
 
 #[test]
+fn ticks_found_a_few_seconds_late_all_run() {
+    // A busy engine looks five seconds after the last pass: five per-second ticks are due,
+    // all within the slack of their time, so none is missed under any policy.
+    for catchup in [Catchup::Latest, Catchup::All { max: 2 }, Catchup::None] {
+        let mut schedule = Schedule::new("* * * * * *");
+        schedule.catchup = catchup;
+        let schedule = CompiledSchedule::new(schedule).expect("valid");
+        let start = at("2026-01-05T09:00:00Z");
+        let decision = catch_up(&schedule, "fast", start, start + 5_000);
+        assert_eq!(decision.run.len(), 5, "{catchup}");
+        assert_eq!(decision.missed, 0, "{catchup}");
+    }
+}
+
+#[test]
+fn a_long_outage_of_a_per_second_schedule_is_counted_not_listed() {
+    let mut schedule = Schedule::new("* * * * * *");
+    schedule.window = Duration::from_secs(3600);
+    let schedule = CompiledSchedule::new(schedule).expect("valid");
+    let start = at("2026-01-05T00:00:00Z");
+    let back = start + 3 * 86_400_000 + 120_000;
+    let decision = catch_up(&schedule, "fast", start, back);
+    // Three days and two minutes of seconds; those of the last minute (61 of them, both
+    // ends included) are on time and run; every other one is counted.
+    assert_eq!(decision.run.len(), 61);
+    assert_eq!(decision.missed, 3 * 86_400 + 120 - 61);
+    assert_eq!(decision.missed_range, Some((start + 1_000, back - 61_000)));
+    assert_eq!(decision.last, Some(back));
+}
+
+#[test]
 fn a_jittered_tick_is_due_only_once_it_fires() {
     let mut schedule = Schedule::new("0 9 * * *");
     schedule.jitter = Some(Duration::from_secs(600));

@@ -18,9 +18,9 @@ use super::{jitter, Catchup, CompiledSchedule, Timestamp};
 /// missed: the slack a busy engine's poll needs.
 pub const ON_TIME: Duration = Duration::from_secs(60);
 
-/// The most due ticks one call examines; older ones beyond it are counted as missed
-/// without being listed (an outage of years on a per-second schedule stays cheap).
-const MAX_SCAN: usize = 1_000_000;
+/// The most ticks within the window one call lists (a per-second schedule with a day's
+/// window has 86,400); ticks older than the window are counted without being listed.
+const MAX_LISTED: usize = 1_000_000;
 
 /// What to do with the ticks due since the last one handled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,7 +48,20 @@ pub fn catch_up(
     now: Timestamp,
 ) -> CatchUp {
     let policy = schedule.schedule();
-    let mut due = schedule.between(after, now, MAX_SCAN);
+    let window = millis(policy.window);
+    let slack = millis(ON_TIME) + policy.jitter.map_or(0, millis);
+    // Ticks older than both the window and the slack can only be missed: they are counted,
+    // not listed, so an outage of any length costs no memory.
+    let horizon = now.saturating_sub(window.max(slack));
+    let (mut old, mut oldest_missed, mut newest_old) = (0u64, None, None);
+    let mut cursor = after;
+    while let Some(tick) = schedule.next_after(cursor).filter(|&t| t <= horizon) {
+        old += 1;
+        oldest_missed.get_or_insert(tick);
+        newest_old = Some(tick);
+        cursor = tick;
+    }
+    let mut due = schedule.between(cursor, now, MAX_LISTED);
     // Jitter delays a tick's start past its scheduled time: it is not due until it fires.
     while due
         .last()
@@ -56,68 +69,27 @@ pub fn catch_up(
     {
         due.pop();
     }
-    let Some(&newest) = due.last() else {
-        return CatchUp::default();
+    // Oldest first: the late ticks, then those found within the slack of their time, which
+    // run whatever the policy (the engine was busy, not down).
+    let split = due.partition_point(|&tick| now.saturating_sub(tick) > slack);
+    let (late, on_time) = due.split_at(split);
+    let caught_up = match policy.catchup {
+        Catchup::Latest if on_time.is_empty() => late.len().min(1),
+        Catchup::Latest | Catchup::None => 0,
+        Catchup::All { max } => (max as usize).saturating_sub(on_time.len()).min(late.len()),
     };
-    let window = millis(policy.window);
-    let slack = millis(ON_TIME) + policy.jitter.map_or(0, millis);
-    let on_time = now.saturating_sub(newest) <= slack;
-    let late = if on_time {
-        &due[..due.len() - 1]
-    } else {
-        &due[..]
-    };
-    let in_window: Vec<Timestamp> = late
-        .iter()
-        .copied()
-        .filter(|&tick| now.saturating_sub(tick) <= window)
-        .collect();
-    let mut run: Vec<Timestamp> = match policy.catchup {
-        Catchup::Latest => in_window.last().copied().into_iter().collect(),
-        Catchup::All { max } => {
-            let keep = in_window.len().min(max as usize);
-            in_window[in_window.len() - keep..].to_vec()
-        }
-        Catchup::None => Vec::new(),
-    };
-    if on_time {
-        // The current tick always runs; with `latest` it replaces the older missed one.
-        if policy.catchup == Catchup::Latest {
-            run.clear();
-        }
-        if let Catchup::All { max } = policy.catchup {
-            if run.len() >= max as usize && !run.is_empty() {
-                run.remove(0);
-            }
-        }
-        run.push(newest);
-    }
-    let mut missed_ticks = due.iter().copied().filter(|tick| !run.contains(tick));
-    let first_missed = missed_ticks.next();
-    let last_missed = missed_ticks.last().or(first_missed);
-    let scanned_missed = (due.len() - run.len()) as u64;
-    // Ticks beyond the scan bound are older than everything listed: count them too.
-    let beyond = if due.len() == MAX_SCAN {
-        count_beyond(schedule, *due.last().unwrap_or(&after), now)
-    } else {
-        0
-    };
+    let mut run: Vec<Timestamp> = late[late.len() - caught_up..].to_vec();
+    run.extend_from_slice(on_time);
+    let missed_late = &late[..late.len() - caught_up];
+    let first_missed = oldest_missed.or(missed_late.first().copied());
+    let last_missed = missed_late.last().copied().or(newest_old);
+    let last = due.last().copied().or(newest_old);
     CatchUp {
         run,
-        missed: scanned_missed + beyond,
+        missed: old + missed_late.len() as u64,
         missed_range: first_missed.zip(last_missed),
-        last: Some(if beyond > 0 { now } else { newest }),
+        last,
     }
-}
-
-fn count_beyond(schedule: &CompiledSchedule, after: Timestamp, now: Timestamp) -> u64 {
-    let mut count = 0;
-    let mut cursor = after;
-    while let Some(tick) = schedule.next_after(cursor).filter(|&t| t <= now) {
-        count += 1;
-        cursor = tick;
-    }
-    count
 }
 
 fn millis(duration: Duration) -> u64 {
