@@ -40,8 +40,7 @@ pub use context::StepContext;
 pub use engine::FaultHook;
 pub use engine::{
     default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
-    RunView, ScheduleApiError, ScheduleInfo, Schedules, StartOptions, StepView, DEFAULT_LEASE,
-    MAX_BACKFILL,
+    RunView, ScheduleApiError, Schedules, StartOptions, StepView, DEFAULT_LEASE,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};

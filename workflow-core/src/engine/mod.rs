@@ -38,7 +38,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
-pub use self::schedules::{BackfillTick, ScheduleApiError, ScheduleInfo, Schedules, MAX_BACKFILL};
+pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
 
 use self::driver::Msg;
 use self::registry::Registry;

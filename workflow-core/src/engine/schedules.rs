@@ -1,15 +1,14 @@
 //! `Engine::schedules()`: schedules created, listed, paused, resumed, triggered, deleted and
 //! backfilled at run time. Each is a row in the engine's store, so it survives restarts and
-//! every engine sharing the store sees it.
+//! every engine sharing the store sees it. The row operations are
+//! [`crate::schedule::rows`], shared with the CLI.
 
 use super::{lock, Engine};
 use crate::error::{RunError, RunId};
 use crate::journal::Timestamp;
+use crate::schedule::rows::{self, RowError, ScheduleInfo};
 use crate::schedule::{CompiledSchedule, Schedule, ScheduleError};
-use crate::store::{ScheduleChange, ScheduleRow, StoreError};
-
-/// The most ticks one backfill starts (or lists).
-pub const MAX_BACKFILL: usize = 10_000;
+use crate::store::{ScheduleRow, StoreError};
 
 /// What can go wrong with a schedule.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +24,7 @@ pub enum ScheduleApiError {
     #[error("workflow `{0}` is not registered with this engine")]
     NotRegistered(String),
     /// The workflow cannot be started by a schedule: it takes inputs other than one `Tick`.
-    #[error("workflow `{workflow}` cannot be scheduled: it takes {inputs} input(s); a scheduled workflow takes none or one `Tick`")]
+    #[error("workflow `{workflow}` cannot be scheduled: it takes {inputs} inputs; a scheduled workflow takes none or one `Tick`")]
     NotSchedulable {
         /// The workflow.
         workflow: String,
@@ -33,7 +32,10 @@ pub enum ScheduleApiError {
         inputs: usize,
     },
     /// A backfill range holds more ticks than one backfill starts.
-    #[error("the range holds more than {MAX_BACKFILL} ticks; backfill a shorter range")]
+    #[error(
+        "the range holds more than {} ticks; backfill a shorter range",
+        rows::MAX_BACKFILL
+    )]
     TooManyTicks,
     /// The row kept changing under concurrent writers.
     #[error("schedule `{0}` is being changed by another process; try again")]
@@ -41,21 +43,21 @@ pub enum ScheduleApiError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Starting or cancelling a run failed.
+    /// Starting a run failed.
     #[error(transparent)]
     Run(#[from] RunError),
 }
 
-/// A schedule with its next fire times: what `workflow schedules` lists.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleInfo {
-    /// The stored row: definition and state.
-    pub row: ScheduleRow,
-    /// The next ticks (scheduled times, ms), at most the number asked for; none while
-    /// paused.
-    pub next: Vec<Timestamp>,
-    /// The same ticks as wall-clock times in the schedule's zone.
-    pub next_local: Vec<String>,
+impl From<RowError> for ScheduleApiError {
+    fn from(error: RowError) -> Self {
+        match error {
+            RowError::Unknown(id) => ScheduleApiError::Unknown(id),
+            RowError::Invalid { error, .. } => ScheduleApiError::Invalid(error),
+            RowError::TooManyTicks => ScheduleApiError::TooManyTicks,
+            RowError::Contended(id) => ScheduleApiError::Contended(id),
+            RowError::Store(error) => ScheduleApiError::Store(error),
+        }
+    }
 }
 
 /// One tick of a backfill: its scheduled time and, unless it was a dry run, its run.
@@ -86,9 +88,19 @@ impl Engine {
         self.ensure_scheduler();
         Schedules { engine: self }
     }
+
+    /// Notes a registered workflow's declared schedule, recorded as a row by the scheduler.
+    pub(super) fn declare_schedule(&self, workflow: &str, schedule: &Schedule) {
+        lock(&self.inner.declared).push((workflow.to_owned(), schedule.clone()));
+        self.wake_scheduler();
+    }
 }
 
 impl Schedules<'_> {
+    fn store(&self) -> &dyn crate::store::Store {
+        &*self.engine.inner.store
+    }
+
     /// Creates schedule `id` starting runs of `workflow` (its journaled name), or replaces
     /// the definition of an existing one (keeping what it did so far). The workflow must be
     /// registered with this engine and take no inputs or one `Tick`.
@@ -113,9 +125,7 @@ impl Schedules<'_> {
             });
         }
         let row = self
-            .engine
-            .inner
-            .store
+            .store()
             .put_schedule(id, workflow, &schedule, self.engine.now())
             .await?;
         self.engine.wake_scheduler();
@@ -124,41 +134,24 @@ impl Schedules<'_> {
 
     /// Every schedule with its next `count` fire times.
     pub async fn list(&self, count: usize) -> Result<Vec<ScheduleInfo>, ScheduleApiError> {
-        let rows = self.engine.inner.store.schedules().await?;
-        let now = self.engine.now();
-        Ok(rows.into_iter().map(|row| info(row, now, count)).collect())
+        Ok(rows::list(self.store(), self.engine.now(), count).await?)
     }
 
     /// One schedule with its next `count` fire times.
     pub async fn get(&self, id: &str, count: usize) -> Result<ScheduleInfo, ScheduleApiError> {
-        let row = self.row(id).await?;
-        Ok(info(row, self.engine.now(), count))
+        let row = rows::get(self.store(), id).await?;
+        Ok(rows::info(row, self.engine.now(), count))
     }
 
     /// Pauses a schedule: it fires nothing until resumed.
     pub async fn pause(&self, id: &str) -> Result<(), ScheduleApiError> {
-        self.change(id, |_| ScheduleChange {
-            state: None,
-            paused: Some(true),
-        })
-        .await
+        Ok(rows::pause(self.store(), id).await?)
     }
 
     /// Resumes a paused schedule. Ticks that passed while it was paused are neither run nor
     /// counted as missed: it goes on from now.
     pub async fn resume(&self, id: &str) -> Result<(), ScheduleApiError> {
-        let now = self.engine.now();
-        self.change(id, |row| {
-            let mut state = row.state.clone();
-            if row.paused {
-                state.after = state.after.max(now);
-            }
-            ScheduleChange {
-                state: Some(state),
-                paused: Some(false),
-            }
-        })
-        .await?;
+        rows::resume(self.store(), id, self.engine.now()).await?;
         self.engine.wake_scheduler();
         Ok(())
     }
@@ -166,7 +159,7 @@ impl Schedules<'_> {
     /// Starts a run of the schedule now, as a tick scheduled now (outside the cron and
     /// the overlap policy). Returns the run.
     pub async fn trigger(&self, id: &str) -> Result<RunId, ScheduleApiError> {
-        let row = self.row(id).await?;
+        let row = rows::get(self.store(), id).await?;
         let (run, _, _) = self.engine.start_tick(&row, self.engine.now()).await?;
         Ok(run)
     }
@@ -175,11 +168,7 @@ impl Schedules<'_> {
     /// recorded again when an engine registers the workflow anew: pause it to stop it for
     /// good.
     pub async fn delete(&self, id: &str) -> Result<(), ScheduleApiError> {
-        if self.engine.inner.store.delete_schedule(id).await? {
-            Ok(())
-        } else {
-            Err(ScheduleApiError::Unknown(id.to_owned()))
-        }
+        Ok(rows::delete(self.store(), id).await?)
     }
 
     /// The ticks of schedule `id` in `[from, to]`; unless `dry_run`, starts a run for each,
@@ -193,89 +182,23 @@ impl Schedules<'_> {
         to: Timestamp,
         dry_run: bool,
     ) -> Result<Vec<BackfillTick>, ScheduleApiError> {
-        let row = self.row(id).await?;
-        let compiled = CompiledSchedule::new(row.schedule.clone())?;
-        let ticks = compiled.between(from.saturating_sub(1), to, MAX_BACKFILL + 1);
-        if ticks.len() > MAX_BACKFILL {
-            return Err(ScheduleApiError::TooManyTicks);
-        }
+        let row = rows::get(self.store(), id).await?;
+        let ticks = rows::ticks_between(&row, from, to)?;
         let mut out = Vec::with_capacity(ticks.len());
-        for scheduled in ticks {
-            let local = compiled.local(scheduled);
-            if dry_run {
-                out.push(BackfillTick {
-                    scheduled,
-                    local,
-                    run: None,
-                    created: false,
-                });
-                continue;
-            }
-            let (run, _, created) = self.engine.start_tick(&row, scheduled).await?;
+        for (scheduled, local) in ticks {
+            let (run, created) = if dry_run {
+                (None, false)
+            } else {
+                let (run, _, created) = self.engine.start_tick(&row, scheduled).await?;
+                (Some(run), created)
+            };
             out.push(BackfillTick {
                 scheduled,
                 local,
-                run: Some(run),
+                run,
                 created,
             });
         }
         Ok(out)
-    }
-
-    async fn row(&self, id: &str) -> Result<ScheduleRow, ScheduleApiError> {
-        self.engine
-            .inner
-            .store
-            .schedules()
-            .await?
-            .into_iter()
-            .find(|row| row.id == id)
-            .ok_or_else(|| ScheduleApiError::Unknown(id.to_owned()))
-    }
-
-    /// Applies a change computed from the current row, retrying when another writer
-    /// changed the row in between.
-    async fn change(
-        &self,
-        id: &str,
-        change: impl Fn(&ScheduleRow) -> ScheduleChange,
-    ) -> Result<(), ScheduleApiError> {
-        for _ in 0..16 {
-            let row = self.row(id).await?;
-            if self
-                .engine
-                .inner
-                .store
-                .update_schedule(id, row.version, change(&row))
-                .await?
-            {
-                return Ok(());
-            }
-        }
-        Err(ScheduleApiError::Contended(id.to_owned()))
-    }
-}
-
-fn info(row: ScheduleRow, now: Timestamp, count: usize) -> ScheduleInfo {
-    let (next, next_local) = match CompiledSchedule::new(row.schedule.clone()) {
-        Ok(compiled) if !row.paused => {
-            let next = compiled.upcoming(row.state.after.max(now), count);
-            let local = next.iter().map(|&at| compiled.local(at)).collect();
-            (next, local)
-        }
-        _ => (Vec::new(), Vec::new()),
-    };
-    ScheduleInfo {
-        row,
-        next,
-        next_local,
-    }
-}
-
-impl Engine {
-    /// Notes a registered workflow's declared schedule, recorded as a row by the scheduler.
-    pub(super) fn declare_schedule(&self, workflow: &str, schedule: &Schedule) {
-        lock(&self.inner.declared).push((workflow.to_owned(), schedule.clone()));
-        self.wake_scheduler();
     }
 }

@@ -4,12 +4,14 @@
 //! earlier run is still going.
 //!
 //! No I/O and no clock here: every function takes the times it needs and returns what to
-//! do. The engine and the stores carry out what these functions decide.
+//! do. The engine and the stores carry out what these functions decide. The one exception
+//! is [`rows`]: the operations on a store's schedule rows that the engine and tools share.
 //!
 //! Times are milliseconds since the Unix epoch ([`Timestamp`]), as everywhere in the engine.
 
 mod catchup;
 mod overlap;
+pub mod rows;
 mod ticks;
 
 use serde::{Deserialize, Serialize};
