@@ -195,6 +195,17 @@ impl CronField {
         }
     }
 
+    /// The numbers the field takes.
+    fn range(self) -> (u32, u32) {
+        match self {
+            CronField::Second | CronField::Minute => (0, 59),
+            CronField::Hour => (0, 23),
+            CronField::DayOfMonth => (1, 31),
+            CronField::Month => (1, 12),
+            CronField::DayOfWeek => (0, 7),
+        }
+    }
+
     fn names(self) -> &'static [&'static str] {
         match self {
             CronField::Month => &[
@@ -286,9 +297,10 @@ impl ScheduleError {
                 Some(zone) => format!("did you mean `{zone}`?"),
                 None => "use an IANA zone name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\"".into(),
             }),
-            ScheduleError::CatchupMax { .. } => Some(format!(
+            ScheduleError::CatchupMax { .. } => Some(
                 "write e.g. `all(max: 10)`; use `latest` to run only the newest missed tick"
-            )),
+                    .into(),
+            ),
             ScheduleError::ZeroWindow => Some("write e.g. `window: 6h`".into()),
             ScheduleError::JitterTooLong(_) => {
                 Some("jitter spreads starts over seconds or minutes, e.g. `jitter: 30s`".into())
@@ -429,11 +441,21 @@ fn field_error(
             help,
         };
     }
+    // A number outside the field's range: name it.
+    let (low, high) = field.range();
+    let out_of_range = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|digits| digits.parse::<u32>().ok())
+        .find(|n| *n < low || *n > high);
+    let reason = match out_of_range {
+        Some(n) => format!("`{n}` is out of range ({low}-{high})"),
+        None => croner_reason(error),
+    };
     ScheduleError::Field {
         field,
         position,
         text: text.to_owned(),
-        reason: croner_reason(error),
+        reason,
         help: Some(format!("the field takes {}", field.describe())),
     }
 }
@@ -449,7 +471,10 @@ fn croner_reason(error: &croner::errors::CronError) -> String {
             let message = message
                 .trim_start_matches("CronPattern contains ")
                 .trim_end_matches('.');
-            message.to_owned()
+            let mut chars = message.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_lowercase().chain(chars).collect()
+            })
         }
         other => other.to_string(),
     }

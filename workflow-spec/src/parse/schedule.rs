@@ -31,6 +31,8 @@ pub struct ScheduleAst {
     pub key: Ident,
     /// `cron: "0 9 * * MON-FRI"`.
     pub cron: Option<LitStr>,
+    /// Whether a `cron` key was written (its value may have been refused).
+    pub cron_written: bool,
     /// `tz: "Europe/Berlin"`.
     pub tz: Option<LitStr>,
     /// `overlap: skip | buffer_one | allow | cancel_previous`.
@@ -117,6 +119,7 @@ fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Schedule
     let mut schedule = ScheduleAst {
         key: key.clone(),
         cron: None,
+        cron_written: false,
         tz: None,
         overlap: None,
         catchup: None,
@@ -165,6 +168,7 @@ fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Schedule
                 continue;
             }
             seen.push(name.clone());
+            schedule.cron_written |= name == "cron";
             if value.is_empty() {
                 cx.error(key.span(), format!("`{name}` needs a value"));
                 continue;

@@ -17,6 +17,8 @@ pub fn schedule_cron(cx: &Ctxt, ast: &WorkflowAst) {
         return;
     };
     match &schedule.cron {
+        // A `cron` whose value was refused is reported at its value already.
+        None if schedule.cron_written => {}
         None => cx.error(
             schedule.key.span(),
             "`schedule` needs a `cron` pattern\nhelp: add e.g. `cron: \"0 9 * * MON-FRI\"` (09:00 on weekdays)",
