@@ -10,6 +10,8 @@
 //!   approval before an alert, a timeout after the alert was sent), with a dry-run mode.
 //! - [`ticket_server`]: the same triage behind `workflow-server`: the webhook is verified
 //!   at the front door, before anything is journaled, and the lead approves in the inbox.
+//! - [`daily_report`]: a weekday 09:00 Berlin schedule across the change to summer time,
+//!   with a human review of anomalous numbers.
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
@@ -24,6 +26,7 @@
 )]
 
 pub mod content_moderation;
+pub mod daily_report;
 pub mod onboarding;
 pub mod order_fulfilment;
 pub mod order_saga;
