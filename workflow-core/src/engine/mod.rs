@@ -119,6 +119,16 @@ struct Inner {
     schedule_notify: Arc<tokio::sync::Notify>,
     /// Schedules of registered workflows not yet recorded in the store.
     declared: Mutex<Vec<(String, workflow_spec::Schedule)>>,
+    /// Compiled schedules by id, with the definition they were compiled from.
+    compiled_schedules: Mutex<
+        HashMap<
+            String,
+            (
+                workflow_spec::Schedule,
+                Arc<crate::schedule::CompiledSchedule>,
+            ),
+        >,
+    >,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -208,6 +218,7 @@ impl Engine {
                 scheduler: Mutex::new(None),
                 schedule_notify: Arc::new(tokio::sync::Notify::new()),
                 declared: Mutex::new(Vec::new()),
+                compiled_schedules: Mutex::new(HashMap::new()),
             }),
         }
     }

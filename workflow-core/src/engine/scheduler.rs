@@ -94,12 +94,8 @@ impl Engine {
             if row.paused || self.inner.registry.any(&row.workflow).is_none() {
                 continue;
             }
-            let compiled = match CompiledSchedule::new(row.schedule.clone()) {
-                Ok(compiled) => compiled,
-                Err(error) => {
-                    tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
-                    continue;
-                }
+            let Some(compiled) = self.compiled(&row) else {
+                continue;
             };
             match self.fire_one(&row, &compiled).await {
                 Ok(()) => {}
@@ -121,6 +117,31 @@ impl Engine {
             }
         }
         next
+    }
+
+    /// The compiled form of a row's schedule, kept until its definition changes, so an
+    /// idle pass parses no pattern.
+    fn compiled(&self, row: &ScheduleRow) -> Option<Arc<CompiledSchedule>> {
+        let mut cache = lock(&self.inner.compiled_schedules);
+        if let Some((definition, compiled)) = cache.get(&row.id) {
+            if *definition == row.schedule {
+                return Some(Arc::clone(compiled));
+            }
+        }
+        match CompiledSchedule::new(row.schedule.clone()) {
+            Ok(compiled) => {
+                let compiled = Arc::new(compiled);
+                cache.insert(
+                    row.id.clone(),
+                    (row.schedule.clone(), Arc::clone(&compiled)),
+                );
+                Some(compiled)
+            }
+            Err(error) => {
+                tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
+                None
+            }
+        }
     }
 
     /// Records the schedule of every registered scheduled workflow (once per engine, and
@@ -167,10 +188,14 @@ impl Engine {
             }
         }
         let now = self.now();
-        let active = self.unfinished(&row.state.active).await;
         let decision = catch_up(compiled, &row.id, row.state.after, now);
+        // Nothing due and nothing waiting: no run's status is read on an idle pass.
+        if decision.last.is_none() && row.state.buffered.is_none() {
+            return Ok(());
+        }
+        let active = self.unfinished(&row.state.active).await;
         let buffered_ready = row.state.buffered.filter(|_| active.is_empty());
-        if decision.last.is_none() && buffered_ready.is_none() && active == row.state.active {
+        if decision.last.is_none() && buffered_ready.is_none() {
             return Ok(());
         }
         let mut state = ScheduleState {
