@@ -588,6 +588,25 @@ async fn invalid_schedules_and_workflows_are_refused() {
             .await,
         Err(workflow_core::ScheduleApiError::NotRegistered(_))
     ));
+    engine.register::<Plain>(Arc::clone(&env)).unwrap();
+    let refused = schedules
+        .create("bad", "Plain", Schedule::new("0 9 * * *"))
+        .await;
+    assert!(
+        matches!(refused, Err(workflow_core::ScheduleApiError::NotSchedulable { ref inputs, .. }) if inputs == &["String"]),
+        "{refused:?}"
+    );
     assert!(store.schedules().await.unwrap().is_empty());
     engine.shutdown();
+}
+
+async fn plain(name: String) -> Result<String, StepError> {
+    Ok(name)
+}
+
+workflow! {
+    /// Takes an input nobody gives a scheduled run.
+    workflow Plain(name: String) env Arc<Env> {
+        step echo -> String { action: plain(name) }
+    }
 }

@@ -24,12 +24,12 @@ pub enum ScheduleApiError {
     #[error("workflow `{0}` is not registered with this engine")]
     NotRegistered(String),
     /// The workflow cannot be started by a schedule: it takes inputs other than one `Tick`.
-    #[error("workflow `{workflow}` cannot be scheduled: it takes {inputs} inputs; a scheduled workflow takes none or one `Tick`")]
+    #[error("workflow `{workflow}` cannot be scheduled: it takes ({}); a scheduled workflow takes no input or one `Tick`", inputs.join(", "))]
     NotSchedulable {
         /// The workflow.
         workflow: String,
-        /// How many inputs it takes.
-        inputs: usize,
+        /// The types of its inputs.
+        inputs: Vec<String>,
     },
     /// A backfill range holds more ticks than one backfill starts.
     #[error(
@@ -81,9 +81,10 @@ pub struct Schedules<'e> {
 
 impl Engine {
     /// The schedules of this engine's store: create, list, pause, resume, trigger, delete
-    /// and backfill. Calling it also starts this engine's scheduler, which fires the due
-    /// ticks of every schedule whose workflow is registered here (registering a workflow
-    /// with a `schedule: { ... }` starts it too).
+    /// and backfill. Calling it inside a tokio runtime also starts this engine's scheduler,
+    /// which fires the due ticks of every schedule whose workflow is registered here
+    /// (registering a workflow with a `schedule: { ... }` inside a runtime starts it too;
+    /// registered outside one, its schedule is recorded once the scheduler starts).
     pub fn schedules(&self) -> Schedules<'_> {
         self.ensure_scheduler();
         Schedules { engine: self }
@@ -117,11 +118,16 @@ impl Schedules<'_> {
             .registry
             .any(workflow)
             .ok_or_else(|| ScheduleApiError::NotRegistered(workflow.to_owned()))?;
-        let inputs = registered.spec().inputs.len();
-        if inputs > 1 {
+        let inputs = &registered.spec().inputs;
+        let takes_tick = |ty: &str| {
+            ty.rsplit("::")
+                .next()
+                .is_some_and(|last| last.trim() == "Tick")
+        };
+        if inputs.len() > 1 || inputs.first().is_some_and(|input| !takes_tick(&input.ty)) {
             return Err(ScheduleApiError::NotSchedulable {
                 workflow: workflow.to_owned(),
-                inputs,
+                inputs: inputs.iter().map(|input| input.ty.clone()).collect(),
             });
         }
         let row = self
