@@ -227,12 +227,12 @@ async fn a_declared_schedule_gets_its_row_at_registration() {
 
 // ------------------------------------------------------------------------------ overlap
 
-/// Every minute for ten minutes, each run taking 150 s. Returns the ticks that ran (by
+/// Every minute for ten minutes, each run taking 130 s (no run ends near a tick). Returns the ticks that ran (by
 /// minute), the store and the schedule's row.
 async fn slow_runs(kind: Kind, overlap: Overlap) -> (Vec<u64>, Arc<dyn Store>, ScheduleRow) {
     let store = store(kind);
     let env = Arc::new(Env {
-        work: Duration::from_secs(150),
+        work: Duration::from_secs(130),
         ..Env::default()
     });
     let engine = engine(&store, TokioClock::starting_at(T0), &env);
@@ -258,7 +258,7 @@ async fn slow_runs(kind: Kind, overlap: Overlap) -> (Vec<u64>, Arc<dyn Store>, S
 async fn overlap_skip_runs_one_at_a_time_and_counts_the_skipped() {
     for kind in [Kind::Memory, Kind::Sqlite] {
         let (ran, _, row) = slow_runs(kind, Overlap::Skip).await;
-        // 1 runs until 3:30, so 2 and 3 skip; 4 until 6:30; 7 until 9:30; 10.
+        // 1 runs until 3:10, so 2 and 3 skip; 4 until 6:10; 7 until 9:10; 10.
         assert_eq!(ran, [1, 4, 7, 10], "{kind:?}");
         assert_eq!(row.state.skipped, 6, "{kind:?}");
         assert_eq!(row.state.missed, 0, "{kind:?}");
@@ -269,19 +269,19 @@ async fn overlap_skip_runs_one_at_a_time_and_counts_the_skipped() {
 async fn overlap_buffer_one_keeps_one_tick_waiting() {
     for kind in [Kind::Memory, Kind::Sqlite] {
         let (ran, _, row) = slow_runs(kind, Overlap::BufferOne).await;
-        // 1 runs until 3:30 while 2 waits (3 is skipped); 2 starts as 1 finishes and runs
-        // until ~6:01 while 4 waits (5 and 6 are skipped); 4 runs until ~8:32 while 7 waits
-        // (8 is skipped); 7 starts then, and 9 waits (10 is skipped).
-        assert_eq!(ran, [1, 2, 4, 7], "{kind:?}");
-        assert_eq!(row.state.skipped, 5, "{kind:?}");
-        assert_eq!(row.state.buffered, Some(T0 + 9 * 60_000), "{kind:?}");
+        // 1 runs until 3:10 while 2 waits (3 is skipped); 2 starts as 1 finishes and runs
+        // until ~5:21 while 4 waits (5 is skipped); 4 until ~7:32 while 6 waits (7 is
+        // skipped); 6 until ~9:43 while 8 waits (9 is skipped); 8 starts then, 10 waits.
+        assert_eq!(ran, [1, 2, 4, 6, 8], "{kind:?}");
+        assert_eq!(row.state.skipped, 4, "{kind:?}");
+        assert_eq!(row.state.buffered, Some(T0 + 10 * 60_000), "{kind:?}");
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn overlap_allow_runs_every_tick_alongside() {
     let (ran, store, row) = slow_runs(Kind::Memory, Overlap::Allow).await;
-    // Each run takes 150 s and one starts every 60 s: they overlap, and none is skipped.
+    // Each run takes 130 s and one starts every 60 s: they overlap, and none is skipped.
     assert_eq!(ran, (1..=10).collect::<Vec<_>>());
     assert_eq!(row.state.skipped, 0);
     let runs = runs(&store).await;

@@ -33,6 +33,9 @@ use crate::store::{ScheduleChange, ScheduleRow, ScheduleState, StoreError};
 /// Who cancels the previous run under `overlap: cancel_previous`, in its journal.
 const CANCELLED_BY: &str = "schedule";
 
+/// How many schedules fire at once in one pass.
+const FIRING_AT_ONCE: usize = 64;
+
 /// How often a schedule with a buffered tick looks whether the run in flight finished.
 const BUFFERED_POLL_MS: u64 = 1_000;
 
@@ -90,6 +93,8 @@ impl Engine {
             }
         };
         let mut next: Option<Timestamp> = None;
+        let limit = Arc::new(tokio::sync::Semaphore::new(FIRING_AT_ONCE));
+        let mut firing = tokio::task::JoinSet::new();
         for row in rows {
             if row.paused || self.inner.registry.any(&row.workflow).is_none() {
                 continue;
@@ -97,13 +102,26 @@ impl Engine {
             let Some(compiled) = self.compiled(&row) else {
                 continue;
             };
-            match self.fire_one(&row, &compiled).await {
-                Ok(()) => {}
-                Err(error) => {
-                    tracing::warn!(schedule = %row.id, %error, "a schedule could not fire")
-                }
+            let now = self.now();
+            let due = !row.state.pending.is_empty()
+                || row.state.buffered.is_some()
+                || compiled
+                    .next_after(row.state.after)
+                    .is_some_and(|tick| tick <= now);
+            if due {
+                // Schedules fire concurrently (a bounded number at once), so the store
+                // commits many schedules' writes together instead of one after another.
+                let permit = Arc::clone(&limit).acquire_owned().await.ok();
+                let engine = self.clone();
+                let (row, compiled) = (row.clone(), Arc::clone(&compiled));
+                firing.spawn(async move {
+                    let _permit = permit;
+                    if let Err(error) = engine.fire_one(&row, &compiled).await {
+                        tracing::warn!(schedule = %row.id, %error, "a schedule could not fire");
+                    }
+                });
             }
-            let after = row.state.after.max(self.now().saturating_sub(1));
+            let after = row.state.after.max(now.saturating_sub(1));
             let upcoming = compiled
                 .next_after(after)
                 .map(|tick| fire_time(&row.id, tick, row.schedule.jitter));
@@ -116,6 +134,7 @@ impl Engine {
                 next = Some(next.map_or(soon, |n| n.min(soon)));
             }
         }
+        while firing.join_next().await.is_some() {}
         next
     }
 
