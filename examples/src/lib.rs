@@ -10,6 +10,8 @@
 //!   approval before an alert, a timeout after the alert was sent), with a dry-run mode.
 //! - [`ticket_server`]: the same triage behind `workflow-server`: the webhook is verified
 //!   at the front door, before anything is journaled, and the lead approves in the inbox.
+//! - [`daily_report`]: a weekday 09:00 Berlin schedule across the change to summer time,
+//!   with a human review of anomalous numbers.
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
 //! - [`dashboard_report`]: a browser step logs in to a dashboard without an API and
@@ -28,6 +30,7 @@
 
 pub mod content_moderation;
 pub mod dashboard_report;
+pub mod daily_report;
 pub mod onboarding;
 pub mod onboarding_file;
 pub mod order_fulfilment;

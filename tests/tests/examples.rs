@@ -506,3 +506,32 @@ async fn onboarding_from_the_seeds_yaml_file_runs_end_to_end_on_sqlite() {
         Some("[accounts] user 15012 is active")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn daily_report_fires_at_nine_berlin_time_on_weekdays_across_the_dst_change() {
+    let summary = examples::daily_report::run(&Log::quiet()).await.unwrap();
+    // Mon 23 - Fri 27 in winter time, Mon 30 - Wed 1 in summer time; no weekend.
+    assert_eq!(
+        summary.ticks,
+        [
+            "2026-03-23T09:00:00+01:00[Europe/Berlin]",
+            "2026-03-24T09:00:00+01:00[Europe/Berlin]",
+            "2026-03-25T09:00:00+01:00[Europe/Berlin]",
+            "2026-03-26T09:00:00+01:00[Europe/Berlin]",
+            "2026-03-27T09:00:00+01:00[Europe/Berlin]",
+            "2026-03-30T09:00:00+02:00[Europe/Berlin]",
+            "2026-03-31T09:00:00+02:00[Europe/Berlin]",
+            "2026-04-01T09:00:00+02:00[Europe/Berlin]",
+        ]
+    );
+    assert_eq!(summary.sent.len(), 8, "one report per tick");
+    assert_eq!(
+        summary.reviewed,
+        ["2026-03-25"],
+        "only the anomalous day waits for a person"
+    );
+    assert_eq!(
+        summary.sent[2],
+        "report for 2026-03-25: 400 orders, 90 refunds (anomalies reviewed by ana@analysts)"
+    );
+}

@@ -165,3 +165,31 @@ async fn the_lint_clean_workflow_runs() {
     assert_eq!(Onboarding::spec().steps.len(), 5);
     assert_eq!(OnboardingStep::ALL.len(), 5);
 }
+
+/// Reads the tick a scheduled run was given.
+async fn tick_time(tick: workflow_core::Tick) -> Result<u64, StepError> {
+    Ok(tick.scheduled)
+}
+
+workflow! {
+    /// A scheduled workflow: its schedule and `Tick` input expand lint-clean too.
+    pub workflow Nightly(tick: workflow_core::Tick) {
+        schedule: {
+            cron: "30 2 * * *",
+            tz: "America/New_York",
+            overlap: buffer_one,
+            catchup: all(max: 2),
+            window: 12h,
+            dst_gap: skip,
+            jitter: 10s,
+        },
+        step read -> u64 { action: tick_time(tick) }
+    }
+}
+
+#[test]
+fn a_scheduled_workflow_expands_lint_clean() {
+    let schedule = Nightly::schedule().expect("declared");
+    assert_eq!(schedule.tz, "America/New_York");
+    assert_eq!(Nightly::spec().steps.len(), 1);
+}

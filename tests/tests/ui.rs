@@ -21,6 +21,7 @@ const AREAS: &[&str] = &[
     "event",
     "spawn",
     "yaml",
+    "schedule",
 ];
 
 #[test]

@@ -75,6 +75,17 @@ pub enum Command {
     #[command(subcommand)]
     Dead(DeadCommand),
 
+    /// List schedules with their next fire times, pause, resume, trigger, delete and
+    /// backfill them.
+    ///
+    /// A schedule is a row in the store: one declared in a workflow's spec
+    /// (`schedule: { ... }`), recorded when an engine registers the workflow, or one
+    /// created at run time with `Engine::schedules()`. Triggers and backfills are left in
+    /// the row for an engine with the workflow registered, which starts each tick's run
+    /// once, under the tick's key.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
+
     /// Serve the JSON API and the approval inbox over HTTP for the store.
     ///
     /// Runs, run pages with their diagrams, open tasks, decisions (left in the run's inbox
@@ -368,6 +379,58 @@ pub struct DecideArgs {
     /// The decision, as JSON of the step's decision type.
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
     pub decision: serde_json::Value,
+}
+
+/// `workflow schedules ...`.
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// Every schedule: its cron and zone, next fire times in its zone, last run, lag,
+    /// missed and skipped ticks.
+    List(ScheduleListArgs),
+    /// Pause a schedule: it fires nothing until resumed.
+    Pause(ScheduleIdArgs),
+    /// Resume a paused schedule from now (ticks that passed while it was paused do not run).
+    Resume(ScheduleIdArgs),
+    /// Run a tick now, outside the cron (an engine with the workflow starts it).
+    Trigger(ScheduleIdArgs),
+    /// Delete a schedule; the runs it started are kept.
+    Delete(ScheduleIdArgs),
+    /// Run the ticks of a past range; `--dry-run` lists them and runs nothing. A tick that
+    /// ran already is not run again.
+    Backfill(BackfillArgs),
+}
+
+/// The arguments of `workflow schedules list`.
+#[derive(Debug, Args)]
+pub struct ScheduleListArgs {
+    /// How many next fire times to show per schedule.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub next: usize,
+}
+
+/// A schedule, by id.
+#[derive(Debug, Args)]
+pub struct ScheduleIdArgs {
+    /// The schedule's id (a declared schedule's id is its workflow's name).
+    #[arg(value_name = "SCHEDULE")]
+    pub id: String,
+}
+
+/// The arguments of `workflow schedules backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// The schedule's id.
+    #[arg(value_name = "SCHEDULE")]
+    pub id: String,
+    /// The first instant of the range (RFC 3339, e.g. `2026-01-05T00:00:00Z`).
+    #[arg(long, value_name = "TIME")]
+    pub from: String,
+    /// The last instant of the range (RFC 3339), included.
+    #[arg(long, value_name = "TIME")]
+    pub to: String,
+    /// List the ticks only; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `workflow dead ...`.

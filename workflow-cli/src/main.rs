@@ -12,6 +12,9 @@
 //!   checked by the run's machine and left in the run's inbox for the engine that drives
 //!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
+//! - `workflow schedules list | pause | resume | trigger | delete | backfill`: schedules
+//!   with their next fire times in their zones; triggers and backfills are left in the
+//!   schedule's row for an engine to start.
 //! - `workflow serve`: the HTTP API and approval inbox of `workflow-server` over the store.
 //! - `workflow check`: verifies a store (SQLite's integrity check for a file, and every
 //!   row's checksum) and lists what is damaged.
@@ -27,6 +30,7 @@ mod diagram;
 mod error;
 mod files;
 mod runs;
+mod schedules;
 mod serve;
 mod store;
 mod tasks;
@@ -39,7 +43,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use workflow_core::store::Store;
 
-use crate::cli::{Cli, Command, DeadCommand, RunsCommand, TasksCommand};
+use crate::cli::{Cli, Command, DeadCommand, RunsCommand, SchedulesCommand, TasksCommand};
 use crate::error::Result;
 use crate::tasks::Verdict;
 
@@ -99,6 +103,23 @@ fn run(cli: Cli) -> Result<String> {
                 }
             };
             runtime.block_on(tasks::decide(&*store, &task, &who, &verdict, wait, json))
+        }
+        Command::Schedules(command) => {
+            let (store, runtime) = open(&cli.store)?;
+            runtime.block_on(async {
+                match &command {
+                    SchedulesCommand::List(args) => schedules::list(&*store, args, json).await,
+                    SchedulesCommand::Pause(args) => schedules::pause(&*store, args, json).await,
+                    SchedulesCommand::Resume(args) => schedules::resume(&*store, args, json).await,
+                    SchedulesCommand::Trigger(args) => {
+                        schedules::trigger(&*store, args, json).await
+                    }
+                    SchedulesCommand::Delete(args) => schedules::delete(&*store, args, json).await,
+                    SchedulesCommand::Backfill(args) => {
+                        schedules::backfill(&*store, args, json).await
+                    }
+                }
+            })
         }
         Command::Serve(args) => {
             let store = store::open(&cli.store)?;

@@ -24,6 +24,7 @@ mod error;
 mod human;
 pub mod journal;
 pub mod machine;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
@@ -39,11 +40,12 @@ pub use context::StepContext;
 #[doc(hidden)]
 pub use engine::FaultHook;
 pub use engine::{
-    default_authorizer, Authorizer, Engine, EngineBuilder, RunHandle, RunRef, RunView,
-    StartOptions, StepView, DEFAULT_LEASE,
+    default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
+    RunView, ScheduleApiError, Schedules, StartOptions, StepView, DEFAULT_LEASE,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
+pub use schedule::Tick;
 pub use workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };

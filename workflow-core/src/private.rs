@@ -13,6 +13,7 @@ pub use crate::error::StepError;
 pub use crate::human::{EventHandle, HumanTask};
 pub use crate::journal::Value;
 pub use crate::machine::Machine;
+pub use crate::schedule::Tick;
 pub use crate::workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };

@@ -185,6 +185,12 @@ pub trait Workflow: Sized + Send + Sync + 'static {
     /// The checked spec.
     fn spec() -> &'static Spec;
 
+    /// The workflow's `schedule: { ... }`, if it declares one: the engine gives it a
+    /// schedule row when the workflow is registered. `None` by default.
+    fn schedule() -> Option<&'static workflow_spec::Schedule> {
+        None
+    }
+
     /// Runs the action of `step`.
     fn action(
         step: usize,

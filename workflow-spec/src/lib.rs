@@ -3,6 +3,7 @@
 //! This crate is shared by the macro, the runtime and the CLI. It holds:
 //! - [`model`]: the checked model of a workflow ([`Spec`], [`Step`], ...);
 //! - [`retry`]: retry policies, their validation and their delay schedule;
+//! - [`schedule`]: a workflow's `schedule: { ... }`, its cron pattern and zone checks;
 //! - [`fingerprint`]: the behavioural fingerprint runs are pinned to;
 //! - [`graph`]: topological order and cycle finding;
 //! - [`render`]: Mermaid, DOT and SVG renderers, pure functions of a [`Spec`];
@@ -20,6 +21,7 @@ pub mod kind;
 pub mod model;
 pub mod render;
 pub mod retry;
+pub mod schedule;
 
 /// The syn parser and the compile-time checks, for the `workflow!` macro and the CLI. Not
 /// a stable API: it may change in any release.
@@ -39,3 +41,4 @@ pub use model::{
     DEFAULT_CONCURRENCY,
 };
 pub use retry::{Backoff, Jitter, PolicyError, PolicyField, RetryPolicy};
+pub use schedule::{Catchup, DstGap, Overlap, Schedule, ScheduleError};

@@ -30,6 +30,10 @@ pub struct Spec {
     pub env: Option<String>,
     /// The steps and human checkpoints, in declaration order.
     pub steps: Vec<Step>,
+    /// `schedule: { ... }`: when the workflow starts on its own, if it does. Outside the
+    /// behavioural fingerprint: it governs when runs start, not what a run does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::schedule::Schedule>,
 }
 
 /// One journaled workflow input: `signup: Signup`.

@@ -87,6 +87,7 @@ fn spec(name: &str, steps: Vec<Step>) -> Spec {
         inputs: Vec::new(),
         env: None,
         steps,
+        schedule: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn onboarding() -> Spec {
             human_review,
             activate_account,
         ],
+        schedule: None,
     }
 }
 

@@ -415,3 +415,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_schedule_in_a_file_is_the_inline_schedule_and_is_checked_at_its_line() {
+    let yaml = "name: daily-report
+inputs:
+  tick: workflow_core::Tick
+schedule:
+  cron: \"0 9 * * MON-FRI\"
+  tz: Europe/Berlin
+  overlap: skip
+  catchup: \"all(max: 10)\"
+  window: 6h
+steps:
+  - id: fetch
+    action: fetch
+    inputs: [tick]
+    output: u32
+";
+    let checked = check(yaml, &options());
+    assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+    let spec = checked.spec.expect("checked");
+    let twin = inline(
+        r#"pub workflow DailyReport(tick: workflow_core::Tick) env Services {
+            schedule: {
+                cron: "0 9 * * MON-FRI",
+                tz: "Europe/Berlin",
+                overlap: skip,
+                catchup: all(max: 10),
+                window: 6h,
+            },
+            step fetch -> u32 { action: actions::fetch(tick) }
+        }"#,
+    );
+    assert_eq!(spec.schedule, twin.schedule);
+    assert!(spec.schedule.is_some());
+
+    let errors = errors_of(&yaml.replace("MON-FRI", "MON-FRY"));
+    let located = at(&errors);
+    assert_eq!(located.len(), 1, "{errors:?}");
+    assert_eq!(located[0].0, 5, "the cron's line: {errors:?}");
+    assert!(located[0].2.contains("MON-FRY"), "{errors:?}");
+}

@@ -110,6 +110,35 @@ impl Store for Reporting {
         self.0.dead_letters()
     }
 
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_core::spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<workflow_core::store::ScheduleRow, StoreError>> {
+        self.0.put_schedule(id, workflow, schedule, at)
+    }
+
+    fn schedules(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::ScheduleRow>, StoreError>> {
+        self.0.schedules()
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: workflow_core::store::ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.update_schedule(id, version, change)
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.delete_schedule(id)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -109,6 +109,40 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.dead_letters().await })
     }
 
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_core::spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<workflow_core::store::ScheduleRow, StoreError>> {
+        Box::pin(async move {
+            self.get()
+                .await?
+                .put_schedule(id, workflow, schedule, at)
+                .await
+        })
+    }
+
+    fn schedules(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::ScheduleRow>, StoreError>> {
+        Box::pin(async move { self.get().await?.schedules().await })
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: workflow_core::store::ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { self.get().await?.update_schedule(id, version, change).await })
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { self.get().await?.delete_schedule(id).await })
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -37,7 +37,15 @@ impl Engine {
                 }
             }
         }
+        if let Some(schedule) = W::schedule() {
+            crate::schedule::CompiledSchedule::new(schedule.clone()).map_err(|error| {
+                RunError::InvalidSpec(format!("schedule of `{}`: {error}", W::NAME))
+            })?;
+        }
         self.inner.registry.insert(Registration::<W>::new(env));
+        if let Some(schedule) = W::schedule() {
+            self.declare_schedule(W::NAME, schedule);
+        }
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 //! - `lifecycle`: owning runs: creating, claiming, taking up, hibernating and waking them.
 //! - `poller`: timers of hibernating runs, inbox messages, lease renewal and takeover.
 //! - `api`: the public operations on runs (inspect, decide, cancel, retry, ...).
+//! - `scheduler`: fires due schedule ticks; `schedules`: [`Engine::schedules`].
 //! - [`handle`]: [`RunRef`] and [`RunHandle`].
 
 mod api;
@@ -21,6 +22,8 @@ mod lifecycle;
 mod plan;
 mod poller;
 mod registry;
+mod scheduler;
+mod schedules;
 mod steps;
 mod work;
 
@@ -37,6 +40,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
+pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
 
 use self::driver::Msg;
 use self::registry::Registry;
@@ -113,6 +117,22 @@ struct Inner {
     damaged: Mutex<BTreeMap<RunId, crate::store::StoreError>>,
     /// This engine's view of its leases, for self-fencing.
     lease: Arc<fence::LeaseWatch>,
+    /// The scheduler task, once started.
+    scheduler: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Wakes the scheduler early (a schedule was created or resumed).
+    schedule_notify: Arc<tokio::sync::Notify>,
+    /// Schedules of registered workflows not yet recorded in the store.
+    declared: Mutex<Vec<(String, workflow_spec::Schedule)>>,
+    /// Compiled schedules by id, with the definition they were compiled from.
+    compiled_schedules: Mutex<
+        HashMap<
+            String,
+            (
+                workflow_spec::Schedule,
+                Arc<crate::schedule::CompiledSchedule>,
+            ),
+        >,
+    >,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -201,6 +221,10 @@ impl Engine {
                 inbox_seen: AtomicU64::new(0),
                 damaged: Mutex::new(BTreeMap::new()),
                 lease: Arc::new(fence::LeaseWatch::new(lease_ms, margin)),
+                scheduler: Mutex::new(None),
+                schedule_notify: Arc::new(tokio::sync::Notify::new()),
+                declared: Mutex::new(Vec::new()),
+                compiled_schedules: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -262,6 +286,9 @@ impl Engine {
         }
         if let Some(poller) = lock(&self.inner.poller).take() {
             poller.abort();
+        }
+        if let Some(scheduler) = lock(&self.inner.scheduler).take() {
+            scheduler.abort();
         }
         self.inner.lock_hibernating().clear();
         self.inner.lock_wakeups().clear();

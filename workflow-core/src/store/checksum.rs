@@ -94,6 +94,39 @@ pub fn spec(fingerprint: &str, workflow: &str, spec: &str) -> u32 {
         .0
 }
 
+/// The checksum of a schedule row: its id, workflow, definition and state (as stored
+/// JSON), paused flag, version and creation time.
+pub fn schedule(row: &ScheduleText<'_>) -> u32 {
+    Sum::new(b"schedule")
+        .text(row.id)
+        .text(row.workflow)
+        .text(row.definition)
+        .number(u64::from(row.paused))
+        .text(row.state)
+        .number(row.version)
+        .number(row.created_at)
+        .0
+}
+
+/// A schedule row as its stored text, for [`schedule`].
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleText<'a> {
+    /// The id.
+    pub id: &'a str,
+    /// The workflow.
+    pub workflow: &'a str,
+    /// The definition's JSON.
+    pub definition: &'a str,
+    /// Whether it is paused.
+    pub paused: bool,
+    /// The state's JSON.
+    pub state: &'a str,
+    /// The row version.
+    pub version: u64,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
 /// The checksum of a dead letter.
 pub fn dead_letter(letter: &crate::store::DeadLetter) -> u32 {
     Sum::new(b"dead_letter")

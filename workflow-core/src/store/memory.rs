@@ -5,8 +5,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
-    NewRun, RunFilter, RunRecord, RunStatus, SpecRecord, Store, StoreError, StoredRun, Submitted,
-    Verification,
+    NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow, ScheduleState,
+    SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -25,6 +25,7 @@ struct Inner {
     keys: HashMap<(String, String), RunId>,
     dead: BTreeMap<RunId, DeadLetter>,
     specs: Vec<SpecRecord>,
+    schedules: BTreeMap<String, ScheduleRow>,
     inbox: Vec<InboxItem>,
     inbox_keys: HashMap<(RunId, String), u64>,
     appends: u64,
@@ -366,6 +367,69 @@ impl Store for MemoryStore {
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         ready(Ok(self.lock().dead.values().rev().cloned().collect()))
+    }
+
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<ScheduleRow, StoreError>> {
+        let mut inner = self.lock();
+        let row = inner
+            .schedules
+            .entry(id.to_owned())
+            .and_modify(|row| {
+                row.workflow = workflow.to_owned();
+                row.schedule = schedule.clone();
+                row.version += 1;
+            })
+            .or_insert_with(|| ScheduleRow {
+                id: id.to_owned(),
+                workflow: workflow.to_owned(),
+                schedule: schedule.clone(),
+                paused: false,
+                state: ScheduleState {
+                    after: at,
+                    ..ScheduleState::default()
+                },
+                version: 1,
+                created_at: at,
+            })
+            .clone();
+        ready(Ok(row))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<ScheduleRow>, StoreError>> {
+        ready(Ok(self.lock().schedules.values().cloned().collect()))
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut inner = self.lock();
+        let applied = match inner.schedules.get_mut(id) {
+            Some(row) if row.version == version => {
+                if let Some(state) = change.state {
+                    row.state = state;
+                }
+                if let Some(paused) = change.paused {
+                    row.paused = paused;
+                }
+                row.version += 1;
+                true
+            }
+            _ => false,
+        };
+        ready(Ok(applied))
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        ready(Ok(self.lock().schedules.remove(id).is_some()))
     }
 
     fn put_spec<'a>(

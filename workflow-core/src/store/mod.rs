@@ -32,6 +32,11 @@
 //!   [`StoreError::Corrupt`] (a journal entry) or [`StoreError::CorruptRow`], and a read
 //!   never rewrites what it found. [`Store::verify`] checks a whole store.
 //!
+//! - **Schedule rows keep a definition apart from its state.** [`Store::put_schedule`]
+//!   creates a row or replaces only its definition; [`Store::update_schedule`] changes its
+//!   state or paused flag only if the row's `version` is the one the caller read, and bumps
+//!   it, so of several workers deciding one tick exactly one records it.
+//!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
 
@@ -42,6 +47,7 @@ pub mod conformance;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod schedules;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -50,6 +56,7 @@ pub use memory::MemoryStore;
 pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
+pub use schedules::{ScheduleChange, ScheduleRow, ScheduleState};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -654,6 +661,32 @@ pub trait Store: Send + Sync + 'static {
     /// The specs recorded for a workflow, most recently registered first.
     fn specs<'a>(&'a self, workflow: &'a str)
         -> BoxFuture<'a, Result<Vec<SpecRecord>, StoreError>>;
+
+    /// Creates the schedule `id` (its state starting at `at`, not paused), or replaces the
+    /// definition of an existing one and keeps its state and paused flag. Returns the row.
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<ScheduleRow, StoreError>>;
+
+    /// Every schedule, by id.
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<ScheduleRow>, StoreError>>;
+
+    /// Applies `change` to schedule `id` if its version is still `version`, and bumps the
+    /// version. Returns whether it applied (false: the row changed since it was read, or
+    /// is gone).
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Deletes schedule `id`; returns whether it existed. Runs it started are kept.
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.

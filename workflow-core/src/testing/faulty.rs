@@ -190,6 +190,33 @@ impl Store for FaultyStore {
         self.inner.dead_letters()
     }
 
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<crate::store::ScheduleRow, StoreError>> {
+        self.inner.put_schedule(id, workflow, schedule, at)
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<crate::store::ScheduleRow>, StoreError>> {
+        self.inner.schedules()
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: crate::store::ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.update_schedule(id, version, change)
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.delete_schedule(id)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

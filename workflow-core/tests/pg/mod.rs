@@ -4,6 +4,7 @@ mod checksums;
 mod engine;
 mod faults;
 mod leases;
+mod schedules;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

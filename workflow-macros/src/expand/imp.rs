@@ -200,8 +200,10 @@ impl Gen<'_> {
             quote!(#field: #read,)
         });
         let input_bindings_unused = quote!(let _ = __input;);
+        let (schedule_item, tick_check) = self.schedule_items();
 
         quote! {
+            #tick_check
             impl #name {
                 /// The workflow's diagram as Mermaid source.
                 pub const MERMAID: &'static str = #mermaid;
@@ -213,6 +215,11 @@ impl Gen<'_> {
                 /// The checked spec of this workflow.
                 pub fn spec() -> &'static #p::workflow_spec::Spec {
                     <Self as #p::Workflow>::spec()
+                }
+
+                /// The workflow's schedule (`schedule: { ... }`), if it declares one.
+                pub fn schedule() -> ::core::option::Option<&'static #p::workflow_spec::Schedule> {
+                    <Self as #p::Workflow>::schedule()
                 }
 
                 /// A fresh state machine for one run of this workflow: journal events in,
@@ -231,6 +238,8 @@ impl Gen<'_> {
                 const NAME: &'static str = #workflow_name;
                 const FINGERPRINT: &'static str = #fingerprint;
                 #child_depth_item
+
+                #schedule_item
 
                 fn spec() -> &'static #p::workflow_spec::Spec {
                     static SPEC: ::std::sync::OnceLock<#p::workflow_spec::Spec> = ::std::sync::OnceLock::new();

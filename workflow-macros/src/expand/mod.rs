@@ -6,6 +6,7 @@
 //! - [`calls`]: the dispatch of user calls (actions, compensations, reconcilers), map
 //!   sources and child workflow starts, each spanned on the spec's tokens;
 //! - [`outputs`]: `Serialize` and `Deserialize` for `…Outputs`;
+//! - [`schedule`]: `Workflow::schedule()` and the `Tick` input check of a scheduled workflow;
 //! - [`fallback`]: the `impl Workflow` with unreachable bodies emitted after an error.
 
 mod calls;
@@ -14,6 +15,7 @@ pub(crate) mod file;
 mod imp;
 mod items;
 mod outputs;
+mod schedule;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};

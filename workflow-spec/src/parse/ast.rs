@@ -38,6 +38,8 @@ pub struct WorkflowAst {
     pub inputs: Vec<InputAst>,
     /// `env Type`.
     pub env: Option<Type>,
+    /// `schedule: { ... }`, written before the first step.
+    pub schedule: Option<super::schedule::ScheduleAst>,
     /// The steps, in order.
     pub steps: Vec<StepAst>,
     /// The span of the braces around the steps.
@@ -370,13 +372,22 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
                 name,
                 inputs,
                 env,
+                schedule: None,
                 steps: Vec::new(),
                 body_span: Span::call_site(),
             });
         }
     };
+    let mut keys = super::schedule::WorkflowKeys::default();
+    while super::schedule::at_key(&body) {
+        super::schedule::parse_workflow_key(cx, &body, &mut keys, false);
+    }
     let mut steps = Vec::new();
     while !body.is_empty() {
+        if super::schedule::at_key(&body) {
+            super::schedule::parse_workflow_key(cx, &body, &mut keys, true);
+            continue;
+        }
         match parse_step(cx, &body) {
             Ok(step) => steps.push(step),
             Err(error) => {
@@ -400,6 +411,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
         name,
         inputs,
         env,
+        schedule: keys.schedule,
         steps,
         body_span: brace.span.join(),
     })

@@ -11,6 +11,7 @@ pub mod check;
 pub mod ctxt;
 mod fields;
 mod nesting;
+pub mod schedule;
 mod values;
 
 use proc_macro2::TokenStream;
@@ -303,7 +304,40 @@ fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
             .collect(),
         env: ast.env.as_ref().map(tokens_to_string),
         steps,
+        schedule: ast.schedule.as_ref().map(lower_schedule),
     }
+}
+
+/// A checked `schedule: { ... }` with its defaults filled in; the zone under its
+/// canonical IANA name.
+fn lower_schedule(ast: &schedule::ScheduleAst) -> crate::schedule::Schedule {
+    let mut schedule = crate::schedule::Schedule::new(
+        ast.cron
+            .as_ref()
+            .map(syn::LitStr::value)
+            .unwrap_or_default(),
+    );
+    if let Some(tz) = &ast.tz {
+        let written = tz.value();
+        schedule.tz = crate::schedule::parse_zone(&written)
+            .ok()
+            .and_then(|zone| zone.iana_name().map(str::to_owned))
+            .unwrap_or(written);
+    }
+    if let Some((overlap, _)) = ast.overlap {
+        schedule.overlap = overlap;
+    }
+    if let Some((catchup, _)) = ast.catchup {
+        schedule.catchup = catchup;
+    }
+    if let Some(window) = ast.window {
+        schedule.window = window.value;
+    }
+    if let Some((dst_gap, _)) = ast.dst_gap {
+        schedule.dst_gap = dst_gap;
+    }
+    schedule.jitter = ast.jitter.map(|jitter| jitter.value);
+    schedule
 }
 
 /// Renders tokens the way a person writes them: `Vec<User>`, not `Vec < User >`.

@@ -243,6 +243,7 @@ mod tests {
                 // A Mermaid keyword as an id: drawn under a safe node name.
                 step("end", vec![2], false),
             ],
+            schedule: None,
         }
     }
 

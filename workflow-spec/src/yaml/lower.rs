@@ -21,6 +21,7 @@ pub const TOP_KEYS: &[&str] = &[
     "journal_name",
     "env",
     "inputs",
+    "schedule",
     "steps",
 ];
 
@@ -262,6 +263,52 @@ fn header(out: &mut Lowering, top: &Map, options: &Options) {
         }
     }
     out.push(" {\n");
+    if let Some((key, value)) = top.entries.iter().find(|(key, _)| key.text == "schedule") {
+        schedule(out, key, value);
+    }
+}
+
+/// `schedule:` as the inline language's workflow-level key: `cron` and `tz` are text,
+/// every other value is copied as written (`overlap: skip`, `window: 6h`,
+/// `catchup: "all(max: 10)"`), and the checks of schedules judge them.
+fn schedule(out: &mut Lowering, key: &Scalar, value: &Node) {
+    let Node::Map(schedule) = value else {
+        out.error(
+            value.pos(),
+            format!("`schedule` is a mapping, found {}", value.what()),
+            Some("write `schedule:` then `cron: \"0 9 * * MON-FRI\"` and `tz: Europe/Berlin` on lines of their own"),
+        );
+        return;
+    };
+    out.at(key.pos, "schedule");
+    out.push(": {");
+    for (k, v) in &schedule.entries {
+        if !is_ident(&k.text) {
+            out.error(
+                k.pos,
+                format!("`{}` is not a schedule key", k.text),
+                None::<String>,
+            );
+            continue;
+        }
+        match (k.text.as_str(), v) {
+            ("cron" | "tz", Node::Scalar(text)) => {
+                out.scalar(k);
+                out.push(": ");
+                out.at(text.pos, &Literal::string(&text.text).to_string());
+            }
+            _ => {
+                if !copyable(out, v) {
+                    continue;
+                }
+                out.scalar(k);
+                out.push(": ");
+                raw_or_list(out, v);
+            }
+        }
+        out.push("\n,\n");
+    }
+    out.push("}\n,\n");
 }
 
 /// The workflow type a spec's `name` gives: `user-onboarding` -> `UserOnboarding`.

@@ -19,6 +19,7 @@ mod damage;
 mod inbox;
 mod owners;
 mod runs;
+mod schedules;
 mod subject;
 
 pub use subject::{DamageEntry, Subject};
@@ -92,6 +93,13 @@ pub const CHECKS: &[(&str, Check)] = &[
     }),
     ("every journal event round-trips", |s| {
         Box::pin(runs::events_round_trip(s.store))
+    }),
+    (
+        "schedule rows keep a definition apart from its state",
+        |s| Box::pin(schedules::schedule_rows(s.store)),
+    ),
+    ("one compare-and-set of a schedule wins", |s| {
+        Box::pin(schedules::one_compare_and_set_wins(s.store))
     }),
     ("a damaged journal entry is reported, never read", |s| {
         Box::pin(damage::a_damaged_entry_is_reported(s))

@@ -10,6 +10,7 @@ mod error;
 mod known;
 mod listen;
 mod read;
+mod schedules;
 mod schema;
 mod sql;
 #[cfg(feature = "test-util")]
@@ -560,6 +561,54 @@ impl Store for PgStore {
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         Box::pin(self.idempotent(move |mut conn| {
             Box::pin(async move { read::dead_letters(&mut conn).await })
+        }))
+    }
+
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<super::ScheduleRow, StoreError>> {
+        let definition = serde_json::to_string(schedule).unwrap_or_default();
+        Box::pin(async move {
+            let definition = &definition;
+            self.idempotent(move |mut conn| {
+                Box::pin(async move {
+                    schedules::put_schedule(&mut conn, id, workflow, definition, at).await
+                })
+            })
+            .await
+        })
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<super::ScheduleRow>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { schedules::schedules(&mut conn).await })
+        }))
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: super::ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let change = &change;
+            self.idempotent(move |mut conn| {
+                Box::pin(
+                    async move { schedules::update_schedule(&mut conn, id, version, change).await },
+                )
+            })
+            .await
+        })
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { schedules::delete_schedule(&mut conn, id).await })
         }))
     }
 

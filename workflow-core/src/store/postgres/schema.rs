@@ -473,6 +473,19 @@ BEGIN
 END
 $$;
 "#,
+    // Version 3: schedules, their definition apart from their state.
+    r#"
+CREATE TABLE schedules (
+    id text PRIMARY KEY,
+    workflow text NOT NULL,
+    definition text NOT NULL,
+    paused boolean NOT NULL DEFAULT false,
+    state text NOT NULL,
+    version bigint NOT NULL,
+    created_at bigint NOT NULL,
+    crc bigint NOT NULL
+);
+"#,
 ];
 
 /// The newest schema version this library knows.

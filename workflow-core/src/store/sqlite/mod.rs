@@ -13,6 +13,7 @@
 
 mod check;
 mod read;
+mod schedules;
 mod schema;
 mod sql;
 mod writer;
@@ -418,6 +419,38 @@ impl Store for SqliteStore {
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         self.read(read::list_dead_letters)
+    }
+
+    fn put_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        workflow: &'a str,
+        schedule: &'a workflow_spec::Schedule,
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<super::ScheduleRow, StoreError>> {
+        let id = id.to_owned();
+        let workflow = workflow.to_owned();
+        let definition = serde_json::to_string(schedule).unwrap_or_default();
+        self.write(move |db| schedules::put_schedule(db, &id, &workflow, &definition, at))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<super::ScheduleRow>, StoreError>> {
+        self.read(schedules::schedules)
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        version: u64,
+        change: super::ScheduleChange,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let id = id.to_owned();
+        self.write(move |db| schedules::update_schedule(db, &id, version, &change))
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let id = id.to_owned();
+        self.write(move |db| schedules::delete_schedule(db, &id))
     }
 
     fn put_spec<'a>(

@@ -77,6 +77,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE specs ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE dead_letters ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE inbox ADD COLUMN crc INTEGER NOT NULL DEFAULT 0;",
+    // Version 5: schedules, their definition apart from their state.
+    "CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        paused INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        crc INTEGER NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version whose migration adds the checksums.

@@ -3,6 +3,7 @@
 
 pub mod language;
 mod reads;
+pub mod schedule;
 
 use std::collections::HashMap;
 
@@ -42,6 +43,10 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     language::child_keys(cx, ast);
     language::child_arguments(cx, ast, names);
     language::event_timeouts(cx, ast);
+    schedule::schedule_cron(cx, ast);
+    schedule::schedule_zone(cx, ast);
+    schedule::schedule_bounds(cx, ast);
+    schedule::scheduled_inputs(cx, ast);
 }
 
 /// A workflow needs at least one step.

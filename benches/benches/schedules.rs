@@ -1,0 +1,155 @@
+//! B16 (SQLite, one worker): N schedules (10 000, or `B16_SCHEDULES`) firing every minute
+//! on one engine over one SQLite file, for M minutes (2, or `B16_MINUTES`) of real time.
+//!
+//! Prints: the time to create the schedules; the resident memory per idle schedule
+//! (growth of `/proc/self/statm` over creating them, before any tick, divided by N); the
+//! tick lag (fire time − scheduled time, as each run's `Tick` records it) p50, p99 and
+//! max; CPU time (user + system, `/proc/self/stat`) per 1 000 ticks; and whether every
+//! tick started exactly one run. Not a criterion benchmark: one measurement, printed.
+//! Linux only.
+//!
+//! Run with `cargo bench -p benches --bench schedules`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use workflow_core::schedule::{Overlap, Schedule};
+use workflow_core::store::{RunFilter, SqliteStore, Store};
+use workflow_core::{workflow, Engine, StepError, Tick};
+
+/// The lag of every tick that ran, in ms.
+#[derive(Default)]
+pub struct Lags(Mutex<Vec<u64>>);
+
+async fn record(env: &Arc<Lags>, tick: Tick) -> Result<(), StepError> {
+    env.0.lock().unwrap().push(tick.lag_ms());
+    Ok(())
+}
+
+workflow! {
+    /// One step that records the tick's lag.
+    workflow Minutely(tick: Tick) env Arc<Lags> {
+        step record -> () { action: record(env, tick) }
+    }
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// User + system CPU time of this process, from `/proc/self/stat` (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Fields 14 and 15 of the file (utime, stime) are 11 and 12 after the name.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+fn main() {
+    let schedules = env_or("B16_SCHEDULES", 10_000);
+    let minutes = env_or("B16_MINUTES", 2) as u64;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let dir = std::env::temp_dir().join(format!("workflow-b16-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The default options: durable commits (`synchronous = FULL`).
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("b16.db")).unwrap());
+        let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
+        let lags = Arc::new(Lags::default());
+        engine.register::<Minutely>(Arc::clone(&lags)).unwrap();
+
+        let rss_before = rss_bytes();
+        let created = Instant::now();
+        let mut every_minute = Schedule::new("* * * * *");
+        every_minute.overlap = Overlap::Allow;
+        for i in 0..schedules {
+            engine
+                .schedules()
+                .create(&format!("s{i:05}"), "Minutely", every_minute.clone())
+                .await
+                .unwrap();
+        }
+        let creating = created.elapsed();
+        let rss_idle = rss_bytes();
+        println!(
+            "B16 SQLite, 1 worker: {schedules} schedules created in {:.2} s; resident memory +{:.0} B per idle schedule",
+            creating.as_secs_f64(),
+            rss_idle.saturating_sub(rss_before) as f64 / schedules as f64
+        );
+
+        // Measure whole minutes: from the next minute boundary plus a second.
+        let now_ms = engine.now();
+        let next_minute = (now_ms / 60_000 + 1) * 60_000;
+        tokio::time::sleep(Duration::from_millis(next_minute - now_ms + 1_000)).await;
+        lags.0.lock().unwrap().clear();
+        let cpu_start = cpu_time();
+        tokio::time::sleep(Duration::from_secs(60 * minutes)).await;
+        // Let the last minute's runs finish.
+        let settle = Instant::now();
+        while lags.0.lock().unwrap().len() < schedules * minutes as usize
+            && settle.elapsed() < Duration::from_secs(120)
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let cpu = cpu_time().saturating_sub(cpu_start);
+        let mut sorted = lags.0.lock().unwrap().clone();
+        sorted.sort_unstable();
+        let ticks = sorted.len();
+        println!(
+            "{minutes} min: {ticks} ticks ran (expected {}); lag p50 {} ms, p99 {} ms, max {} ms; CPU {:.0} ms per 1 000 ticks",
+            schedules * minutes as usize,
+            percentile(&sorted, 0.5),
+            percentile(&sorted, 0.99),
+            sorted.last().copied().unwrap_or(0),
+            cpu.as_secs_f64() * 1000.0 * 1000.0 / ticks.max(1) as f64
+        );
+        let runs = store
+            .runs(RunFilter {
+                workflow: Some("Minutely".into()),
+                ..RunFilter::default()
+            })
+            .await
+            .unwrap();
+        let keys: std::collections::HashSet<_> =
+            runs.iter().filter_map(|r| r.idempotency_key.clone()).collect();
+        println!(
+            "runs {} with {} distinct tick keys (one run per tick: {})",
+            runs.len(),
+            keys.len(),
+            runs.len() == keys.len()
+        );
+        engine.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
