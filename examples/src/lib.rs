@@ -29,8 +29,8 @@
 )]
 
 pub mod content_moderation;
-pub mod dashboard_report;
 pub mod daily_report;
+pub mod dashboard_report;
 pub mod onboarding;
 pub mod onboarding_file;
 pub mod order_fulfilment;
