@@ -1,14 +1,14 @@
 //! Specs in files: seed 003's YAML, lowered onto the one spec model and its one set of
 //! checks.
 //!
-//! A file is read into a position-keeping tree ([`tree`]), lowered to the text of the
+//! A file is read into a position-keeping tree (`tree.rs`), lowered to the text of the
 //! equivalent `workflow!` body with a map from every piece of that text back to the file
-//! ([`lower`]), and that text goes through the same [`parse`](crate::parse::parse) as an
+//! (`lower.rs`), and that text goes through the same [`parse`](crate::parse::parse) as an
 //! inline spec: the same checks, the same model, the same fingerprint. Only the error
 //! reporter knows where a node came from: an error's span, a line and column in the
-//! lowered text, is mapped back to the file's line and column ([`FileError`]).
+//! lowered text, is mapped back to the file's line and column ([`FileError`](crate::yaml::FileError)).
 //!
-//! [`export`] goes the other way, from a checked [`Spec`] to a file, and [`schema`] is the
+//! [`export`](crate::yaml::export) goes the other way, from a checked [`Spec`] to a file, and [`schema`](crate::yaml::schema()) is the
 //! JSON Schema of the format for editors.
 
 mod diag;
