@@ -13,7 +13,7 @@ use syn::{Ident, LitStr, Token};
 
 use super::ast::{skip_field, take_value, DurationLit};
 use super::ctxt::{did_you_mean, Ctxt};
-use super::values::{first_span, list, one_of, parse_choice, parse_duration};
+use super::values::{first_span, keyed_block, list, one_of, parse_choice, parse_duration, Block};
 use crate::schedule::{Catchup, DstGap, Overlap};
 
 /// The keys a workflow takes before its first step.
@@ -104,18 +104,6 @@ pub(super) fn parse_workflow_key(
 }
 
 fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<ScheduleAst> {
-    let span = first_span(&value);
-    let mut tokens = value.into_iter();
-    let group = match (tokens.next(), tokens.next()) {
-        (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => group,
-        _ => {
-            cx.error(
-                span,
-                "`schedule` expects a block such as `{ cron: \"0 9 * * MON-FRI\", tz: \"Europe/Berlin\" }`",
-            );
-            return None;
-        }
-    };
     let mut schedule = ScheduleAst {
         key: key.clone(),
         cron: None,
@@ -127,52 +115,22 @@ fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Schedule
         dst_gap: None,
         jitter: None,
     };
-    let parser = |input: ParseStream<'_>| -> syn::Result<()> {
-        let mut seen: Vec<String> = Vec::new();
-        while !input.is_empty() {
-            let key: Ident = match input.parse() {
-                Ok(key) => key,
-                Err(error) => {
-                    cx.push(syn::Error::new(
-                        error.span(),
-                        "expected a schedule key such as `cron:`",
-                    ));
-                    skip_field(input);
-                    continue;
-                }
-            };
-            if let Err(error) = input.parse::<Token![:]>() {
-                cx.push(syn::Error::new(
-                    error.span(),
-                    format!("expected `:` after `{key}`"),
-                ));
-                skip_field(input);
-                continue;
-            }
-            let value = take_value(input);
+    keyed_block(
+        cx,
+        key,
+        value,
+        &Block {
+            what: "schedule",
+            keys: SCHEDULE_KEYS,
+            example: "{ cron: \"0 9 * * MON-FRI\", tz: \"Europe/Berlin\" }",
+            first_key: "cron",
+        },
+        |key, value| {
             let name = key.to_string();
-            if !SCHEDULE_KEYS.contains(&name.as_str()) {
-                let help = did_you_mean(&name, SCHEDULE_KEYS.iter().copied())
-                    .unwrap_or_else(|| format!("a schedule takes {}", list(SCHEDULE_KEYS)));
-                cx.error(
-                    key.span(),
-                    format!("unknown schedule key `{name}`\nhelp: {help}"),
-                );
-                continue;
-            }
-            if seen.contains(&name) {
-                cx.error(
-                    key.span(),
-                    format!("duplicate schedule key `{name}`\nhelp: remove one of the two"),
-                );
-                continue;
-            }
-            seen.push(name.clone());
             schedule.cron_written |= name == "cron";
-            if value.is_empty() {
-                cx.error(key.span(), format!("`{name}` needs a value"));
-                continue;
-            }
+            let Some(value) = value else {
+                return;
+            };
             let vspan = first_span(&value);
             match name.as_str() {
                 "cron" | "tz" => match syn::parse2::<LitStr>(value) {
@@ -218,12 +176,8 @@ fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Schedule
                 "jitter" => schedule.jitter = parse_duration(cx, &key, value),
                 _ => {}
             }
-        }
-        Ok(())
-    };
-    if let Err(error) = parser.parse2(group.stream()) {
-        cx.push(error);
-    }
+        },
+    )?;
     Some(schedule)
 }
 

@@ -267,64 +267,22 @@ pub fn parse_duration(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<Dura
 
 /// A `retry: { ... }` block, key by key.
 pub(super) fn parse_retry(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<RetryAst> {
-    let span = first_span(&value);
-    let mut tokens = value.into_iter();
-    let group = match (tokens.next(), tokens.next()) {
-        (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => group,
-        _ => {
-            cx.error(
-                span,
-                format!("`{key}` expects a block such as `{{ max_attempts: 3, backoff: exponential, initial: 1s, max: 60s }}`"),
-            );
-            return None;
-        }
-    };
     let mut retry = RetryAst::default();
-    let parser = |input: ParseStream<'_>| -> syn::Result<()> {
-        let mut seen: Vec<String> = Vec::new();
-        while !input.is_empty() {
-            let key: Ident = match input.parse() {
-                Ok(key) => key,
-                Err(error) => {
-                    cx.push(syn::Error::new(
-                        error.span(),
-                        "expected a retry key such as `max_attempts:`",
-                    ));
-                    skip_field(input);
-                    continue;
-                }
+    keyed_block(
+        cx,
+        key,
+        value,
+        &Block {
+            what: "retry",
+            keys: RETRY_KEYS,
+            example: "{ max_attempts: 3, backoff: exponential, initial: 1s, max: 60s }",
+            first_key: "max_attempts",
+        },
+        |key, value| {
+            let Some(value) = value else {
+                return;
             };
-            if let Err(error) = input.parse::<Token![:]>() {
-                cx.push(syn::Error::new(
-                    error.span(),
-                    format!("expected `:` after `{key}`"),
-                ));
-                skip_field(input);
-                continue;
-            }
-            let value = take_value(input);
             let name = key.to_string();
-            if !RETRY_KEYS.contains(&name.as_str()) {
-                let help = did_you_mean(&name, RETRY_KEYS.iter().copied())
-                    .unwrap_or_else(|| format!("a retry block takes {}", list(RETRY_KEYS)));
-                cx.error(
-                    key.span(),
-                    format!("unknown retry key `{name}`\nhelp: {help}"),
-                );
-                continue;
-            }
-            if seen.contains(&name) {
-                cx.error(
-                    key.span(),
-                    format!("duplicate retry key `{name}`\nhelp: remove one of the two"),
-                );
-                continue;
-            }
-            seen.push(name.clone());
-            if value.is_empty() {
-                cx.error(key.span(), format!("`{name}` needs a value"));
-                continue;
-            }
             let vspan = first_span(&value);
             match name.as_str() {
                 "max_attempts" => match syn::parse2::<syn::LitInt>(value) {
@@ -397,13 +355,102 @@ pub(super) fn parse_retry(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<
                 }
                 _ => {}
             }
+        },
+    )?;
+    Some(retry)
+}
+
+/// The shape of a `key: { name: value, ... }` block: its keys and how to write it.
+pub(super) struct Block<'a> {
+    /// What the block is, in messages: `retry`, `schedule`.
+    pub(super) what: &'a str,
+    /// The keys it takes.
+    pub(super) keys: &'a [&'a str],
+    /// A whole example: `{ max_attempts: 3 }`.
+    pub(super) example: &'a str,
+    /// The key the message for a malformed field names: `max_attempts`.
+    pub(super) first_key: &'a str,
+}
+
+/// Reads a `key: { name: value, ... }` block, giving `field` each well-formed, known,
+/// first-written key with its value as it comes (`None` when it has none: reported here,
+/// but the key still counts as written). Malformed fields, unknown keys (with a
+/// suggestion) and duplicates are reported and left out. `None` when the value is not a
+/// block at all.
+pub(super) fn keyed_block(
+    cx: &Ctxt,
+    key: &Ident,
+    value: TokenStream,
+    block: &Block<'_>,
+    mut field: impl FnMut(Ident, Option<TokenStream>),
+) -> Option<()> {
+    let span = first_span(&value);
+    let mut tokens = value.into_iter();
+    let group = match (tokens.next(), tokens.next()) {
+        (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => group,
+        _ => {
+            cx.error(
+                span,
+                format!("`{key}` expects a block such as `{}`", block.example),
+            );
+            return None;
+        }
+    };
+    let what = block.what;
+    let mut seen: Vec<String> = Vec::new();
+    let parser = |input: ParseStream<'_>| -> syn::Result<()> {
+        while !input.is_empty() {
+            let key: Ident = match input.parse() {
+                Ok(key) => key,
+                Err(error) => {
+                    cx.push(syn::Error::new(
+                        error.span(),
+                        format!("expected a {what} key such as `{}:`", block.first_key),
+                    ));
+                    skip_field(input);
+                    continue;
+                }
+            };
+            if let Err(error) = input.parse::<Token![:]>() {
+                cx.push(syn::Error::new(
+                    error.span(),
+                    format!("expected `:` after `{key}`"),
+                ));
+                skip_field(input);
+                continue;
+            }
+            let value = take_value(input);
+            let name = key.to_string();
+            if !block.keys.contains(&name.as_str()) {
+                let help = did_you_mean(&name, block.keys.iter().copied())
+                    .unwrap_or_else(|| format!("a {what} block takes {}", list(block.keys)));
+                cx.error(
+                    key.span(),
+                    format!("unknown {what} key `{name}`\nhelp: {help}"),
+                );
+                continue;
+            }
+            if seen.contains(&name) {
+                cx.error(
+                    key.span(),
+                    format!("duplicate {what} key `{name}`\nhelp: remove one of the two"),
+                );
+                continue;
+            }
+            seen.push(name.clone());
+            if value.is_empty() {
+                cx.error(key.span(), format!("`{name}` needs a value"));
+                field(key, None);
+                continue;
+            }
+            field(key, Some(value));
         }
         Ok(())
     };
     if let Err(error) = parser.parse2(group.stream()) {
         cx.push(error);
     }
-    Some(retry)
+    Some(())
 }
 
 fn parse_jitter(cx: &Ctxt, value: TokenStream) -> Option<Jitter> {
