@@ -263,36 +263,45 @@ fn header(out: &mut Lowering, top: &Map, options: &Options) {
         }
     }
     out.push(" {\n");
+    // `cron` and `tz` are text; `overlap: skip`, `window: 6h`, `catchup: "all(max: 10)"`
+    // are copied as written.
     if let Some((key, value)) = top.entries.iter().find(|(key, _)| key.text == "schedule") {
-        schedule(out, key, value);
+        block(
+            out,
+            key,
+            value,
+            "write `schedule:` then `cron: \"0 9 * * MON-FRI\"` and `tz: Europe/Berlin` on lines of their own",
+            &["cron", "tz"],
+        );
     }
 }
 
-/// `schedule:` as the inline language's workflow-level key: `cron` and `tz` are text,
-/// every other value is copied as written (`overlap: skip`, `window: 6h`,
-/// `catchup: "all(max: 10)"`), and the checks of schedules judge them.
-fn schedule(out: &mut Lowering, key: &Scalar, value: &Node) {
-    let Node::Map(schedule) = value else {
+/// A block key (`retry:`, `schedule:`) as the inline language writes it: `key: { name:
+/// value, .. }`. The values of `text_keys` are text (a string literal inline, `cron: "0 9
+/// * * *"`); every other value is copied as written, and the checks judge them.
+fn block(out: &mut Lowering, key: &Scalar, value: &Node, example: &str, text_keys: &[&str]) {
+    let what = key.text.as_str();
+    let Node::Map(map) = value else {
         out.error(
             value.pos(),
-            format!("`schedule` is a mapping, found {}", value.what()),
-            Some("write `schedule:` then `cron: \"0 9 * * MON-FRI\"` and `tz: Europe/Berlin` on lines of their own"),
+            format!("`{what}` is a mapping, found {}", value.what()),
+            Some(example),
         );
         return;
     };
-    out.at(key.pos, "schedule");
+    out.at(key.pos, what);
     out.push(": {");
-    for (k, v) in &schedule.entries {
+    for (k, v) in &map.entries {
         if !is_ident(&k.text) {
             out.error(
                 k.pos,
-                format!("`{}` is not a schedule key", k.text),
+                format!("`{}` is not a {what} key", k.text),
                 None::<String>,
             );
             continue;
         }
-        match (k.text.as_str(), v) {
-            ("cron" | "tz", Node::Scalar(text)) => {
+        match v {
+            Node::Scalar(text) if text_keys.contains(&k.text.as_str()) => {
                 out.scalar(k);
                 out.push(": ");
                 out.at(text.pos, &Literal::string(&text.text).to_string());
@@ -661,36 +670,13 @@ fn field(
             }
             out.push("]\n,\n");
         }
-        "retry" => {
-            let Node::Map(retry) = value else {
-                out.error(
-                    value.pos(),
-                    format!("`retry` is a mapping, found {}", value.what()),
-                    Some("write `retry: { max_attempts: 3, backoff: exponential }`"),
-                );
-                return;
-            };
-            out.at(key.pos, "retry");
-            out.push(": {");
-            for (k, v) in &retry.entries {
-                if !is_ident(&k.text) {
-                    out.error(
-                        k.pos,
-                        format!("`{}` is not a retry key", k.text),
-                        None::<String>,
-                    );
-                    continue;
-                }
-                if !copyable(out, v) {
-                    continue;
-                }
-                out.scalar(k);
-                out.push(": ");
-                raw_or_list(out, v);
-                out.push("\n,\n");
-            }
-            out.push("}\n,\n");
-        }
+        "retry" => block(
+            out,
+            key,
+            value,
+            "write `retry: { max_attempts: 3, backoff: exponential }`",
+            &[],
+        ),
         "assignee" | "prompt" => {
             if let Node::Scalar(text) = value {
                 out.at(key.pos, name);
