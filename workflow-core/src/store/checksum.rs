@@ -127,6 +127,33 @@ pub struct ScheduleText<'a> {
     pub created_at: Timestamp,
 }
 
+impl ScheduleText<'_> {
+    /// The row this text stands for, when its checksum (as `matches` judges the one
+    /// [`schedule`] computes) holds and its JSON decodes; else the row is damaged. What
+    /// every store that keeps schedules as text reads them through.
+    pub fn verified(
+        self,
+        matches: impl FnOnce(u32) -> bool,
+    ) -> Result<crate::store::ScheduleRow, crate::store::StoreError> {
+        let damaged = || crate::store::StoreError::CorruptRow {
+            table: "schedules".to_owned(),
+            key: self.id.to_owned(),
+        };
+        if !matches(schedule(&self)) {
+            return Err(damaged());
+        }
+        Ok(crate::store::ScheduleRow {
+            id: self.id.to_owned(),
+            workflow: self.workflow.to_owned(),
+            schedule: serde_json::from_str(self.definition).map_err(|_| damaged())?,
+            paused: self.paused,
+            state: serde_json::from_str(self.state).map_err(|_| damaged())?,
+            version: self.version,
+            created_at: self.created_at,
+        })
+    }
+}
+
 /// The checksum of a dead letter.
 pub fn dead_letter(letter: &crate::store::DeadLetter) -> u32 {
     Sum::new(b"dead_letter")

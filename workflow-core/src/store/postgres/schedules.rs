@@ -10,7 +10,7 @@ use super::read::stored;
 use super::sql::{int, uint, Answer, Failure};
 use crate::journal::Timestamp;
 use crate::store::checksum::{self, ScheduleText};
-use crate::store::{ScheduleChange, ScheduleRow, ScheduleState, StoreError};
+use crate::store::{ScheduleChange, ScheduleRow, ScheduleState};
 
 const COLUMNS: &str = "id, workflow, definition, paused, state, version, created_at, crc";
 
@@ -53,26 +53,9 @@ impl Raw {
     }
 
     fn verified(self, crc: i64) -> Answer<ScheduleRow> {
-        let damaged = || {
-            Failure::Store(StoreError::CorruptRow {
-                table: "schedules".to_owned(),
-                key: self.id.clone(),
-            })
-        };
-        if stored(checksum::schedule(&self.text())) != crc {
-            return Err(damaged());
-        }
-        let schedule = serde_json::from_str(&self.definition).map_err(|_| damaged())?;
-        let state = serde_json::from_str(&self.state).map_err(|_| damaged())?;
-        Ok(ScheduleRow {
-            id: self.id,
-            workflow: self.workflow,
-            schedule,
-            paused: self.paused,
-            state,
-            version: self.version,
-            created_at: self.created_at,
-        })
+        self.text()
+            .verified(|computed| stored(computed) == crc)
+            .map_err(Failure::Store)
     }
 }
 

@@ -35,24 +35,7 @@ impl Raw {
     }
 
     fn row(self) -> Result<ScheduleRow, StoreError> {
-        let damaged = || StoreError::CorruptRow {
-            table: "schedules".to_owned(),
-            key: self.id.clone(),
-        };
-        if checksum::schedule(&self.text()) != self.crc {
-            return Err(damaged());
-        }
-        let schedule = serde_json::from_str(&self.definition).map_err(|_| damaged())?;
-        let state = serde_json::from_str(&self.state).map_err(|_| damaged())?;
-        Ok(ScheduleRow {
-            id: self.id,
-            workflow: self.workflow,
-            schedule,
-            paused: self.paused,
-            state,
-            version: self.version,
-            created_at: self.created_at,
-        })
+        self.text().verified(|crc| crc == self.crc)
     }
 }
 
