@@ -25,6 +25,8 @@ pub(super) trait Job: Send {
     fn apply(&mut self, db: &Db) -> Option<u64>;
     /// The batch did not commit: a request that succeeded fails with `error`.
     fn fail(&mut self, error: &StoreError);
+    /// The error this request failed with, if it failed.
+    fn error(&self) -> Option<StoreError>;
     /// Sends the outcome to the caller.
     fn reply(self: Box<Self>);
 }
@@ -57,6 +59,13 @@ where
     fn fail(&mut self, error: &StoreError) {
         if !matches!(self.result, Some(Err(_))) {
             self.result = Some(Err(error.clone()));
+        }
+    }
+
+    fn error(&self) -> Option<StoreError> {
+        match &self.result {
+            Some(Err(error)) => Some(error.clone()),
+            _ => None,
         }
     }
 
@@ -120,14 +129,26 @@ fn write_batch(db: &Db, batch: &mut [Box<dyn Job>], stats: &Stats) {
             }
         }
     }
-    for request in batch.iter_mut().filter(|_| batch_len > 1) {
+    for index in (0..batch.len()).filter(|_| batch_len > 1) {
+        let request = &mut batch[index];
         let step = run("SAVEPOINT request").and_then(|()| match request.apply(db) {
             Some(written) => {
                 entries += written;
                 run("RELEASE request")
             }
+            // Some failures (a full disk, an I/O error) make SQLite roll the whole
+            // transaction back: every request of the batch fails with that error.
+            None if db.conn.is_autocommit() => Ok(()),
             None => run("ROLLBACK TO request").and_then(|()| run("RELEASE request")),
         });
+        if step.is_ok() && db.conn.is_autocommit() {
+            let error = batch[index]
+                .error()
+                .unwrap_or_else(|| StoreError::Io("the write transaction was rolled back".into()));
+            tracing::warn!(path = %db.path, %error, "a write batch was rolled back");
+            batch.iter_mut().for_each(|request| request.fail(&error));
+            return;
+        }
         if let Err(e) = step {
             // The transaction is in an unknown state: give it up whole.
             let error = db.error(e, started);
