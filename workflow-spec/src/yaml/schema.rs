@@ -95,6 +95,21 @@ pub fn schema() -> Value {
                 "description": "The journaled inputs: `name: Type`, in order.",
                 "additionalProperties": { "type": "string" }
             },
+            "schedule": {
+                "type": "object",
+                "description": "When runs start on their own: `cron` and `tz` are text, the rest as in the inline spec (`overlap: skip`, `catchup: \"all(max: 10)\"`, `window: 6h`, `dst_gap`, `jitter`).",
+                "additionalProperties": false,
+                "required": ["cron"],
+                "properties": {
+                    "cron": { "type": "string", "description": "5 or 6 cron fields: `0 9 * * MON-FRI`." },
+                    "tz": { "type": "string", "description": "An IANA time zone: `Europe/Berlin` (default UTC)." },
+                    "overlap": { "enum": ["skip", "buffer_one", "allow", "cancel_previous"] },
+                    "catchup": { "type": "string", "description": "`latest`, `none` or `all(max: N)`." },
+                    "window": { "type": "string", "description": "A duration: `6h`." },
+                    "dst_gap": { "enum": ["next_valid", "skip"] },
+                    "jitter": { "type": "string", "description": "A duration: `30s`." }
+                }
+            },
             "steps": {
                 "type": "array",
                 "items": step
