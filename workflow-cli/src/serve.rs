@@ -65,13 +65,16 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         .local_addr()
         .map_err(|error| CliError::new(error.to_string()))?;
     let base = args.base_path.trim_end_matches('/');
+    let metrics = if args.metrics {
+        format!(", metrics on http://{address}{base}/metrics")
+    } else {
+        String::new()
+    };
+    // One line: whoever reads it may close the pipe after it.
     eprintln!(
         "serving the API on http://{address}{base}/api/runs and the inbox on \
-         http://{address}{base}/inbox (people signed in by {who})"
+         http://{address}{base}/inbox (people signed in by {who}){metrics}"
     );
-    if args.metrics {
-        eprintln!("serving metrics on http://{address}{base}/metrics");
-    }
     server
         .serve(listener)
         .await

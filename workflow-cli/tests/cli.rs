@@ -944,9 +944,10 @@ fn serve_store(db: &Path, args: &[&str]) -> (Serving, String) {
     let stderr = child.stderr.take().expect("stderr");
     let serving = Serving(child);
     let mut line = String::new();
-    std::io::BufReader::new(stderr)
-        .read_line(&mut line)
-        .expect("the serving line");
+    let mut reader = std::io::BufReader::new(stderr);
+    reader.read_line(&mut line).expect("the serving line");
+    // Keep reading what it writes later, so its stderr never closes under it.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     let addr = line
         .split("http://")
         .nth(1)
