@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use workflow_spec::{Effect, OnItemFailure, StepKind};
 
-use super::{retry_at, Command, Hooks, Machine, StepState};
+use super::failure::retry_at;
+use super::{Command, Hooks, Machine, StepState};
 use crate::error::ErrorKind;
 use crate::journal::{Event, Timestamp, Value};
 
