@@ -226,3 +226,87 @@ pub(super) fn counts(db: &Db) -> Result<Vec<TaskCount>, StoreError> {
         })
         .map_err(db_error(db))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::checksum;
+    use crate::store::sqlite::schema::{APPLICATION_ID, MIGRATIONS};
+    use crate::store::{SqliteStore, Store};
+
+    fn opened(step: usize, assignee: &str, at: u64) -> Event {
+        Event::TaskOpened {
+            step,
+            assignee: assignee.to_owned(),
+            prompt: None,
+            deadline: at + 1_000,
+            at,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_migration_indexes_the_open_tasks_of_running_runs() {
+        let dir = std::env::temp_dir().join(format!("workflow-tasks-migrate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let path = dir.join("store.db");
+        let _ = std::fs::remove_file(&path);
+        let before = MIGRATIONS
+            .iter()
+            .position(|m| *m == MIGRATION)
+            .expect("the index has a migration");
+        {
+            // A file as the version before the index left it.
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute_batch(&MIGRATIONS[..before].join("\n"))
+                .expect("the older schema");
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .expect("application id");
+            conn.pragma_update(None, "user_version", before as u32)
+                .expect("version");
+            let decided = Event::TaskDecided {
+                step: 1,
+                by: "ana@finance".to_owned(),
+                decision: serde_json::json!(true),
+                inbox: None,
+                at: 20,
+            };
+            let runs: [(u64, &str, Vec<Event>); 3] = [
+                (1, "running", vec![opened(1, "finance", 10), opened(2, "legal", 11)]),
+                (2, "running", vec![opened(1, "finance", 10), decided]),
+                (3, "completed", vec![opened(1, "finance", 10)]),
+            ];
+            for (id, status, events) in runs {
+                conn.execute(
+                    "INSERT INTO runs (id, workflow, fingerprint, status, created_at, updated_at)
+                     VALUES (?1, 'refund', 'fp1', ?2, 1, 1)",
+                    params![id, status],
+                )
+                .expect("a run");
+                for (seq, event) in events.iter().enumerate() {
+                    let text = serde_json::to_string(event).expect("json");
+                    let crc = checksum::entry(RunId(id), seq as u64, &text);
+                    conn.execute(
+                        "INSERT INTO journal (run_id, seq, event, crc) VALUES (?1, ?2, ?3, ?4)",
+                        params![id, seq, text, crc],
+                    )
+                    .expect("an entry");
+                }
+            }
+        }
+        let store = SqliteStore::open(&path).expect("open and migrate");
+        let tasks = store
+            .open_tasks(TaskFilter::default())
+            .await
+            .expect("open tasks");
+        let found: Vec<(u64, usize, &str, &str)> = tasks
+            .iter()
+            .map(|t| (t.run.0, t.step, t.workflow.as_str(), t.assignee.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [(1, 1, "refund", "finance"), (1, 2, "refund", "legal")]
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
