@@ -175,12 +175,21 @@ pub async fn restart_parked(
         at: now,
     };
     let note = format!("restarted by {by} as the run with key `{key}`");
+    // The restarted run keeps its initiator, so `self_approval: false` still holds.
+    let initiated = stored.events.iter().find_map(|event| match event {
+        Event::Initiated { by, .. } => Some(Event::Initiated {
+            by: by.clone(),
+            at: now,
+        }),
+        _ => None,
+    });
+    let events: Vec<Event> = std::iter::once(started).chain(initiated).collect();
     let created = store
         .create_run(NewRun {
             workflow: &record.workflow,
             fingerprint,
             idempotency_key: Some(&key),
-            events: &[started],
+            events: &events,
             parent: record.parent,
             owner: None,
             supersedes: Some((run, &note)),
@@ -233,6 +242,41 @@ pub async fn submit_decision(
         step: step.to_owned(),
         by: by.to_owned(),
         decision,
+    };
+    store
+        .submit(run, &message, None, now)
+        .await
+        .map_err(|error| match error {
+            StoreError::Finished(run) => DecisionError::Finished(run),
+            StoreError::UnknownRun(run) => DecisionError::UnknownRun(run),
+            other => DecisionError::Store(other),
+        })
+}
+
+/// Leaves a delegation of human step `step` to `to` in the run's inbox, once the run's
+/// machine finds nothing against it (the authorizer is left to the engine that drives
+/// the run, which admits `by` and journals the delegation or a refusal).
+pub async fn submit_delegation(
+    store: &dyn Store,
+    run: RunId,
+    spec: &Spec,
+    step: &str,
+    by: &str,
+    to: &str,
+    now: Timestamp,
+) -> Result<Submitted, DecisionError> {
+    let stored = store
+        .load(run)
+        .await?
+        .ok_or(DecisionError::UnknownRun(run))?;
+    if stored.record.status == RunStatus::Parked {
+        return Err(DecisionError::Finished(run));
+    }
+    Machine::replay(spec, &stored.events).delegate(run, step, by, to, now, None)?;
+    let message = Message::Delegate {
+        step: step.to_owned(),
+        by: by.to_owned(),
+        to: to.trim().to_owned(),
     };
     store
         .submit(run, &message, None, now)

@@ -217,12 +217,37 @@ pub enum DecisionError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// This person approved the task already; a quorum (`approvals: N`) needs distinct
+    /// approvers.
+    #[error("{by} approved task `{step}` already; it needs approvals from distinct people")]
+    AlreadyApproved {
+        /// The step.
+        step: String,
+        /// Who tried again.
+        by: String,
+    },
+    /// The step has `self_approval: false` and this person started the run.
+    #[error("{by} started this run and may not decide task `{step}` (`self_approval: false`)")]
+    SelfApproval {
+        /// The step.
+        step: String,
+        /// The run's initiator.
+        by: String,
+    },
+    /// A delegation that cannot be made: to nobody, or to the current assignee.
+    #[error("task `{step}` cannot be delegated: {reason}")]
+    InvalidDelegate {
+        /// The step.
+        step: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl DecisionError {
     /// A stable code for the refusal, for APIs and the journal: `unknown_run`,
     /// `unknown_task`, `already_decided`, `expired`, `unauthorized`, `wrong_type`,
-    /// `finished`, `store`.
+    /// `finished`, `store`, `already_approved`, `self_approval`, `invalid_delegate`.
     pub fn code(&self) -> &'static str {
         match self {
             DecisionError::UnknownRun(_) => "unknown_run",
@@ -233,6 +258,9 @@ impl DecisionError {
             DecisionError::WrongType { .. } => "wrong_type",
             DecisionError::Finished(_) => "finished",
             DecisionError::Store(_) => "store",
+            DecisionError::AlreadyApproved { .. } => "already_approved",
+            DecisionError::SelfApproval { .. } => "self_approval",
+            DecisionError::InvalidDelegate { .. } => "invalid_delegate",
         }
     }
 }

@@ -74,6 +74,15 @@ impl<'a, D: Serialize> HumanTask<'a, D> {
             .await
     }
 
+    /// Hands the task to `to` (a person or a group) as `by`, who must be allowed to decide
+    /// it now; journaled, and the delegate decides from then on, before the same deadline.
+    pub async fn delegate(&self, by: &str, to: &str) -> Result<(), DecisionError> {
+        self.run
+            .engine()
+            .delegate(self.run.id(), self.id, by, to)
+            .await
+    }
+
     /// The task while it is open; `None` before it opens or after it is decided.
     pub async fn info(&self) -> Option<TaskInfo> {
         self.run

@@ -350,6 +350,45 @@ pub enum Event {
         /// When.
         at: Timestamp,
     },
+    /// Who started the run (the caller's identity for API and webhook starts, or
+    /// `StartOptions::initiator`): journaled right after `RunStarted`, in the same
+    /// transaction, when known. `self_approval: false` refuses this person.
+    Initiated {
+        /// The initiator.
+        by: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// One approval of a human step that needs several (`approvals: N`), before the last:
+    /// it counts towards the quorum and leaves the task open.
+    TaskApproved {
+        /// The step index.
+        step: usize,
+        /// Who approved.
+        by: String,
+        /// The decision they made.
+        decision: Value,
+        /// The inbox message it came from, when another process sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A human task was handed to another person or group by someone allowed to decide
+    /// it; the delegate decides it from then on.
+    TaskDelegated {
+        /// The step index.
+        step: usize,
+        /// Who delegated.
+        by: String,
+        /// The new assignee.
+        to: String,
+        /// The inbox message it came from, when another process sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inbox: Option<u64>,
+        /// When.
+        at: Timestamp,
+    },
 }
 
 impl Event {
@@ -357,6 +396,8 @@ impl Event {
     pub fn inbox(&self) -> Option<u64> {
         match self {
             Event::TaskDecided { inbox, .. }
+            | Event::TaskApproved { inbox, .. }
+            | Event::TaskDelegated { inbox, .. }
             | Event::Cancelled { inbox, .. }
             | Event::EventReceived { inbox, .. }
             | Event::EventBuffered { inbox, .. } => *inbox,
@@ -394,7 +435,10 @@ impl Event {
             | Event::Compensated { at, .. }
             | Event::DeadlinePassed { at }
             | Event::Cancelled { at, .. }
-            | Event::Retried { at, .. } => *at,
+            | Event::Retried { at, .. }
+            | Event::Initiated { at, .. }
+            | Event::TaskApproved { at, .. }
+            | Event::TaskDelegated { at, .. } => *at,
         }
     }
 
@@ -409,6 +453,8 @@ impl Event {
             | Event::TaskOpened { step, .. }
             | Event::TaskEscalated { step, .. }
             | Event::TaskDecided { step, .. }
+            | Event::TaskApproved { step, .. }
+            | Event::TaskDelegated { step, .. }
             | Event::TaskExpired { step, .. }
             | Event::CompensationStarted { step, .. }
             | Event::StepFailed { step, .. }
@@ -425,6 +471,7 @@ impl Event {
             | Event::Compensated { step, .. } => Some(*step),
             Event::MessageRefused { step, .. } => *step,
             Event::RunStarted { .. }
+            | Event::Initiated { .. }
             | Event::DeadlinePassed { .. }
             | Event::Cancelled { .. }
             | Event::Retried { .. } => None,

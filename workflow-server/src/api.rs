@@ -58,6 +58,7 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/runs/{run}/cancel", post(cancel))
         .route("/api/runs/{run}/events/{step}", post(send_event))
         .route("/api/runs/{run}/tasks/{step}", post(decide))
+        .route("/api/runs/{run}/tasks/{step}/delegate", post(delegate))
         .route("/api/tasks", get(tasks))
         .route("/api/dead-letters", get(dead_letters))
         .route("/api/dead-letters/{run}/retry", post(retry))
@@ -190,6 +191,7 @@ async fn start(
             .map(|key| scoped_key("api", &start.workflow, key)),
         dry_run: start.dry_run,
         deadline: None,
+        initiator: Some(caller.identity().name().to_owned()),
     };
     let (run, created) = app
         .engine
@@ -392,6 +394,65 @@ struct TasksQuery {
     workflow: Option<String>,
     after: Option<String>,
     limit: Option<usize>,
+}
+
+/// Hands a task to another person or group as `caller`, who must be admitted for it now
+/// (403 `not_admitted` before anything is written); the rest is the engine's call.
+pub(crate) async fn delegate_as(
+    app: &App,
+    caller: &Caller,
+    run: RunId,
+    step: &str,
+    to: &str,
+) -> Result<(), ApiError> {
+    if to.len() > workflow_core::machine::MAX_DELEGATE {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "identity_too_long",
+            format!(
+                "the delegate's name is {} bytes long; at most {} are accepted",
+                to.len(),
+                workflow_core::machine::MAX_DELEGATE
+            ),
+        ));
+    }
+    app.permitted_run(caller, run, Action::Decide).await?;
+    let who = caller.identity();
+    if let Some(task) = open_task(app, run, step).await? {
+        if !app.engine.authorizes(&task.assignee, who.name()) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "not_admitted",
+                format!(
+                    "{who} may not delegate task `{step}` of {run}, assigned to {}",
+                    task.assignee
+                ),
+            ));
+        }
+    }
+    app.engine.delegate(run, step, who.name(), to).await?;
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+struct DelegateBody {
+    to: String,
+}
+
+async fn delegate(
+    State(app): State<Shared>,
+    ApiCaller(caller): ApiCaller,
+    Path((run, step)): Path<(String, String)>,
+    Json(body): Json<DelegateBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = parse_run(&run)?;
+    delegate_as(&app, &caller, run, &step, &body.to).await?;
+    Ok(Json(json!({
+        "run": run.to_string(),
+        "step": step,
+        "by": caller.identity().name(),
+        "to": body.to.trim(),
+    })))
 }
 
 async fn tasks(

@@ -28,7 +28,7 @@ use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{admin, Approval, TaskInfo};
 
-use crate::api::{check_comment, decide_as};
+use crate::api::{check_comment, decide_as, delegate_as};
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::html::{escape, page, words, Html};
@@ -383,7 +383,9 @@ fn decision_form(
         body.raw("<label>Decision (JSON)<textarea name=\"decision\"></textarea></label>")
             .raw("<button type=\"submit\" name=\"verdict\" value=\"decide\">Decide</button>");
     }
-    body.raw("</form>");
+    body.raw("<label>Delegate to<input name=\"to\" maxlength=\"256\"></label>")
+        .raw("<button type=\"submit\" name=\"verdict\" value=\"delegate\">Delegate</button>")
+        .raw("</form>");
 }
 
 #[derive(Debug, Deserialize)]
@@ -563,6 +565,7 @@ struct DecisionForm {
     verdict: String,
     comment: Option<String>,
     decision: Option<String>,
+    to: Option<String>,
 }
 
 async fn decide(
@@ -590,6 +593,14 @@ async fn decide(
     }
     check_comment(form.comment.as_deref()).map_err(&fail)?;
     let comment = form.comment.filter(|c| !c.trim().is_empty());
+    if form.verdict == "delegate" {
+        let to = form.to.unwrap_or_default();
+        delegate_as(&app, &caller, run, &step, &to)
+            .await
+            .map_err(&fail)?;
+        let target = format!("{}/inbox/runs/{run}", app.base);
+        return Ok(Redirect::to(&target).into_response());
+    }
     let decision = match form.verdict.as_str() {
         "approve" | "reject" => {
             let approval = if form.verdict == "approve" {

@@ -362,6 +362,13 @@ fn audit_entry(event: &Event, name: &dyn Fn(usize) -> String) -> Option<AuditEnt
             ..
         } => (by.clone(), "refused", *step, format!("{code}: {reason}")),
         Event::TaskExpired { step, .. } => (String::new(), "expired", Some(*step), String::new()),
+        Event::TaskApproved {
+            step, by, decision, ..
+        } => (by.clone(), "approved", Some(*step), decision_text(decision)),
+        Event::TaskDelegated { step, by, to, .. } => {
+            (by.clone(), "delegated", Some(*step), format!("to {to}"))
+        }
+        Event::Initiated { by, .. } => (by.clone(), "started", None, String::new()),
         Event::Cancelled { by, .. } => (by.clone(), "cancelled", None, String::new()),
         Event::Retried { by, .. } => (by.clone(), "retried", None, String::new()),
         _ => return None,

@@ -8,9 +8,9 @@
 //! - in: the inputs (names and types), the environment type, and per step its index, id,
 //!   kind, output type, dependencies, call paths and arguments, `on_failure`, timeout,
 //!   retry policy, condition, effect, `idempotent`, compensation and reconciliation,
-//!   assignee and `on_timeout`; a map's source, concurrency and `on_item_failure`; a
+//!   assignee, `on_timeout`, `approvals` and `self_approval`; a map's source, concurrency and `on_item_failure`; a
 //!   child's workflow path and its inputs by field; an event's `on_timeout`;
-//! - out: doc comments, a human step's prompt, the Rust type name and the journaled name
+//! - out: doc comments, a human step's prompt, `title` and `show`, the Rust type name and the journaled name
 //!   (so that renaming `UserOnboarding` to `UserOnboardingV1` under
 //!   `#[workflow(name = "UserOnboarding")]` keeps its runs), a map's binding name (local
 //!   to its step), a child's journaled name (filled in at run time), and anything derived
@@ -133,6 +133,14 @@ fn step_behaviour(out: &mut String, index: usize, step: &Step) {
                 OnTimeout::Reject => "reject".to_owned(),
             };
             line(out, 1, &format!("on_timeout {on_timeout}"));
+            // Projected only when a spec sets them, so existing specs keep their
+            // fingerprint; `title` and `show` are presentation, like the prompt.
+            if human.approvals != 1 {
+                line(out, 1, &format!("approvals {}", human.approvals));
+            }
+            if !human.self_approval {
+                line(out, 1, "self_approval false");
+            }
         }
         StepKind::Child(child) => line(out, 1, &format!("workflow {}", child_call(child))),
         StepKind::Event(event) => line(out, 1, &format!("on_timeout {:?}", event.on_timeout)),

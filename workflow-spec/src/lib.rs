@@ -4,6 +4,7 @@
 //! - [`model`]: the checked model of a workflow ([`Spec`], [`Step`], ...);
 //! - [`retry`]: retry policies, their validation and their delay schedule;
 //! - [`schedule`]: a workflow's `schedule: { ... }`, its cron pattern and zone checks;
+//! - [`title`]: a human step's `title` placeholders, filled in from a run's values;
 //! - [`fingerprint`]: the behavioural fingerprint runs are pinned to;
 //! - [`graph`]: topological order and cycle finding;
 //! - [`render`]: Mermaid, DOT and SVG renderers, pure functions of a [`Spec`];
@@ -22,6 +23,7 @@ pub mod model;
 pub mod render;
 pub mod retry;
 pub mod schedule;
+pub mod title;
 
 /// The syn parser and the compile-time checks, for the `workflow!` macro and the CLI. Not
 /// a stable API: it may change in any release.

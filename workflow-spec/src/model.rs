@@ -254,6 +254,54 @@ pub struct HumanStep {
     pub on_timeout: OnTimeout,
     /// The text shown to the approver.
     pub prompt: Option<String>,
+    /// `approvals: N`: how many distinct people must approve (a rejection by anyone
+    /// rejects); 1 by default.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub approvals: u32,
+    /// `self_approval: false`: whoever started the run may not decide the task; `true`
+    /// (allowed) by default.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub self_approval: bool,
+    /// `title: "Refund {refund.amount_cents}"`: what the task is called in the inbox, with
+    /// placeholders (see [`crate::title`]). Presentation: outside the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `show: [refund.amount_cents, assess.note]`: values shown before the raw context,
+    /// each a path from a workflow input or an upstream step. Presentation: outside the
+    /// fingerprint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub show: Vec<String>,
+}
+
+impl HumanStep {
+    /// A checkpoint with the defaults of every optional key.
+    pub fn new(assignee: impl Into<String>, on_timeout: OnTimeout) -> HumanStep {
+        HumanStep {
+            assignee: assignee.into(),
+            on_timeout,
+            prompt: None,
+            approvals: 1,
+            self_approval: true,
+            title: None,
+            show: Vec::new(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(value: &u32) -> bool {
+    *value == 1
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// A call of a user function: `accounts::create_user_record(env, signup)`.

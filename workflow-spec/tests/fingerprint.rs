@@ -442,3 +442,63 @@ fn an_attribute_mistake_does_not_hide_the_spec_mistakes() {
     assert!(errors[0].contains("unknown key `nam`"));
     assert!(errors[1].contains("unknown duration unit `mins`"));
 }
+
+// ------------------------------------------------------------- quorum and presentation keys
+
+const REVIEW: &str = r#"            on_timeout: escalate("trust_and_safety_leads"),
+        }"#;
+
+#[test]
+fn a_title_and_shown_values_do_not_change_it() {
+    assert_same(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            title: "Review {signup.email} ({create_account.id})",
+            show: [signup.email, create_account, provision_workspace],
+        }"#,
+    );
+}
+
+#[test]
+fn approvals_and_self_approval_change_it_and_their_defaults_do_not() {
+    assert_same(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            approvals: 1,
+            self_approval: true,
+        }"#,
+    );
+    assert_changes(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            approvals: 2,
+        }"#,
+    );
+    assert_changes(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            self_approval: false,
+        }"#,
+    );
+    let two = edited(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            approvals: 2,
+        }"#,
+    );
+    let three = edited(
+        REVIEW,
+        r#"            on_timeout: escalate("trust_and_safety_leads"),
+            approvals: 3,
+        }"#,
+    );
+    assert_ne!(two.fingerprint(), three.fingerprint());
+}
+
+#[test]
+fn the_decision_type_changes_it() {
+    assert_changes(
+        "human human_review -> Approval {",
+        "human human_review -> ReviewForm {",
+    );
+}

@@ -58,11 +58,7 @@ fn human(id: &str, assignee: &str, on_timeout: OnTimeout, deps: Vec<usize>) -> S
         id: id.to_owned(),
         doc: String::new(),
         output: "Approval".to_owned(),
-        kind: StepKind::Human(HumanStep {
-            assignee: assignee.to_owned(),
-            on_timeout,
-            prompt: None,
-        }),
+        kind: StepKind::Human(HumanStep::new(assignee, on_timeout)),
         deps,
         on_failure: OnFailure::Abort,
         timeout: Some(Duration::from_secs(48 * 3600)),

@@ -339,6 +339,10 @@ const EVERY_FEATURE: &str = r#"
         human approve -> Decision {
             assignee: "finance",
             prompt: "Ship \"it\"?",
+            approvals: 2,
+            self_approval: false,
+            title: "Ship {order.id} for {charge.amount} {{now}}",
+            show: [order.id, charge.amount, reserve],
             depends_on: [charge],
             timeout: 2h,
             on_timeout: reject,
@@ -456,4 +460,68 @@ steps:
     assert_eq!(located.len(), 1, "{errors:?}");
     assert_eq!(located[0].0, 5, "the cron's line: {errors:?}");
     assert!(located[0].2.contains("MON-FRY"), "{errors:?}");
+}
+
+#[test]
+fn quorum_and_presentation_keys_in_a_file_are_the_inline_keys_and_checked_at_their_line() {
+    let yaml = "name: refunds
+inputs:
+  refund: Refund
+steps:
+  - id: assess
+    action: assess
+    inputs: [refund]
+    output: Assessment
+  - id: approve
+    kind: human
+    assignee: finance
+    depends_on: [assess]
+    approvals: 2
+    self_approval: false
+    title: \"Refund {refund.amount_cents} for {refund.customer}\"
+    show: [refund.amount_cents, assess.note]
+    timeout: 24h
+    on_timeout: reject
+";
+    let checked = check(yaml, &options());
+    assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+    let spec = checked.spec.expect("checked");
+    let twin = inline(
+        r#"pub workflow Refunds(refund: Refund) env Services {
+            step assess -> Assessment { action: crate::acts::assess(refund) }
+            human approve -> Approval {
+                assignee: "finance",
+                depends_on: [assess],
+                approvals: 2,
+                self_approval: false,
+                title: "Refund {refund.amount_cents} for {refund.customer}",
+                show: [refund.amount_cents, assess.note],
+                timeout: 24h,
+                on_timeout: reject,
+            }
+        }"#,
+    );
+    assert_eq!(spec, twin);
+    assert_eq!(spec.fingerprint(), twin.fingerprint());
+
+    let errors_of = |yaml: &str| {
+        let checked = check(yaml, &options());
+        assert!(checked.spec.is_none());
+        checked.errors
+    };
+    let errors = errors_of(&yaml.replace("assess.note]", "asess.note]"));
+    let located = at(&errors);
+    assert_eq!(located.len(), 1, "{errors:?}");
+    assert_eq!(located[0].0, 16, "the show's line: {errors:?}");
+    assert!(located[0].2.contains("asess"), "{errors:?}");
+    assert_eq!(errors[0].help.as_deref(), Some("did you mean `assess`?"));
+
+    let errors = errors_of(&yaml.replace("{refund.customer}", "{customer}"));
+    let located = at(&errors);
+    assert_eq!(located.len(), 1, "{errors:?}");
+    assert_eq!(located[0].0, 15, "the title's line: {errors:?}");
+    assert!(located[0].2.contains("`customer`"), "{errors:?}");
+
+    let errors = errors_of(&yaml.replace("approvals: 2", "approvals: 0"));
+    assert_eq!(at(&errors).first().map(|e| e.0), Some(13), "{errors:?}");
 }

@@ -8,7 +8,7 @@ use super::{Engine, RunView, StepView};
 use crate::admin;
 use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Value};
-use crate::machine::{Accepted, Machine, NoHooks};
+use crate::machine::{Accepted, Authorize, Machine, NoHooks};
 use crate::store::{DeadLetter, Message, RunFilter, RunRecord, RunStatus, StoreError, Submitted};
 
 impl Engine {
@@ -111,6 +111,50 @@ impl Engine {
             self.now(),
         )
         .await?;
+        Ok(())
+    }
+
+    /// Hands human step `step` of `run` to `to` (a person or a group), on behalf of `by`,
+    /// who must be allowed to decide it now. Journaled (`TaskDelegated`); the delegate
+    /// decides from then on, before the same deadline. A run another engine drives gets
+    /// the delegation through its inbox, as a decision does.
+    pub async fn delegate(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        to: &str,
+    ) -> Result<(), DecisionError> {
+        let asked = self
+            .ask(run, |reply| Msg::Delegate {
+                step: step.to_owned(),
+                by: by.to_owned(),
+                to: to.to_owned(),
+                reply,
+            })
+            .await
+            .map_err(decision_error(run))?;
+        if let Some(answer) = asked {
+            return answer;
+        }
+        let stored = self.stored(run).await.map_err(decision_error(run))?;
+        let spec = self
+            .spec_of(&stored.record)
+            .await?
+            .ok_or_else(|| DecisionError::UnknownTask {
+                run,
+                step: step.to_owned(),
+            })?;
+        let registered = self
+            .inner
+            .registry
+            .version(&stored.record.workflow, &stored.record.fingerprint);
+        let machine = Machine::replay(&spec, &stored.events);
+        let authorizer: Authorize<'_> = &*self.inner.authorizer;
+        let authorize = registered.is_some().then_some(authorizer);
+        machine.delegate(run, step, by, to, self.now(), authorize)?;
+        admin::submit_delegation(&*self.inner.store, run, &spec, step, by, to, self.now())
+            .await?;
         Ok(())
     }
 

@@ -190,6 +190,9 @@ pub struct StartOptions {
     pub dry_run: bool,
     /// Fail the run (and compensate) if it is not done within this time.
     pub deadline: Option<Duration>,
+    /// Who starts the run: journaled with it, so a human step with
+    /// `self_approval: false` refuses this person's decision.
+    pub initiator: Option<String>,
 }
 
 impl StartOptions {
@@ -199,5 +202,13 @@ impl StartOptions {
             idempotency_key: Some(key.into()),
             ..StartOptions::default()
         }
+    }
+
+    /// These options, with the person who starts the run (see
+    /// [`StartOptions::initiator`]): `StartOptions::default().initiator("alice")`.
+    #[must_use]
+    pub fn initiator(mut self, who: impl Into<String>) -> Self {
+        self.initiator = Some(who.into());
+        self
     }
 }

@@ -34,6 +34,7 @@ impl Engine {
                     idempotency_key: Some(&key),
                     dry_run,
                     deadline,
+                    initiator: None,
                     parent: Some(parent),
                 },
             )

@@ -16,7 +16,7 @@ use super::{Engine, Finished, Live};
 use crate::clock::until;
 use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
-use crate::machine::{Machine, Status};
+use crate::machine::{Machine, Status, StepState};
 use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
 use crate::workflow::Workflow;
 
@@ -40,6 +40,12 @@ pub(super) enum Msg {
     },
     /// Messages may be waiting in the run's inbox.
     Inbox,
+    Delegate {
+        step: String,
+        by: String,
+        to: String,
+        reply: oneshot::Sender<Result<(), DecisionError>>,
+    },
 }
 
 /// How a driver stopped.
@@ -388,6 +394,30 @@ impl<W: Workflow> Driver<W> {
                 }
                 self.unindex_task(*step);
             }
+            Event::TaskApproved { step, by, .. } => {
+                tracing::info!(
+                    step = self.step_id(*step),
+                    by = by.as_str(),
+                    "human task approved; the quorum is not reached yet"
+                );
+            }
+            Event::TaskDelegated { step, by, to, .. } => {
+                tracing::info!(
+                    step = self.step_id(*step),
+                    by = by.as_str(),
+                    to = to.as_str(),
+                    "human task delegated"
+                );
+                if let Some(StepState::Waiting {
+                    deadline,
+                    escalated,
+                    ..
+                }) = self.machine.states().get(*step)
+                {
+                    let (deadline, escalated) = (*deadline, *escalated);
+                    self.index_task(*step, to, deadline, escalated);
+                }
+            }
             Event::TaskExpired { step, .. } => {
                 tracing::warn!(
                     step = self.step_id(*step),
@@ -617,6 +647,18 @@ impl<W: Workflow> Driver<W> {
                 self.carry_out(ruled, reply).await
             }
             Msg::Inbox => self.take_inbox().await,
+            Msg::Delegate {
+                step,
+                by,
+                to,
+                reply,
+            } => {
+                let authorize = &*self.engine.inner.authorizer;
+                let ruled = self
+                    .machine
+                    .delegate(self.run, &step, &by, &to, now, Some(authorize));
+                self.carry_out(ruled.map(Some), reply).await
+            }
         }
     }
 

@@ -136,6 +136,7 @@ impl Engine {
                     idempotency_key: key,
                     dry_run: options.dry_run,
                     deadline,
+                    initiator: options.initiator.as_deref(),
                     parent: None,
                 },
             )

@@ -152,6 +152,8 @@ pub(super) struct Options<'a> {
     pub(super) idempotency_key: Option<&'a str>,
     pub(super) dry_run: bool,
     pub(super) deadline: Option<Timestamp>,
+    /// Who starts the run (journaled as `Initiated`), when known.
+    pub(super) initiator: Option<&'a str>,
     /// The run whose child step starts this one.
     pub(super) parent: Option<RunId>,
 }
@@ -183,6 +185,14 @@ pub(super) async fn create<W: Workflow>(
         .with_fence_margin(engine.inner.lease.margin_ms());
     machine.apply(&started);
     let mut events = vec![started];
+    if let Some(by) = options.initiator {
+        let initiated = Event::Initiated {
+            by: by.to_owned(),
+            at: now,
+        };
+        machine.apply(&initiated);
+        events.push(initiated);
+    }
     let mut starts = Vec::new();
     plan::<W>(&mut machine, &typed, now, &mut events, &mut starts);
     let sent = engine.inner.lease.now_ms();

@@ -161,6 +161,7 @@ impl Machine<'_> {
                         });
                     }
                 }
+                self.admit_person(index, step, by)?;
                 Ok(index)
             }
             _ => Err(unknown()),
@@ -192,13 +193,7 @@ impl Machine<'_> {
         if let Some(slot) = decision.get_mut("by") {
             *slot = Value::String(by.to_owned());
         }
-        Ok(Event::TaskDecided {
-            step: index,
-            by: by.to_owned(),
-            decision,
-            inbox: None,
-            at,
-        })
+        Ok(self.decision_event(index, by, decision, None, at))
     }
 
     /// What a message from the run's inbox becomes in the journal: the decision, the
@@ -224,12 +219,27 @@ impl Machine<'_> {
         match &item.message {
             Message::Decision { step, by, decision } => {
                 match self.decide(run, step, by, decision.clone(), item.at, authorize, hooks) {
-                    Ok(Event::TaskDecided {
-                        step, by, decision, ..
-                    }) => Event::TaskDecided {
+                    Ok(
+                        Event::TaskDecided {
+                            step, by, decision, ..
+                        }
+                        | Event::TaskApproved {
+                            step, by, decision, ..
+                        },
+                    ) => self.decision_event(step, &by, decision, Some(item.id), now),
+                    Ok(other) => other,
+                    Err(error) => {
+                        let index = self.spec.step_index(step);
+                        refuse(index, by, error.code(), error.to_string())
+                    }
+                }
+            }
+            Message::Delegate { step, by, to } => {
+                match self.delegate(run, step, by, to, item.at, Some(authorize)) {
+                    Ok(Event::TaskDelegated { step, by, to, .. }) => Event::TaskDelegated {
                         step,
                         by,
-                        decision,
+                        to,
                         inbox: Some(item.id),
                         at: now,
                     },

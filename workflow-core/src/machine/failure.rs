@@ -114,6 +114,7 @@ impl Machine<'_> {
                 self.attempt_base[step] = self.attempts[step];
                 self.first_started[step] = None;
                 self.deciders[step] = None;
+                self.approvers[step].clear();
                 self.received.remove(&step);
                 self.children.remove(&step);
                 if let Some(map) = self.maps.remove(&step) {

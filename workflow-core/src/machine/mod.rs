@@ -8,10 +8,12 @@ mod decide;
 mod failure;
 mod map;
 mod next;
+mod quorum;
 mod types;
 
 pub use self::decide::{Accepted, Authorize, Hooks, NoHooks};
 pub use self::map::ItemState;
+pub use self::quorum::MAX_DELEGATE;
 pub use self::types::{Command, Status, StepState, Stop};
 
 use std::collections::BTreeMap;
@@ -70,6 +72,10 @@ pub struct Machine<'s> {
     undo_order: Vec<Unit>,
     compensated: BTreeSet<Unit>,
     deciders: Vec<Option<String>>,
+    /// Per step: the approvals a quorum (`approvals: N`) gathered before its last.
+    approvers: Vec<Vec<String>>,
+    /// Who started the run, when journaled (`Initiated`).
+    initiator: Option<String>,
     /// The compensation journaled as started and not yet finished, and whether a crash
     /// interrupted it (replayed without its result).
     compensating: Option<(Unit, bool)>,
@@ -144,6 +150,8 @@ impl<'s> Machine<'s> {
             undo_order: Vec::new(),
             compensated: BTreeSet::new(),
             deciders: vec![None; n],
+            approvers: vec![Vec::new(); n],
+            initiator: None,
             compensating: None,
             maps: BTreeMap::new(),
             items_running: 0,
@@ -395,6 +403,9 @@ impl<'s> Machine<'s> {
             Event::DeadlinePassed { .. } => self.stop_with(Stop::Deadline),
             Event::Cancelled { .. } => self.stop_with(Stop::Cancelled),
             Event::Retried { .. } => self.retry_from_failure(),
+            Event::Initiated { .. } | Event::TaskApproved { .. } | Event::TaskDelegated { .. } => {
+                self.apply_quorum(event)
+            }
         }
         if let Some(id) = event.inbox() {
             self.inbox_cursor = self.inbox_cursor.max(id);

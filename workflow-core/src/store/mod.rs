@@ -361,6 +361,16 @@ pub enum Message {
         /// The decision, as JSON.
         decision: Value,
     },
+    /// A human task handed to another person or group by someone allowed to decide it,
+    /// admitted (or refused) by the owner with its authorizer.
+    Delegate {
+        /// The human step's id.
+        step: String,
+        /// Who delegates.
+        by: String,
+        /// The new assignee.
+        to: String,
+    },
     /// A request to cancel the run.
     Cancel {
         /// Who asks.

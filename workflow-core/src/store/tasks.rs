@@ -4,7 +4,8 @@
 //! Every store keeps the index in the same atomic write as the journal entries that open
 //! and close its tasks. What a write does to the index is decided here, once, from the
 //! entries being written ([`changes`]), so the stores cannot disagree: a row is opened by
-//! `TaskOpened`, moved by `TaskEscalated` (new assignee and deadline, first opening kept),
+//! `TaskOpened`, moved by `TaskEscalated` (new assignee and deadline, first opening kept)
+//! and by `TaskDelegated` (new assignee),
 //! and closed by anything that settles or restarts its step (`TaskDecided`,
 //! `TaskExpired`, a step result); all rows of a run go when the run stops running
 //! (finished or parked), and come back from the whole journal when it runs again (a
@@ -163,6 +164,13 @@ pub enum TaskChange {
         /// The new deadline.
         deadline: Timestamp,
     },
+    /// Hand the row of `step` to a new assignee, deadline kept (a delegation).
+    Delegate {
+        /// The step index.
+        step: usize,
+        /// The delegate.
+        assignee: String,
+    },
     /// Remove the row of `step`.
     Close {
         /// The step index.
@@ -210,6 +218,10 @@ fn change(event: &Event) -> Option<TaskChange> {
             step: *step,
             assignee: to.clone(),
             deadline: *deadline,
+        }),
+        Event::TaskDelegated { step, to, .. } => Some(TaskChange::Delegate {
+            step: *step,
+            assignee: to.clone(),
         }),
         Event::TaskDecided { step, .. }
         | Event::TaskExpired { step, .. }
@@ -290,6 +302,11 @@ pub fn apply(rows: &mut BTreeMap<usize, Row>, changes: &[TaskChange], journal: &
                     row.assignee.clone_from(assignee);
                     row.deadline = *deadline;
                     row.escalated = true;
+                }
+            }
+            TaskChange::Delegate { step, assignee } => {
+                if let Some(row) = rows.get_mut(step) {
+                    row.assignee.clone_from(assignee);
                 }
             }
             TaskChange::Close { step } => {

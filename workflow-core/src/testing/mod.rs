@@ -258,6 +258,11 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
             }
             Event::TaskEscalated { step, to, .. } => format!("task_escalated {} to {to}", id(step)),
             Event::TaskDecided { step, by, .. } => format!("task_decided {} by {by}", id(step)),
+            Event::TaskApproved { step, by, .. } => format!("task_approved {} by {by}", id(step)),
+            Event::TaskDelegated { step, by, to, .. } => {
+                format!("task_delegated {} by {by} to {to}", id(step))
+            }
+            Event::Initiated { by, .. } => format!("initiated by {by}"),
             Event::TaskExpired { step, .. } => format!("task_expired {}", id(step)),
             Event::MessageRefused { step, by, code, .. } => match step {
                 Some(step) => format!("message_refused {} from {by} ({code})", id(step)),

@@ -201,9 +201,11 @@ impl Gen<'_> {
         });
         let input_bindings_unused = quote!(let _ = __input;);
         let (schedule_item, tick_check) = self.schedule_items();
+        let shown_check = self.shown_check();
 
         quote! {
             #tick_check
+            #shown_check
             impl #name {
                 /// The workflow's diagram as Mermaid source.
                 pub const MERMAID: &'static str = #mermaid;

@@ -16,6 +16,7 @@ mod imp;
 mod items;
 mod outputs;
 mod schedule;
+mod shown;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};

@@ -121,15 +121,16 @@ impl Route {
         W: Workflow,
         P: DeserializeOwned + 'static,
     {
+        // A delivery has no person behind it: the run's initiator is the intake.
+        let initiator = format!("webhook {path}");
         let start = move |engine: &Engine, body: &[u8], key: String| -> Result<Started, String> {
             let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
             let input = map(payload);
             let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
             let engine = engine.clone();
+            let options = StartOptions::key(key).initiator(initiator.clone());
             Ok(Box::pin(async move {
-                let run = engine
-                    .start_with::<W>(input, StartOptions::key(key))
-                    .await?;
+                let run = engine.start_with::<W>(input, options).await?;
                 Ok((run.id(), run.was_created(), value))
             }))
         };

@@ -142,6 +142,34 @@ pub struct Fields {
     pub on_item_failure: Option<(Ident, OnItemFailure)>,
     /// `workflow: Child(field: arg, ...)`.
     pub workflow: Option<ChildAst>,
+    /// `approvals: 2`: distinct approvers needed, with the literal's span.
+    pub approvals: Option<(Ident, (u32, Span))>,
+    /// `self_approval: false`, with the literal's span.
+    pub self_approval: Option<(Ident, (bool, Span))>,
+    /// `title: "Refund {refund.amount_cents}"`.
+    pub title: Option<(Ident, LitStr)>,
+    /// `show: [refund.amount_cents, assess.note]`.
+    pub show: Option<(Ident, Vec<ShownAst>)>,
+}
+
+/// One value a human step shows: `refund.amount_cents`, a name and its fields.
+#[derive(Clone)]
+pub struct ShownAst {
+    /// The workflow input or upstream step it reads.
+    pub root: Ident,
+    /// The fields, outermost first.
+    pub fields: Vec<Ident>,
+}
+
+impl ShownAst {
+    /// The path as written: `refund.amount_cents`.
+    pub fn path(&self) -> String {
+        std::iter::once(&self.root)
+            .chain(&self.fields)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
+    }
 }
 
 /// `for_each: line in order.lines`.
@@ -266,6 +294,10 @@ pub const HUMAN_KEYS: &[&str] = &[
     "prompt",
     "condition",
     "on_failure",
+    "approvals",
+    "self_approval",
+    "title",
+    "show",
 ];
 
 /// The keys an `event` takes.

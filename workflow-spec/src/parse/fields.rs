@@ -7,6 +7,7 @@ use syn::{Expr, Ident, LitStr};
 use super::ast::{Fields, StepKw, EVENT_KEYS, HUMAN_KEYS};
 use super::calls::{parse_call, parse_child, parse_concurrency, parse_for_each, parse_ident_list};
 use super::ctxt::{did_you_mean, Ctxt};
+use super::human::{parse_approvals, parse_self_approval, parse_show, parse_title};
 use super::values::{
     first_span, list, parse_choice, parse_duration, parse_event_timeout, parse_on_timeout,
     parse_retry,
@@ -39,7 +40,7 @@ pub(super) fn parse_field(
                 "a human step has no `{name}`: it waits for a decision\nhelp: make it a `step` if it runs code; a human step takes {}",
                 list(HUMAN_KEYS)
             ),
-            (StepKw::Step, "assignee" | "on_timeout" | "prompt") => format!(
+            (StepKw::Step, "assignee" | "on_timeout" | "prompt" | "approvals" | "self_approval" | "title" | "show") => format!(
                 "`{name}` belongs to human checkpoints, not to `step {id}`\nhelp: write `human {id} -> Approval {{ ... }}` for a checkpoint"
             ),
             (StepKw::Event, "action" | "workflow" | "compensate" | "reconcile" | "effect" | "idempotent" | "for_each" | "spawn") => format!(
@@ -52,7 +53,7 @@ pub(super) fn parse_field(
             (StepKw::Event, "on_failure") => format!(
                 "event `{id}` fails only when its deadline passes, so it takes `on_timeout`, not `on_failure`\nhelp: write `on_timeout: continue` to go on without the payload (downstream sees `None`)"
             ),
-            (StepKw::Event, "assignee" | "prompt") => format!(
+            (StepKw::Event, "assignee" | "prompt" | "approvals" | "self_approval" | "title" | "show") => format!(
                 "`{name}` belongs to human checkpoints, not to `event {id}`\nhelp: write `human {id} -> Approval {{ ... }}` for a checkpoint"
             ),
             (StepKw::Human, "workflow" | "for_each" | "concurrency" | "on_item_failure") => format!(
@@ -218,6 +219,19 @@ pub(super) fn parse_field(
             .map(|v| (key.clone(), v))
         ),
         "workflow" => set!(workflow, parse_child(cx, key, value)),
+        "approvals" => set!(
+            approvals,
+            parse_approvals(cx, key, value).map(|v| (key.clone(), v))
+        ),
+        "self_approval" => set!(
+            self_approval,
+            parse_self_approval(cx, key, value).map(|v| (key.clone(), v))
+        ),
+        "title" => set!(
+            title,
+            parse_title(cx, key, value).map(|v| (key.clone(), v))
+        ),
+        "show" => set!(show, parse_show(cx, key, value).map(|v| (key.clone(), v))),
         _ => cx.error(key.span(), format!("unknown key `{name}`")),
     }
 }

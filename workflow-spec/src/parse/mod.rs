@@ -10,6 +10,7 @@ mod calls;
 pub mod check;
 pub mod ctxt;
 mod fields;
+pub mod human;
 mod nesting;
 pub mod schedule;
 mod values;
@@ -457,6 +458,14 @@ fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
                 Some(OnTimeoutAst::Abort | OnTimeoutAst::Continue) | None => OnTimeout::Abort,
             },
             prompt: fields.prompt.as_ref().map(|(_, lit)| lit.value()),
+            approvals: fields.approvals.as_ref().map_or(1, |(_, (n, _))| *n),
+            self_approval: fields.self_approval.as_ref().is_none_or(|(_, (v, _))| *v),
+            title: fields.title.as_ref().map(|(_, lit)| lit.value()),
+            show: fields
+                .show
+                .iter()
+                .flat_map(|(_, shown)| shown.iter().map(ast::ShownAst::path))
+                .collect(),
         }),
         StepKw::Event => StepKind::Event(EventStep {
             on_timeout: match fields.on_timeout.as_ref().map(|(_, v)| v) {

@@ -201,11 +201,7 @@ mod tests {
             doc: String::new(),
             output: if human { "Approval" } else { "()" }.to_owned(),
             kind: if human {
-                StepKind::Human(HumanStep {
-                    assignee: "mods".to_owned(),
-                    on_timeout: OnTimeout::Abort,
-                    prompt: None,
-                })
+                StepKind::Human(HumanStep::new("mods", OnTimeout::Abort))
             } else {
                 StepKind::Action(ActionStep {
                     call: Call {

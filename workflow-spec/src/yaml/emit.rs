@@ -101,6 +101,18 @@ pub fn export(spec: &Spec) -> Result<String, ExportError> {
                 if let Some(prompt) = &human.prompt {
                     let _ = writeln!(out, "    prompt: {}", quoted(prompt));
                 }
+                if human.approvals != 1 {
+                    let _ = writeln!(out, "    approvals: {}", human.approvals);
+                }
+                if !human.self_approval {
+                    out.push_str("    self_approval: false\n");
+                }
+                if let Some(title) = &human.title {
+                    let _ = writeln!(out, "    title: {}", quoted(title));
+                }
+                if !human.show.is_empty() {
+                    let _ = writeln!(out, "    show: [{}]", human.show.join(", "));
+                }
                 match &human.on_timeout {
                     OnTimeout::Escalate(group) => {
                         out.push_str("    on_timeout: escalate\n");

@@ -248,3 +248,333 @@ fn inbox_messages_become_decisions_or_refusals() {
         Event::MessageRefused { code, .. } if code == "finished"
     ));
 }
+
+const QUORUM: &str = r#"workflow W() {
+    human h -> Approval {
+        assignee: "a",
+        approvals: 2,
+        self_approval: false,
+        timeout: 1h,
+        on_timeout: escalate("b"),
+    }
+}"#;
+
+/// A machine for [`QUORUM`] started by `ana@a`, its task open.
+fn quorum_opened(spec: &Spec) -> Machine<'_> {
+    let mut machine = Machine::new(spec);
+    opened(&mut machine);
+    machine.apply(&Event::Initiated {
+        by: "ana@a".into(),
+        at: 0,
+    });
+    machine
+}
+
+fn approve(machine: &Machine<'_>, by: &str, at: Timestamp) -> Result<Event, DecisionError> {
+    machine.decide(
+        RunId(7),
+        "h",
+        by,
+        json!({"approved": true}),
+        at,
+        &members_of,
+        &Approvals,
+    )
+}
+
+#[test]
+fn a_quorum_needs_distinct_approvers_and_the_last_one_decides() {
+    let spec = spec(QUORUM);
+    let mut machine = quorum_opened(&spec);
+    let first = approve(&machine, "bob@a", 10).expect("admitted");
+    assert_eq!(
+        first,
+        Event::TaskApproved {
+            step: 0,
+            by: "bob@a".into(),
+            decision: json!({"approved": true}),
+            inbox: None,
+            at: 10,
+        },
+        "one approval of two leaves the task open"
+    );
+    machine.apply(&first);
+    assert_eq!(machine.approvers(0), ["bob@a"]);
+    assert!(machine.open_tasks().next().is_some());
+    assert_eq!(machine.status(), Status::Running);
+    assert_eq!(
+        approve(&machine, "bob@a", 11),
+        Err(DecisionError::AlreadyApproved {
+            step: "h".into(),
+            by: "bob@a".into()
+        }),
+        "the same person twice does not make a quorum"
+    );
+    let second = approve(&machine, "cy@a", 12).expect("admitted");
+    assert!(matches!(&second, Event::TaskDecided { by, .. } if by == "cy@a"));
+    machine.apply(&second);
+    assert_eq!(machine.status(), Status::Completed);
+    assert_eq!(machine.deciders()[0].as_deref(), Some("cy@a"));
+}
+
+#[test]
+fn a_rejection_by_anyone_rejects_a_quorum() {
+    let spec = spec(QUORUM);
+    let mut machine = quorum_opened(&spec);
+    let first = approve(&machine, "bob@a", 10).expect("admitted");
+    machine.apply(&first);
+    let rejected = machine
+        .decide(
+            RunId(7),
+            "h",
+            "cy@a",
+            json!({"approved": false, "comment": "no"}),
+            11,
+            &members_of,
+            &Approvals,
+        )
+        .expect("admitted");
+    assert!(matches!(
+        &rejected,
+        Event::TaskDecided { by, decision, .. } if by == "cy@a" && decision["approved"] == false
+    ));
+    machine.apply(&rejected);
+    assert_eq!(machine.status(), Status::Completed);
+    assert_eq!(machine.outputs()[0].as_ref().unwrap()["approved"], false);
+    // A rejection as the very first decision rejects at once too.
+    let mut machine = quorum_opened(&spec);
+    let rejected = machine
+        .decide(
+            RunId(7),
+            "h",
+            "bob@a",
+            json!({"approved": false}),
+            10,
+            &members_of,
+            &Approvals,
+        )
+        .expect("admitted");
+    assert!(matches!(rejected, Event::TaskDecided { .. }));
+    machine.apply(&rejected);
+    assert_eq!(machine.status(), Status::Completed);
+}
+
+#[test]
+fn the_initiator_may_not_decide_a_step_without_self_approval() {
+    let spec = spec(QUORUM);
+    let machine = quorum_opened(&spec);
+    assert_eq!(machine.initiator(), Some("ana@a"));
+    assert_eq!(
+        approve(&machine, "ana@a", 10),
+        Err(DecisionError::SelfApproval {
+            step: "h".into(),
+            by: "ana@a".into()
+        })
+    );
+    assert_eq!(
+        machine
+            .admit(RunId(7), "h", "ana@a", 10, None)
+            .map_err(|error| error.code()),
+        Err("self_approval"),
+        "refused without an authorizer too (the CLI's and the server's pre-check)"
+    );
+    assert_eq!(
+        machine
+            .delegate(RunId(7), "h", "ana@a", "bob@a", 10, Some(&members_of))
+            .map_err(|error| error.code()),
+        Err("self_approval"),
+        "nor hand it to a friend"
+    );
+    // Where self-approval is allowed (the default), the initiator decides like anyone.
+    let review = spec_of_review();
+    let mut allowed = Machine::new(&review);
+    opened(&mut allowed);
+    allowed.apply(&Event::Initiated {
+        by: "ana@a".into(),
+        at: 0,
+    });
+    assert!(matches!(
+        allowed.decide(
+            RunId(7),
+            "h",
+            "ana@a",
+            json!({"approved": true}),
+            10,
+            &members_of,
+            &Approvals
+        ),
+        Ok(Event::TaskDecided { .. })
+    ));
+}
+
+#[test]
+fn a_delegated_task_is_decided_by_the_delegate_before_the_same_deadline() {
+    let spec = spec(QUORUM);
+    let mut machine = quorum_opened(&spec);
+    let run = RunId(7);
+    assert_eq!(
+        machine
+            .delegate(run, "h", "eve@x", "c", 10, Some(&members_of))
+            .map_err(|error| error.code()),
+        Err("unauthorized"),
+        "only someone allowed to decide may delegate"
+    );
+    for to in ["", "  ", "a"] {
+        assert!(matches!(
+            machine.delegate(run, "h", "bob@a", to, 10, Some(&members_of)),
+            Err(DecisionError::InvalidDelegate { .. })
+        ));
+    }
+    let delegated = machine
+        .delegate(run, "h", "bob@a", "c", 10, Some(&members_of))
+        .expect("admitted");
+    assert_eq!(
+        delegated,
+        Event::TaskDelegated {
+            step: 0,
+            by: "bob@a".into(),
+            to: "c".into(),
+            inbox: None,
+            at: 10,
+        }
+    );
+    machine.apply(&delegated);
+    assert!(matches!(
+        &machine.states()[0],
+        StepState::Waiting { assignee, deadline: 3_600_000, escalated: false } if assignee == "c"
+    ));
+    assert!(
+        matches!(
+            approve(&machine, "cy@a", 11),
+            Err(DecisionError::Unauthorized { .. })
+        ),
+        "the former assignee no longer decides"
+    );
+    let first = approve(&machine, "dan@c", 11).expect("the delegate decides");
+    machine.apply(&first);
+    let second = approve(&machine, "eli@c", 12).expect("the delegate decides");
+    machine.apply(&second);
+    assert_eq!(machine.status(), Status::Completed);
+    // The deadline is unchanged: past it, the escalation still happens on time.
+    let mut late = quorum_opened(&spec);
+    late.apply(&delegated);
+    assert!(matches!(
+        next(&late, 3_600_000).as_slice(),
+        [Command::Journal(Event::TaskEscalated { to, .. })] if to == "b"
+    ));
+}
+
+#[test]
+fn quorum_and_delegation_messages_from_the_inbox_are_journaled_with_their_message() {
+    let spec = spec(QUORUM);
+    let run = RunId(7);
+    let mut machine = quorum_opened(&spec);
+    let item = |id: u64, message: Message| InboxItem {
+        id,
+        run,
+        message,
+        at: 5,
+    };
+    let decision = |by: &str| Message::Decision {
+        step: "h".into(),
+        by: by.into(),
+        decision: json!({"approved": true}),
+    };
+    let first = machine.take_in(run, &item(1, decision("bob@a")), 20, &members_of, &Approvals);
+    assert!(matches!(
+        &first,
+        Event::TaskApproved { inbox: Some(1), at: 20, by, .. } if by == "bob@a"
+    ));
+    machine.apply(&first);
+    let again = machine.take_in(run, &item(2, decision("bob@a")), 21, &members_of, &Approvals);
+    assert!(matches!(
+        &again,
+        Event::MessageRefused { inbox: 2, code, .. } if code == "already_approved"
+    ));
+    machine.apply(&again);
+    let own = machine.take_in(run, &item(3, decision("ana@a")), 22, &members_of, &Approvals);
+    assert!(matches!(
+        &own,
+        Event::MessageRefused { inbox: 3, code, .. } if code == "self_approval"
+    ));
+    machine.apply(&own);
+    let delegate = Message::Delegate {
+        step: "h".into(),
+        by: "eve@x".into(),
+        to: "c".into(),
+    };
+    let refused = machine.take_in(run, &item(4, delegate), 23, &members_of, &Approvals);
+    assert!(
+        matches!(&refused, Event::MessageRefused { code, .. } if code == "unauthorized"),
+        "an outsider may not delegate: {refused:?}"
+    );
+    machine.apply(&refused);
+    let delegate = Message::Delegate {
+        step: "h".into(),
+        by: "bob@a".into(),
+        to: "c".into(),
+    };
+    let delegated = machine.take_in(run, &item(5, delegate), 24, &members_of, &Approvals);
+    assert!(matches!(
+        &delegated,
+        Event::TaskDelegated { inbox: Some(5), at: 24, to, .. } if to == "c"
+    ));
+    machine.apply(&delegated);
+    assert_eq!(machine.inbox_cursor(), 5);
+    let last = machine.take_in(run, &item(6, decision("dan@c")), 25, &members_of, &Approvals);
+    assert!(
+        matches!(&last, Event::TaskDecided { inbox: Some(6), .. }),
+        "bob's approval before the delegation counts towards the quorum"
+    );
+    machine.apply(&last);
+    assert_eq!(machine.status(), Status::Completed);
+}
+
+#[test]
+fn a_replayed_journal_keeps_the_quorum_the_initiator_and_the_delegate() {
+    let spec = spec(QUORUM);
+    let events = [
+        run_started(false),
+        Event::Initiated {
+            by: "ana@a".into(),
+            at: 0,
+        },
+        Event::TaskOpened {
+            step: 0,
+            assignee: "a".into(),
+            prompt: None,
+            deadline: 3_600_000,
+            at: 0,
+        },
+        Event::TaskApproved {
+            step: 0,
+            by: "bob@a".into(),
+            decision: json!({"approved": true}),
+            inbox: None,
+            at: 1,
+        },
+        Event::TaskDelegated {
+            step: 0,
+            by: "cy@a".into(),
+            to: "c".into(),
+            inbox: None,
+            at: 2,
+        },
+    ];
+    let machine = Machine::replay(&spec, &events);
+    assert_eq!(machine.initiator(), Some("ana@a"));
+    assert_eq!(machine.approvers(0), ["bob@a"]);
+    assert!(matches!(&machine.states()[0], StepState::Waiting { assignee, .. } if assignee == "c"));
+    // Journals written before these events existed read as before: an old journal's
+    // events parse, and a step without `approvals` needs one.
+    let old: Event = serde_json::from_value(json!({
+        "event": "task_decided", "step": 0, "by": "x", "decision": {"approved": true}, "at": 3
+    }))
+    .expect("an old event parses");
+    assert!(matches!(old, Event::TaskDecided { inbox: None, .. }));
+    assert_eq!(Machine::new(&spec_of_review()).approvals_needed(0), 1);
+}
+
+fn spec_of_review() -> Spec {
+    spec(REVIEW)
+}

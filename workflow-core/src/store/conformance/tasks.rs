@@ -181,6 +181,39 @@ pub(super) async fn tasks_are_indexed(store: Arc<dyn Store>) {
     );
     agrees(store).await;
 
+    // A delegation hands the task over, deadline and first opening kept.
+    let before = open(store, TaskFilter::default())
+        .await
+        .into_iter()
+        .find(|t| (t.run, t.step) == (b, 2))
+        .expect("task 2 of b is open");
+    append(
+        store,
+        b,
+        &[Event::TaskDelegated {
+            step: 2,
+            by: before.assignee.clone(),
+            to: "alice".to_owned(),
+            inbox: None,
+            at: 5_500,
+        }],
+    )
+    .await;
+    let alice = open(
+        store,
+        TaskFilter {
+            assignees: Some(vec!["alice".to_owned()]),
+            ..TaskFilter::default()
+        },
+    )
+    .await;
+    assert_eq!(keys(&alice), [(b.0, 2)]);
+    assert_eq!(
+        (alice[0].deadline, alice[0].opened_at, alice[0].escalated),
+        (before.deadline, before.opened_at, false)
+    );
+    agrees(store).await;
+
     // Decided, expired: gone, in the same commit.
     append(store, b, &[decided(1, 6_000)]).await;
     append(store, c, &[Event::TaskExpired { step: 3, at: 7_000 }]).await;

@@ -170,6 +170,14 @@ pub(super) async fn apply(
                 .execute(&mut *conn)
                 .await?;
             }
+            TaskChange::Delegate { step, assignee } => {
+                sqlx::query("UPDATE open_tasks SET assignee = $3 WHERE run_id = $1 AND step = $2")
+                    .bind(int(run.0))
+                    .bind(*step as i64)
+                    .bind(assignee)
+                    .execute(&mut *conn)
+                    .await?;
+            }
             TaskChange::Close { step } => {
                 sqlx::query("DELETE FROM open_tasks WHERE run_id = $1 AND step = $2")
                     .bind(int(run.0))

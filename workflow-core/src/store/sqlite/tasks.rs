@@ -115,6 +115,14 @@ pub(super) fn apply(db: &Db, run: RunId, changes: &[TaskChange]) -> Result<(), S
                     .and_then(|mut s| s.execute(params![run.0, step, assignee, deadline]))
                     .map_err(&fail)?;
             }
+            TaskChange::Delegate { step, assignee } => {
+                db.conn
+                    .prepare_cached(
+                        "UPDATE open_tasks SET assignee = ?3 WHERE run_id = ?1 AND step = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![run.0, step, assignee]))
+                    .map_err(&fail)?;
+            }
             TaskChange::Close { step } => {
                 db.conn
                     .prepare_cached("DELETE FROM open_tasks WHERE run_id = ?1 AND step = ?2")

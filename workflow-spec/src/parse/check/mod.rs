@@ -1,6 +1,7 @@
 //! The compile-time checks, one function per rule. Each records its errors in the
 //! [`Ctxt`] and never stops the others.
 
+pub mod human;
 pub mod language;
 mod reads;
 pub mod schedule;
@@ -30,6 +31,9 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     timeouts(cx, ast);
     retry_policies(cx, ast);
     human_checkpoints(cx, ast);
+    human::approvals(cx, ast);
+    human::titles(cx, ast, names);
+    human::shows(cx, ast, names);
     handle_names_not_shadowed(cx, ast);
     external_effects(cx, ast);
     upstream_only_calls(cx, ast, names);

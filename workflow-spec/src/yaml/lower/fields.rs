@@ -127,7 +127,7 @@ pub(super) fn field(
             "write `retry: { max_attempts: 3, backoff: exponential }`",
             &[],
         ),
-        "assignee" | "prompt" => {
+        "assignee" | "prompt" | "title" => {
             if let Node::Scalar(text) = value {
                 out.at(key.pos, name);
                 out.push(": ");
