@@ -32,6 +32,8 @@
 //!   scoped to the endpoint and workflow, used as the start's idempotency key.
 //! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
 //!   diagrams; errors are [`ApiError`]s with stable codes.
+//! - [`schedules`]: `/api/schedules/...`: schedules with their next fire times; create,
+//!   pause, resume, trigger, backfill, delete; the ticks they missed.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
 //! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
@@ -56,6 +58,7 @@ pub mod intake;
 mod json;
 pub mod metrics;
 pub mod permissions;
+pub mod schedules;
 mod view;
 
 use std::fmt;
@@ -244,7 +247,8 @@ impl Server {
         let mut router = Router::new()
             .merge(api::routes())
             .merge(inbox::routes())
-            .merge(metrics::routes());
+            .merge(metrics::routes())
+            .merge(schedules::routes());
         for webhook in self.webhooks {
             router = webhook.mount(router);
         }

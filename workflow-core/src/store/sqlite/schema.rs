@@ -88,6 +88,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL,
         crc INTEGER NOT NULL
     ) WITHOUT ROWID;",
+    // Schedules' missed ticks: one row per run of consecutive ticks decided missed.
+    "CREATE TABLE schedule_missed (
+        schedule TEXT NOT NULL,
+        first INTEGER NOT NULL,
+        last INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        crc INTEGER NOT NULL,
+        PRIMARY KEY (schedule, first)
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version whose migration adds the checksums.
