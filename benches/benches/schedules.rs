@@ -1,5 +1,8 @@
-//! B16 (SQLite, one worker): N schedules (10 000, or `B16_SCHEDULES`) firing every minute
-//! on one engine over one SQLite file, for M minutes (2, or `B16_MINUTES`) of real time.
+//! B16: N schedules (10 000, or `B16_SCHEDULES`) firing every minute for M minutes (2, or
+//! `B16_MINUTES`) of real time: on one engine over one SQLite file, or with
+//! `B16_STORE=postgres` on two engines (two workers, each with its own connection pool)
+//! sharing one PostgreSQL schema (`WORKFLOW_TEST_DATABASE_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`).
 //!
 //! Prints: the time to create the schedules; the resident memory per idle schedule
 //! (growth of `/proc/self/statm` over creating them, before any tick, divided by N); the
@@ -8,13 +11,15 @@
 //! tick started exactly one run. Not a criterion benchmark: one measurement, printed.
 //! Linux only.
 //!
-//! Run with `cargo bench -p benches --bench schedules`.
+//! Run with `cargo bench -p benches --bench schedules` (SQLite) or
+//! `B16_STORE=postgres cargo bench -p benches --bench schedules`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sqlx::{Connection, Executor};
 use workflow_core::schedule::{Overlap, Schedule};
-use workflow_core::store::{RunFilter, SqliteStore, Store};
+use workflow_core::store::{PgOptions, PgStore, RunFilter, SqliteStore, Store};
 use workflow_core::{workflow, Engine, StepError, Tick};
 
 /// The lag of every tick that ran, in ms.
@@ -73,6 +78,36 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[index]
 }
 
+/// The stores of the engines (one SQLite store, or two pools on one PostgreSQL schema),
+/// what the bench is called, and how to clean up.
+async fn stores(dir: &std::path::Path) -> (Vec<Arc<dyn Store>>, String, Option<(String, String)>) {
+    if std::env::var("B16_STORE").as_deref() != Ok("postgres") {
+        // The default options: durable commits (`synchronous = FULL`).
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("b16.db")).unwrap());
+        return (vec![store], "SQLite, 1 worker".to_owned(), None);
+    }
+    let url = std::env::var("WORKFLOW_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = format!("wfb_b16_{}", std::process::id());
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..2 {
+        let options = PgOptions {
+            schema: schema.clone(),
+            max_connections: 8,
+            ..PgOptions::default()
+        };
+        let store = PgStore::connect_with(&url, options)
+            .await
+            .unwrap_or_else(|e| panic!("no PostgreSQL store at {url}: {e}"));
+        stores.push(Arc::new(store));
+    }
+    (
+        stores,
+        "PostgreSQL, 2 workers".to_owned(),
+        Some((url, schema)),
+    )
+}
+
 fn main() {
     let schedules = env_or("B16_SCHEDULES", 10_000);
     let minutes = env_or("B16_MINUTES", 2) as u64;
@@ -83,11 +118,22 @@ fn main() {
     runtime.block_on(async move {
         let dir = std::env::temp_dir().join(format!("workflow-b16-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        // The default options: durable commits (`synchronous = FULL`).
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("b16.db")).unwrap());
-        let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
+        let (stores, label, cleanup) = stores(&dir).await;
+        let store = Arc::clone(&stores[0]);
         let lags = Arc::new(Lags::default());
-        engine.register::<Minutely>(Arc::clone(&lags)).unwrap();
+        let engines: Vec<Engine> = stores
+            .iter()
+            .enumerate()
+            .map(|(i, store)| {
+                let engine = Engine::builder()
+                    .shared_store(Arc::clone(store))
+                    .owner(format!("b16-worker-{i}"))
+                    .build();
+                engine.register::<Minutely>(Arc::clone(&lags)).unwrap();
+                engine
+            })
+            .collect();
+        let engine = engines[0].clone();
 
         let rss_before = rss_bytes();
         let created = Instant::now();
@@ -101,9 +147,13 @@ fn main() {
                 .unwrap();
         }
         let creating = created.elapsed();
+        // Every worker's scheduler runs.
+        for engine in &engines {
+            let _ = engine.schedules();
+        }
         let rss_idle = rss_bytes();
         println!(
-            "B16 SQLite, 1 worker: {schedules} schedules created in {:.2} s; resident memory +{:.0} B per idle schedule",
+            "B16 {label}: {schedules} schedules created in {:.2} s; resident memory +{:.0} B per idle schedule",
             creating.as_secs_f64(),
             rss_idle.saturating_sub(rss_before) as f64 / schedules as f64
         );
@@ -149,7 +199,16 @@ fn main() {
             keys.len(),
             runs.len() == keys.len()
         );
-        engine.shutdown();
+        for engine in &engines {
+            engine.shutdown();
+        }
+        if let Some((url, schema)) = cleanup {
+            if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
+                let _ = conn
+                    .execute(format!("DROP SCHEMA IF EXISTS {schema} CASCADE").as_str())
+                    .await;
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     });
 }

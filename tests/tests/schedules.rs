@@ -317,8 +317,12 @@ async fn overlap_cancel_previous_cancels_the_run_in_flight() {
 
 /// An hourly schedule with a 6-hour window under `catchup`: an engine runs it for an
 /// hour, stops, the store sits for three days, and a new engine takes over. Returns the
-/// ticks run after the downtime (hours from T0), and the row.
-async fn three_days_down(kind: Kind, catchup: Catchup) -> (Vec<u64>, ScheduleRow) {
+/// ticks run after the downtime (hours from T0), the row, and its missed-tick records as
+/// (first hour, last hour, count).
+async fn three_days_down(
+    kind: Kind,
+    catchup: Catchup,
+) -> (Vec<u64>, ScheduleRow, Vec<(u64, u64, u64)>) {
     let store = store(kind);
     let clock = TokioClock::starting_at(T0);
     let env = Arc::new(Env::default());
@@ -346,17 +350,28 @@ async fn three_days_down(kind: Kind, catchup: Catchup) -> (Vec<u64>, ScheduleRow
         .map(|t| (t - T0) / 3_600_000)
         .collect();
     let row = row(&store, "hourly").await;
+    let hour = |at: Timestamp| (at - T0) / 3_600_000;
+    let missed = after
+        .schedules()
+        .missed("hourly", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| (hour(m.first), hour(m.last), m.count))
+        .collect();
     after.shutdown();
-    (ran, row)
+    (ran, row, missed)
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_three_days_latest_runs_one_tick_and_counts_the_rest_missed() {
     for kind in [Kind::Memory, Kind::Sqlite] {
-        let (ran, row) = three_days_down(kind, Catchup::Latest).await;
+        let (ran, row, missed) = three_days_down(kind, Catchup::Latest).await;
         // Back at 73:31; due: hours 2..=73 (72 ticks); the newest, 73, runs.
         assert_eq!(ran, [73], "{kind:?}");
         assert_eq!(row.state.missed, 71, "{kind:?}");
+        // The missed ticks are a durable record, not only a count.
+        assert_eq!(missed, [(2, 72, 71)], "{kind:?}");
         assert_eq!(row.state.last_missed, Some(T0 + 72 * 3_600_000));
         assert_eq!(row.state.after, T0 + 73 * 3_600_000);
     }
@@ -365,18 +380,20 @@ async fn after_three_days_latest_runs_one_tick_and_counts_the_rest_missed() {
 #[tokio::test(start_paused = true)]
 async fn after_three_days_all_runs_at_most_n_within_the_window() {
     for kind in [Kind::Memory, Kind::Sqlite] {
-        let (ran, row) = three_days_down(kind, Catchup::All { max: 4 }).await;
+        let (ran, row, missed) = three_days_down(kind, Catchup::All { max: 4 }).await;
         assert_eq!(ran, [70, 71, 72, 73], "{kind:?}");
         assert_eq!(row.state.missed, 68, "{kind:?}");
+        assert_eq!(missed, [(2, 69, 68)], "{kind:?}");
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_three_days_none_runs_nothing() {
     for kind in [Kind::Memory, Kind::Sqlite] {
-        let (ran, row) = three_days_down(kind, Catchup::None).await;
+        let (ran, row, missed) = three_days_down(kind, Catchup::None).await;
         assert!(ran.is_empty(), "{kind:?}: {ran:?}");
         assert_eq!(row.state.missed, 72, "{kind:?}");
+        assert_eq!(missed, [(2, 73, 72)], "{kind:?}");
     }
 }
 
@@ -465,6 +482,39 @@ fn missed_ticks_and_lag_are_measured() {
 }
 
 // ----------------------------------------------------- pause, resume, trigger, backfill
+
+#[tokio::test(start_paused = true)]
+async fn a_scheduled_run_names_its_tick() {
+    let store = store(Kind::Memory);
+    let env = Arc::new(Env::default());
+    let mut schedule = every_minute(Overlap::Allow);
+    schedule.jitter = Some(Duration::from_secs(20));
+    let engine = engine(&store, TokioClock::starting_at(T0), &env);
+    engine
+        .schedules()
+        .create("minutely", "Job", schedule)
+        .await
+        .unwrap();
+    tokio::time::sleep(MINUTE + Duration::from_secs(30)).await;
+    let started = runs(&store).await;
+    assert_eq!(started.len(), 1);
+    let events = store.load(started[0].id).await.unwrap().unwrap().events;
+    let tick = Tick::of_run(&started[0], &events).expect("a scheduled run names its tick");
+    let given = env.ticks.lock().unwrap()[0].clone();
+    assert_eq!(tick, given, "the tick the run was given");
+    assert_eq!(tick.schedule, "minutely");
+    assert_eq!(tick.scheduled, T0 + 60_000);
+    assert!(tick.fired >= tick.scheduled && tick.fired <= tick.scheduled + 21_000);
+    // A run started by hand names no tick, even with a Tick as its input.
+    let manual = engine
+        .start::<Job>(JobInput { tick: given })
+        .await
+        .unwrap()
+        .id();
+    let stored = store.load(manual).await.unwrap().unwrap();
+    assert_eq!(Tick::of_run(&stored.record, &stored.events), None);
+    engine.shutdown();
+}
 
 #[tokio::test(start_paused = true)]
 async fn pause_resume_trigger_delete() {

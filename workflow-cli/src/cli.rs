@@ -398,6 +398,20 @@ pub enum SchedulesCommand {
     /// Run the ticks of a past range; `--dry-run` lists them and runs nothing. A tick that
     /// ran already is not run again.
     Backfill(BackfillArgs),
+    /// The ticks a schedule missed (too old for its window, or left out by its catch-up
+    /// policy), newest first: each record a range of consecutive ticks and its count.
+    Missed(MissedArgs),
+}
+
+/// The arguments of `workflow schedules missed`.
+#[derive(Debug, Args)]
+pub struct MissedArgs {
+    /// The schedule's id.
+    #[arg(value_name = "SCHEDULE")]
+    pub id: String,
+    /// How many records to show, newest first.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
 }
 
 /// The arguments of `workflow schedules list`.

@@ -12,7 +12,7 @@
 //!   checked by the run's machine and left in the run's inbox for the engine that drives
 //!   it, which admits the approver with its authorizer.
 //! - `workflow dead list | retry RUN`: failed runs, and sending them back to the engine.
-//! - `workflow schedules list | pause | resume | trigger | delete | backfill`: schedules
+//! - `workflow schedules list | pause | resume | trigger | delete | backfill | missed`: schedules
 //!   with their next fire times in their zones; triggers and backfills are left in the
 //!   schedule's row for an engine to start.
 //! - `workflow serve`: the HTTP API and approval inbox of `workflow-server` over the store.
@@ -118,6 +118,7 @@ fn run(cli: Cli) -> Result<String> {
                     SchedulesCommand::Backfill(args) => {
                         schedules::backfill(&*store, args, json).await
                     }
+                    SchedulesCommand::Missed(args) => schedules::missed(&*store, args, json).await,
                 }
             })
         }

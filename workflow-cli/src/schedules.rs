@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use workflow_core::schedule::rows::{self, RowError, ScheduleInfo};
 use workflow_core::store::Store;
 
-use crate::cli::{BackfillArgs, ScheduleIdArgs, ScheduleListArgs};
+use crate::cli::{BackfillArgs, MissedArgs, ScheduleIdArgs, ScheduleListArgs};
 use crate::error::{CliError, Result};
 use crate::text::{duration, now_ms, relative, rfc3339, table, timestamp};
 
@@ -176,4 +176,44 @@ pub async fn backfill(store: &dyn Store, args: &BackfillArgs, json: bool) -> Res
         out.push_str(&format!("  {local}\n"));
     }
     Ok(out)
+}
+
+/// Runs `workflow schedules missed`.
+pub async fn missed(store: &dyn Store, args: &MissedArgs, json: bool) -> Result<String> {
+    rows::get(store, &args.id).await?;
+    let records = store.missed_ticks(&args.id, args.limit.max(1)).await?;
+    if json {
+        let list: Vec<Value> = records
+            .iter()
+            .map(|m| {
+                json!({
+                    "first": rfc3339(m.first),
+                    "first_ms": m.first,
+                    "last": rfc3339(m.last),
+                    "last_ms": m.last,
+                    "count": m.count,
+                    "recorded_at": rfc3339(m.recorded_at),
+                })
+            })
+            .collect();
+        return Ok(format!(
+            "{:#}\n",
+            json!({ "schedule": args.id, "missed": list })
+        ));
+    }
+    if records.is_empty() {
+        return Ok(format!("schedule {} missed no ticks\n", args.id));
+    }
+    let lines: Vec<Vec<String>> = records
+        .iter()
+        .map(|m| {
+            vec![
+                timestamp(m.first),
+                timestamp(m.last),
+                m.count.to_string(),
+                timestamp(m.recorded_at),
+            ]
+        })
+        .collect();
+    Ok(table(&["FIRST", "LAST", "TICKS", "RECORDED"], &lines))
 }

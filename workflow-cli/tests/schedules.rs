@@ -245,10 +245,103 @@ fn schedules_are_listed_paused_resumed_backfilled_and_triggered() {
         .as_str()
         .is_some_and(|r| r.starts_with("run-")));
 
+    // The run names the tick that started it.
+    let run = listed[0]["last_run"].as_str().unwrap();
+    let shown = workflow(&db, &["runs", "show", run]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .contains("tick:     schedule weekday-report, scheduled "),
+        "{}",
+        shown.stdout
+    );
+    let shown = json(&workflow(&db, &["--json", "runs", "show", run]));
+    assert_eq!(shown["tick"]["schedule"], "weekday-report");
+    assert!(shown["tick"]["scheduled"].as_u64().is_some());
+    let manual = rt.block_on(async {
+        let engine = engine(&db);
+        let tick = Tick {
+            schedule: "weekday-report".into(),
+            scheduled: 0,
+            fired: 0,
+        };
+        let run = engine
+            .start::<Report>(ReportInput { tick })
+            .await
+            .unwrap()
+            .id();
+        engine.shutdown();
+        run
+    });
+    let shown = json(&workflow(
+        &db,
+        &["--json", "runs", "show", &manual.to_string()],
+    ));
+    assert!(shown["tick"].is_null(), "a run started by hand: {shown}");
+
     let deleted = workflow(&db, &["schedules", "delete", "weekday-report"]);
     assert_eq!(deleted.code, 0, "{}", deleted.stderr);
     assert_eq!(
         workflow(&db, &["schedules", "list"]).stdout,
         "no schedules\n"
+    );
+}
+
+#[test]
+fn missed_ticks_are_listed_from_the_store() {
+    let db = temp_db();
+    let rt = runtime();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    rt.block_on(async {
+        let engine = engine(&db);
+        // A schedule whose last decided tick was three days ago, as after an outage: the
+        // engine runs none of the missed hourly ticks and records them.
+        let mut hourly = Schedule::new("0 * * * *");
+        hourly.catchup = workflow_core::schedule::Catchup::None;
+        engine
+            .store()
+            .put_schedule("hourly", "Report", &hourly, now - 72 * 3_600_000)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let info = engine.schedules().get("hourly", 1).await.unwrap();
+            if info.row.state.missed > 0 {
+                assert!((71..=73).contains(&info.row.state.missed), "{info:?}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the engine records the missed ticks"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        engine.shutdown();
+    });
+    let listed = json(&workflow(&db, &["--json", "schedules", "missed", "hourly"]));
+    let records = listed["missed"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{listed}");
+    let count = records[0]["count"].as_u64().unwrap();
+    assert!((71..=73).contains(&count), "{listed}");
+    let first = records[0]["first_ms"].as_u64().unwrap();
+    let last = records[0]["last_ms"].as_u64().unwrap();
+    assert_eq!(
+        (last - first) / 3_600_000 + 1,
+        count,
+        "consecutive hourly ticks"
+    );
+    let text = workflow(&db, &["schedules", "missed", "hourly"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.starts_with("FIRST"), "{}", text.stdout);
+    assert!(text.stdout.contains(&count.to_string()), "{}", text.stdout);
+    let unknown = workflow(&db, &["schedules", "missed", "nightly"]);
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown.stderr.contains("no schedule `nightly`"),
+        "{}",
+        unknown.stderr
     );
 }

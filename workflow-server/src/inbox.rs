@@ -417,7 +417,11 @@ async fn run_page(
     if let Some(note) = &detail.note {
         body.raw(" — ").text(note);
     }
-    body.raw("</p><figure id=\"diagram\">")
+    body.raw("</p>");
+    if let Some(tick) = &detail.tick {
+        scheduled_by(&mut body, tick);
+    }
+    body.raw("<figure id=\"diagram\">")
         // The diagram is drawn from the spec (identifiers written in code), never from
         // payloads or people's text.
         .raw(&loaded.svg())
@@ -498,6 +502,18 @@ async fn run_page(
         &body.finish(),
     );
     Ok(HtmlBody(html).into_response())
+}
+
+/// Which schedule's tick started the run: its scheduled time and when it fired.
+fn scheduled_by(body: &mut Html, tick: &workflow_core::Tick) {
+    body.raw("<p id=\"tick\">Started by schedule ")
+        .element("b", &tick.schedule)
+        .raw(" for its tick of ")
+        .element("time", &rfc3339(tick.scheduled))
+        .raw(", fired ")
+        .element("time", &rfc3339(tick.fired))
+        .text(&format!(" (lag {:.1} s)", tick.lag_ms() as f64 / 1000.0))
+        .raw("</p>");
 }
 
 /// What the person just decided, on the page the decision form answers with: the decision

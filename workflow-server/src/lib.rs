@@ -32,6 +32,8 @@
 //!   scoped to the endpoint and workflow, used as the start's idempotency key.
 //! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
 //!   diagrams; errors are [`ApiError`]s with stable codes.
+//! - [`schedules`]: `/api/schedules/...`: schedules with their next fire times; create,
+//!   pause, resume, trigger, backfill, delete; the ticks they missed.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
@@ -59,6 +61,7 @@ pub mod links;
 pub mod metrics;
 pub mod permissions;
 mod tasks;
+pub mod schedules;
 mod view;
 
 use std::fmt;
@@ -260,7 +263,8 @@ impl Server {
             .merge(api::routes())
             .merge(inbox::routes())
             .merge(metrics::routes())
-            .merge(links::routes());
+            .merge(links::routes())
+            .merge(schedules::routes());
         for webhook in self.webhooks {
             router = webhook.mount(router);
         }

@@ -91,11 +91,14 @@ pub enum Action {
     /// Read `/metrics`: figures over every workflow, so it is asked for the workflow `*`
     /// (a role granted on every workflow).
     ViewMetrics,
+    /// Change a workflow's schedules: create, pause, resume, trigger, backfill, delete
+    /// (seeing them is [`Action::View`]).
+    Schedule,
 }
 
 impl Action {
     /// Every action, in a stable order.
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 9] = [
         Action::Start,
         Action::View,
         Action::ViewPayloads,
@@ -104,6 +107,7 @@ impl Action {
         Action::SendEvent,
         Action::Decide,
         Action::ViewMetrics,
+        Action::Schedule,
     ];
 
     /// Its name in messages (`start`, `view_payloads`...).
@@ -117,6 +121,7 @@ impl Action {
             Action::SendEvent => "send_event",
             Action::Decide => "decide",
             Action::ViewMetrics => "view_metrics",
+            Action::Schedule => "schedule",
         }
     }
 }
@@ -192,7 +197,8 @@ where
 pub enum Role {
     /// Sees runs: status, steps, timeline, audit trail, diagram, tasks.
     Viewer,
-    /// A viewer who also starts, cancels and retries runs and sends events.
+    /// A viewer who also starts, cancels and retries runs, sends events and changes
+    /// schedules.
     Operator,
     /// Sees payloads (inputs, outputs, event payloads) of the runs it may view.
     Payloads,

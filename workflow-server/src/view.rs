@@ -10,7 +10,7 @@ use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::render::{svg_with_states, StepMark};
 use workflow_core::spec::Spec;
 use workflow_core::store::RunRecord;
-use workflow_core::{Engine, RunId, RunView};
+use workflow_core::{Engine, RunId, RunView, Tick};
 
 use crate::error::ApiError;
 
@@ -30,6 +30,9 @@ pub struct RunDetail {
     pub note: Option<String>,
     /// The start's idempotency key (a webhook's event id).
     pub idempotency_key: Option<String>,
+    /// The schedule's tick that started it (schedule id, scheduled time, fire time; ms),
+    /// when a schedule started it.
+    pub tick: Option<Tick>,
     /// Created, ms since the epoch.
     pub created_at: Timestamp,
     /// Last status change, ms since the epoch.
@@ -176,6 +179,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         .iter()
         .filter_map(|e| audit_entry(e, &name))
         .collect();
+    let tick = Tick::of_run(&view.record, &events);
     let record = view.record;
     Ok(Loaded {
         detail: RunDetail {
@@ -184,6 +188,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
             status: record.status.as_str(),
             note: record.note,
             idempotency_key: record.idempotency_key,
+            tick,
             created_at: record.created_at,
             updated_at: record.updated_at,
             input,

@@ -1,6 +1,6 @@
 //! One permission policy for every API route and inbox page, over real loopback TCP: the
-//! matrix of every route × {anonymous, outsider, approver, viewer, operator, another
-//! workflow's operator}, lists filtered to what the caller may see, a run the caller may not
+//! matrix of every route (runs, tasks, dead letters, schedules, `/metrics`, the inbox) ×
+//! {anonymous, outsider, approver, viewer, operator, another workflow's operator}, lists filtered to what the caller may see, a run the caller may not
 //! see answering exactly as one that does not exist, and a policy that cannot answer
 //! answering 503 with nothing changed.
 
@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use axum::http::{Method, StatusCode};
 use common::*;
 use serde_json::json;
+use workflow_core::schedule::Schedule;
 use workflow_core::store::RunStatus;
 use workflow_core::{Approval, Engine, RunId};
 use workflow_server::{Action, Csrf, Identity, PolicyError, Roles, Server, TrustedHeader};
@@ -61,6 +62,13 @@ async fn fixture() -> Fixture {
         .unwrap();
     wait_for_status(&engine, failed, RunStatus::Failed).await;
     desk.broken.store(false, Ordering::SeqCst);
+    // A schedule of Nightly (Triage's viewer sees it, its operator changes it) that fires
+    // only on New Year's Day.
+    engine
+        .schedules()
+        .create(SCHEDULE, "Nightly", Schedule::new("0 0 1 1 *"))
+        .await
+        .unwrap();
     let shipment = engine
         .start::<Shipment>(ShipmentInput {
             order: "O-1".into(),
@@ -77,6 +85,9 @@ async fn fixture() -> Fixture {
         shipment,
     }
 }
+
+/// The fixture's schedule.
+const SCHEDULE: &str = "nightly-report";
 
 const CALLERS: [Option<&str>; 6] = [
     None,
@@ -140,6 +151,7 @@ const UNAUTH: (u16, &str) = (401, "unauthenticated");
 const HIDDEN: (u16, &str) = (404, "unknown_run");
 const FORBIDDEN: (u16, &str) = (403, "forbidden");
 const OK: (u16, &str) = (200, "");
+const NO_SCHEDULE: (u16, &str) = (404, "unknown_schedule");
 
 fn check(route: &str, who: Option<&str>, answer: &Answer, expected: (u16, &str)) {
     assert_eq!(
@@ -177,6 +189,22 @@ async fn every_route_answers_each_caller_by_the_policy() {
             (
                 format!("/inbox/runs/{a}"),
                 [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
+            ),
+            ("/api/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            (
+                format!("/api/schedules/{SCHEDULE}"),
+                [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, OK, OK, NO_SCHEDULE],
+            ),
+            (
+                format!("/api/schedules/{SCHEDULE}/missed"),
+                [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, OK, OK, NO_SCHEDULE],
+            ),
+            // Metrics span every workflow: only a role on `*` reads them.
+            (
+                "/metrics".into(),
+                [
+                    UNAUTH, FORBIDDEN, FORBIDDEN, FORBIDDEN, FORBIDDEN, FORBIDDEN,
+                ],
             ),
         ];
         for (path, row) in &get_rows {
@@ -221,6 +249,16 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 letters,
                 [0, 0, 1, 1, 1, 0][column],
                 "dead letters of {}",
+                name(who)
+            );
+            let schedules = call(addr, Method::GET, "/api/schedules", who, None)
+                .await
+                .json();
+            let schedules = schedules["schedules"].as_array().unwrap().len();
+            assert_eq!(
+                schedules,
+                [0, 0, 0, 1, 1, 0][column],
+                "schedules of {}",
                 name(who)
             );
             let inbox = call(addr, Method::GET, "/inbox", who, None).await.body;
@@ -292,6 +330,88 @@ async fn every_route_answers_each_caller_by_the_policy() {
         for (path, body, row) in post_rows {
             let answer = call(addr, Method::POST, &path, who, body).await;
             check(&format!("POST {path}"), who, &answer, row[column]);
+        }
+        // Schedules: seeing one takes a viewer of its workflow, changing it an operator;
+        // one the caller may not see answers as a missing one.
+        let change: Row = [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, FORBIDDEN, OK, NO_SCHEDULE];
+        let started: Row = [
+            UNAUTH,
+            NO_SCHEDULE,
+            NO_SCHEDULE,
+            FORBIDDEN,
+            (201, ""),
+            NO_SCHEDULE,
+        ];
+        let week =
+            json!({"from": "2026-03-02T00:00:00Z", "to": "2026-03-09T00:00:00Z", "dry_run": true});
+        let schedule_rows: Vec<(Method, String, Option<serde_json::Value>, Row)> = vec![
+            (
+                Method::POST,
+                format!("/api/schedules/{SCHEDULE}/pause"),
+                None,
+                change,
+            ),
+            (
+                Method::POST,
+                format!("/api/schedules/{SCHEDULE}/resume"),
+                None,
+                change,
+            ),
+            (
+                Method::POST,
+                format!("/api/schedules/{SCHEDULE}/trigger"),
+                None,
+                started,
+            ),
+            (
+                Method::POST,
+                format!("/api/schedules/{SCHEDULE}/backfill"),
+                Some(week),
+                change,
+            ),
+            (
+                Method::POST,
+                "/api/schedules".into(),
+                Some(json!({"id": "made-over-http", "workflow": "Nightly", "cron": "0 3 * * *"})),
+                [
+                    UNAUTH,
+                    FORBIDDEN,
+                    FORBIDDEN,
+                    FORBIDDEN,
+                    (201, ""),
+                    FORBIDDEN,
+                ],
+            ),
+            (
+                Method::DELETE,
+                format!("/api/schedules/{SCHEDULE}"),
+                Some(json!({})),
+                change,
+            ),
+        ];
+        for (method, path, body, row) in schedule_rows {
+            let answer = call(addr, method.clone(), &path, who, body).await;
+            check(&format!("{method} {path}"), who, &answer, row[column]);
+        }
+        // Whoever was refused changed no schedule and started no run of it.
+        let schedules = f.engine.schedules().list(1).await.unwrap();
+        let ids: Vec<&str> = schedules.iter().map(|s| s.row.id.as_str()).collect();
+        let nightly_runs = f
+            .engine
+            .runs(workflow_core::store::RunFilter {
+                workflow: Some("Nightly".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len();
+        if column == 4 {
+            assert_eq!(ids, ["made-over-http"], "the operator's changes");
+            assert_eq!(nightly_runs, 1, "the operator's trigger");
+        } else {
+            assert_eq!(ids, [SCHEDULE], "{}", name(who));
+            assert!(!schedules[0].row.paused, "{}", name(who));
+            assert_eq!(nightly_runs, 0, "{}", name(who));
         }
         // The inbox's decision form, with the caller's own CSRF token; `b` is cancelled
         // only by the operator, who is not admitted anyway.

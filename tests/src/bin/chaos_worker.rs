@@ -152,6 +152,14 @@ impl Store for Reporting {
         self.0.delete_schedule(id)
     }
 
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<workflow_core::store::MissedTicks>, StoreError>> {
+        self.0.missed_ticks(id, limit)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -6,6 +6,7 @@ use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
 use workflow_core::store::StoredRun;
+use workflow_core::Tick;
 
 use super::{decision_text, mark, record_json};
 use crate::store::step_name;
@@ -43,6 +44,11 @@ impl<'a> Report<'a> {
             Event::RunStarted { trace_id, .. } => Some(trace_id.as_str()),
             _ => None,
         })
+    }
+
+    /// The schedule's tick that started the run, if a schedule did.
+    fn tick(&self) -> Option<Tick> {
+        Tick::of_run(&self.stored.record, &self.stored.events)
     }
 
     /// The child run a child step started.
@@ -136,6 +142,15 @@ impl<'a> Report<'a> {
         if let Some(trace) = self.trace_id() {
             out.push_str(&format!("trace:    {trace}\n"));
         }
+        if let Some(tick) = self.tick() {
+            out.push_str(&format!(
+                "tick:     schedule {}, scheduled {}, fired {} (lag {})\n",
+                tick.schedule,
+                timestamp(tick.scheduled),
+                timestamp(tick.fired),
+                duration(tick.lag_ms())
+            ));
+        }
         match self.spec {
             Some(_) => out.push_str(&format!("spec:     {}\n", record.fingerprint)),
             None => out.push_str(&format!(
@@ -217,6 +232,7 @@ impl<'a> Report<'a> {
         let mut value = record_json(record);
         value["spec_recorded"] = Value::Bool(self.spec.is_some());
         value["trace_id"] = json!(self.trace_id());
+        value["tick"] = json!(self.tick());
         if let (Some(spec), Some(machine)) = (self.spec, &self.machine) {
             value["machine_status"] = json!(machine.status().as_str());
             value["steps"] = spec

@@ -156,6 +156,14 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.delete_schedule(id).await })
     }
 
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<workflow_core::store::MissedTicks>, StoreError>> {
+        Box::pin(async move { self.get().await?.missed_ticks(id, limit).await })
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

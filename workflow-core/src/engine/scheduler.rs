@@ -12,8 +12,9 @@
 //!    made gets the same run; then `pending` is cleared and the runs recorded.
 //!
 //! A worker that crashes between the two leaves `pending` in the row: the next worker to
-//! look carries it out. Missed ticks are counted once (by the decision that won) in
-//! `workflow_schedule_missed_total`; each run's lag (fire time − scheduled time) is
+//! look carries it out. Missed ticks are recorded with the decision that won, in the same
+//! write (a [`MissedTicks`] record: the range and its count, readable through
+//! `Engine::schedules().missed()`), and counted once in `workflow_schedule_missed_total`; each run's lag (fire time − scheduled time) is
 //! recorded once (by the start that created it) in `workflow_schedule_lag_seconds`.
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::journal::Timestamp;
 use crate::schedule::{
     catch_up, decide_overlap, fire_time, CompiledSchedule, OverlapDecision, Tick,
 };
-use crate::store::{ScheduleChange, ScheduleRow, ScheduleState, StoreError};
+use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState, StoreError};
 
 /// Who cancels the previous run under `overlap: cancel_previous`, in its journal.
 const CANCELLED_BY: &str = "schedule";
@@ -256,6 +257,12 @@ impl Engine {
                 ScheduleChange {
                     state: Some(state.clone()),
                     paused: None,
+                    missed: decision.missed_range.map(|(first, last)| MissedTicks {
+                        first,
+                        last,
+                        count: decision.missed,
+                        recorded_at: now,
+                    }),
                 },
             )
             .await?;
@@ -306,6 +313,7 @@ impl Engine {
                 ScheduleChange {
                     state: Some(state.clone()),
                     paused: None,
+                    missed: None,
                 },
             )
             .await?;

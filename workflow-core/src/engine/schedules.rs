@@ -8,7 +8,7 @@ use crate::error::{RunError, RunId};
 use crate::journal::Timestamp;
 use crate::schedule::rows::{self, RowError, ScheduleInfo};
 use crate::schedule::{CompiledSchedule, Schedule, ScheduleError};
-use crate::store::{ScheduleRow, StoreError};
+use crate::store::{MissedTicks, ScheduleRow, StoreError};
 
 /// What can go wrong with a schedule.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +138,24 @@ impl Schedules<'_> {
         Ok(row)
     }
 
+    /// Whether this engine has `workflow` registered, so that [`Schedules::trigger`] and
+    /// [`Schedules::backfill`] can start its runs here.
+    pub fn starts_here(&self, workflow: &str) -> bool {
+        self.engine.inner.registry.any(workflow).is_some()
+    }
+
+    /// The records of the ticks schedule `id` missed (too old for its window, or left out
+    /// by its `catchup`), newest first, at most `limit`. Each record is a run of
+    /// consecutive ticks, written with the decision that missed them.
+    pub async fn missed(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<MissedTicks>, ScheduleApiError> {
+        rows::get(self.store(), id).await?;
+        Ok(self.store().missed_ticks(id, limit).await?)
+    }
+
     /// Every schedule with its next `count` fire times.
     pub async fn list(&self, count: usize) -> Result<Vec<ScheduleInfo>, ScheduleApiError> {
         Ok(rows::list(self.store(), self.engine.now(), count).await?)
@@ -163,10 +181,12 @@ impl Schedules<'_> {
     }
 
     /// Starts a run of the schedule now, as a tick scheduled now (outside the cron and
-    /// the overlap policy). Returns the run.
+    /// the overlap policy), and records it as the schedule's last run. Returns the run.
     pub async fn trigger(&self, id: &str) -> Result<RunId, ScheduleApiError> {
         let row = rows::get(self.store(), id).await?;
-        let (run, _, _) = self.engine.start_tick(&row, self.engine.now()).await?;
+        let scheduled = self.engine.now();
+        let (run, fired, _) = self.engine.start_tick(&row, scheduled).await?;
+        rows::note_run(self.store(), id, run, scheduled, fired).await?;
         Ok(run)
     }
 

@@ -51,3 +51,60 @@ impl Tick {
 pub fn tick_key(schedule: &str, scheduled: Timestamp) -> String {
     format!("schedule:{schedule}@{scheduled}")
 }
+
+/// The schedule and scheduled time a tick key names (`schedule:<id>@<ms>`), if it is one.
+pub fn parse_tick_key(key: &str) -> Option<(&str, Timestamp)> {
+    let (schedule, scheduled) = key.strip_prefix("schedule:")?.rsplit_once('@')?;
+    if schedule.is_empty() {
+        return None;
+    }
+    Some((schedule, scheduled.parse().ok()?))
+}
+
+impl Tick {
+    /// The tick that started a run, if a schedule started it: read from the run's start key
+    /// (`schedule:<id>@<scheduled ms>`). The fire time is the `Tick` the run was given
+    /// when its journaled inputs hold one, its creation time otherwise (a scheduled
+    /// workflow without inputs).
+    pub fn of_run(
+        record: &crate::store::RunRecord,
+        events: &[crate::journal::Event],
+    ) -> Option<Tick> {
+        let (schedule, scheduled) = parse_tick_key(record.idempotency_key.as_deref()?)?;
+        let input = events.iter().find_map(|event| match event {
+            crate::journal::Event::RunStarted { input, .. } => Some(input),
+            _ => None,
+        });
+        let given = input
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flat_map(|fields| fields.values())
+            .find_map(|value| serde_json::from_value::<Tick>(value.clone()).ok())
+            .filter(|tick| tick.schedule == schedule && tick.scheduled == scheduled);
+        Some(given.unwrap_or_else(|| Tick {
+            schedule: schedule.to_owned(),
+            scheduled,
+            fired: record.created_at,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_key_reads_back_and_other_keys_are_not_ticks() {
+        let key = tick_key("tenant@42", 1_767_571_200_000);
+        assert_eq!(parse_tick_key(&key), Some(("tenant@42", 1_767_571_200_000)));
+        for other in [
+            "api Job k",
+            "schedule:@5",
+            "schedule:x@",
+            "schedule:x@soon",
+            "x@5",
+        ] {
+            assert_eq!(parse_tick_key(other), None, "{other}");
+        }
+    }
+}

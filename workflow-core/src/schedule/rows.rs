@@ -93,6 +93,7 @@ pub async fn pause(store: &dyn Store, id: &str) -> Result<(), RowError> {
     change(store, id, |_| ScheduleChange {
         state: None,
         paused: Some(true),
+        missed: None,
     })
     .await
 }
@@ -108,6 +109,7 @@ pub async fn resume(store: &dyn Store, id: &str, now: Timestamp) -> Result<(), R
         ScheduleChange {
             state: Some(state),
             paused: Some(false),
+            missed: None,
         }
     })
     .await
@@ -161,9 +163,43 @@ pub async fn request_ticks(
         ScheduleChange {
             state: Some(state),
             paused: None,
+            missed: None,
         }
     })
     .await
+}
+
+/// Records that `run` was started for schedule `id`'s tick at `scheduled`, fired at
+/// `fired`, outside the scheduler (a trigger): it becomes the schedule's last run unless a
+/// newer tick's run is recorded already.
+pub async fn note_run(
+    store: &dyn Store,
+    id: &str,
+    run: crate::error::RunId,
+    scheduled: Timestamp,
+    fired: Timestamp,
+) -> Result<(), RowError> {
+    change(store, id, |row| {
+        let mut state = row.state.clone();
+        if state.last_tick.is_none_or(|last| last <= scheduled) {
+            state.last_run = Some(run);
+            state.last_tick = Some(scheduled);
+            state.last_fired = Some(fired);
+        }
+        ScheduleChange {
+            state: Some(state),
+            paused: None,
+            missed: None,
+        }
+    })
+    .await
+}
+
+/// Reads an RFC 3339 instant (`2026-01-05T09:00:00Z`, `2026-01-05T10:00:00+01:00`) as ms
+/// since the epoch; `None` if it is not one (or is before 1970).
+pub fn parse_instant(text: &str) -> Option<Timestamp> {
+    let at: jiff::Timestamp = text.trim().parse().ok()?;
+    u64::try_from(at.as_millisecond()).ok()
 }
 
 /// Applies a change computed from the current row, again when another writer changed the

@@ -108,6 +108,17 @@ pub fn schedule(row: &ScheduleText<'_>) -> u32 {
         .0
 }
 
+/// The checksum of a record of missed ticks of schedule `id`.
+pub fn missed_ticks(id: &str, missed: &crate::store::MissedTicks) -> u32 {
+    Sum::new(b"missed_ticks")
+        .text(id)
+        .number(missed.first)
+        .number(missed.last)
+        .number(missed.count)
+        .number(missed.recorded_at)
+        .0
+}
+
 /// A schedule row as its stored text, for [`schedule`].
 #[derive(Debug, Clone, Copy)]
 pub struct ScheduleText<'a> {

@@ -5,8 +5,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
-    NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow, ScheduleState,
-    SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    MissedTicks, NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use crate::error::RunId;
@@ -27,6 +27,8 @@ struct Inner {
     dead: BTreeMap<RunId, DeadLetter>,
     specs: Vec<SpecRecord>,
     schedules: BTreeMap<String, ScheduleRow>,
+    /// Missed-tick records per schedule, oldest first.
+    missed: HashMap<String, Vec<MissedTicks>>,
     inbox: Vec<InboxItem>,
     inbox_keys: HashMap<(RunId, String), u64>,
     /// The open-task index: the open tasks of each running run, by step.
@@ -467,11 +469,31 @@ impl Store for MemoryStore {
             }
             _ => false,
         };
+        if let (true, Some(missed)) = (applied, change.missed) {
+            let records = inner.missed.entry(id.to_owned()).or_default();
+            if !records.iter().any(|r| r.first == missed.first) {
+                records.push(missed);
+            }
+        }
         ready(Ok(applied))
     }
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        ready(Ok(self.lock().schedules.remove(id).is_some()))
+        let mut inner = self.lock();
+        inner.missed.remove(id);
+        ready(Ok(inner.schedules.remove(id).is_some()))
+    }
+
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<MissedTicks>, StoreError>> {
+        let inner = self.lock();
+        let records = inner.missed.get(id).map_or_else(Vec::new, |records| {
+            records.iter().rev().take(limit).cloned().collect()
+        });
+        ready(Ok(records))
     }
 
     fn put_spec<'a>(

@@ -64,7 +64,7 @@ pub use memory::MemoryStore;
 pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
-pub use schedules::{ScheduleChange, ScheduleRow, ScheduleState};
+pub use schedules::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -561,7 +561,8 @@ pub trait Store: Send + Sync + 'static {
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Deletes schedule `id`; returns whether it existed. Runs it started are kept.
+    /// Deletes schedule `id`; returns whether it existed. Runs it started are kept; its
+    /// missed-tick records go with it.
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// The open human tasks of running runs that `filter` selects, soonest deadline first
@@ -577,6 +578,13 @@ pub trait Store: Send + Sync + 'static {
     fn task_counts(&self) -> BoxFuture<'_, Result<Vec<TaskCount>, StoreError>> {
         Box::pin(async move { Ok(tasks::count(tasks::from_journals(self).await?)) })
     }
+    /// The missed-tick records of schedule `id` (written by [`Store::update_schedule`]
+    /// with [`ScheduleChange::missed`]), newest first, at most `limit`.
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<MissedTicks>, StoreError>>;
 
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.

@@ -69,4 +69,23 @@ pub struct ScheduleChange {
     pub state: Option<ScheduleState>,
     /// The new paused flag, if it changes.
     pub paused: Option<bool>,
+    /// Ticks this change records as missed: written with the change, in the same
+    /// transaction, so a decision that wins records them and one that loses records
+    /// nothing.
+    pub missed: Option<MissedTicks>,
+}
+
+/// A record of missed ticks: a run of consecutive ticks of one schedule that no run was
+/// started for (older than the window when found, or left out by `catchup`), decided
+/// together. Ranges of one schedule never overlap (its state moves past them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissedTicks {
+    /// The oldest missed tick (scheduled time, ms).
+    pub first: Timestamp,
+    /// The newest missed tick (scheduled time, ms).
+    pub last: Timestamp,
+    /// How many ticks of the schedule lie in `[first, last]`, all missed.
+    pub count: u64,
+    /// When the decision that missed them was made.
+    pub recorded_at: Timestamp,
 }

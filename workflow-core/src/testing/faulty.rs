@@ -228,6 +228,14 @@ impl Store for FaultyStore {
         self.inner.delete_schedule(id)
     }
 
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<crate::store::MissedTicks>, StoreError>> {
+        self.inner.missed_ticks(id, limit)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -41,7 +41,9 @@ pub fn roles() -> workflow_server::Roles {
         "{LEAD} operator:* payloads:*\n\
          {OPERATOR} operator:Triage payloads:Triage\n\
          {VIEWER} viewer:Triage\n\
-         {OTHER_OPERATOR} operator:Shipment payloads:Shipment\n"
+         {OTHER_OPERATOR} operator:Shipment payloads:Shipment\n\
+         {OPERATOR} operator:Nightly\n\
+         {VIEWER} viewer:Nightly\n"
     ))
     .expect("the tests' roles parse")
 }
@@ -73,6 +75,10 @@ pub mod desk {
         }
         let n = env.alerts.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(format!("alert-{n} for {}", ticket.ticket_id))
+    }
+
+    pub async fn report(tick: workflow_core::Tick) -> Result<u64, StepError> {
+        Ok(tick.scheduled)
     }
 
     pub async fn record(order: String, shipped: Option<String>) -> Result<String, StepError> {
@@ -114,6 +120,15 @@ workflow! {
     }
 }
 
+workflow! {
+    /// A nightly report, started by schedules.
+    pub workflow Nightly(tick: workflow_core::Tick) env Desk {
+        step report -> u64 {
+            action: desk::report(tick),
+        }
+    }
+}
+
 /// The webhook body of a ticket, with a Stripe-style `id` too.
 pub fn body(event_id: &str, ticket_id: &str, text: &str) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
@@ -139,6 +154,7 @@ pub fn engine_on(store: impl Store, log_payloads: bool) -> (Engine, Desk) {
     engine
         .register::<Shipment>(desk.clone())
         .expect("registers");
+    engine.register::<Nightly>(desk.clone()).expect("registers");
     (engine, desk)
 }
 

@@ -102,6 +102,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("one compare-and-set of a schedule wins", |s| {
         Box::pin(schedules::one_compare_and_set_wins(s.store))
     }),
+    ("missed ticks are recorded with the change that wins", |s| {
+        Box::pin(schedules::missed_ticks_go_with_the_winning_change(s.store))
+    }),
     ("a damaged journal entry is reported, never read", |s| {
         Box::pin(damage::a_damaged_entry_is_reported(s))
     }),

@@ -1,7 +1,7 @@
 //! Schedule rows: a definition apart from its state, compare-and-set on the version.
 
 use super::*;
-use crate::store::{ScheduleChange, ScheduleState};
+use crate::store::{MissedTicks, ScheduleChange, ScheduleState};
 use workflow_spec::{Catchup, Schedule};
 
 pub(super) async fn schedule_rows(store: Arc<dyn Store>) {
@@ -34,6 +34,7 @@ pub(super) async fn schedule_rows(store: Arc<dyn Store>) {
     let change = ScheduleChange {
         state: Some(state.clone()),
         paused: None,
+        missed: None,
     };
     assert!(store
         .update_schedule("report", created.version, change.clone())
@@ -59,6 +60,7 @@ pub(super) async fn schedule_rows(store: Arc<dyn Store>) {
             ScheduleChange {
                 state: None,
                 paused: Some(true),
+                missed: None,
             },
         )
         .await
@@ -128,6 +130,12 @@ pub(super) async fn one_compare_and_set_wins(store: Arc<dyn Store>) {
                     ScheduleChange {
                         state: Some(state),
                         paused: None,
+                        missed: Some(MissedTicks {
+                            first: 10 + worker,
+                            last: 20 + worker,
+                            count: 2,
+                            recorded_at: 1_000,
+                        }),
                     },
                 )
                 .await
@@ -141,4 +149,89 @@ pub(super) async fn one_compare_and_set_wins(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(won, 1, "exactly one of eight workers records the tick");
+    let missed = store.missed_ticks("tick", 100).await.expect("missed");
+    assert_eq!(
+        missed.len(),
+        1,
+        "only the winning change's missed ticks are recorded: {missed:?}"
+    );
+}
+
+pub(super) async fn missed_ticks_go_with_the_winning_change(store: Arc<dyn Store>) {
+    let row = store
+        .put_schedule("nightly", "W", &Schedule::new("0 2 * * *"), 0)
+        .await
+        .expect("create");
+    assert!(store
+        .missed_ticks("nightly", 10)
+        .await
+        .expect("missed")
+        .is_empty());
+    let record = |first: u64, last: u64, count: u64| MissedTicks {
+        first,
+        last,
+        count,
+        recorded_at: last + 5,
+    };
+    let decide = |missed: MissedTicks, after: u64| ScheduleChange {
+        state: Some(ScheduleState {
+            after,
+            missed: missed.count,
+            last_missed: Some(missed.last),
+            ..ScheduleState::default()
+        }),
+        paused: None,
+        missed: Some(missed),
+    };
+    let three_days = record(86_400_000, 259_200_000, 3);
+    assert!(store
+        .update_schedule(
+            "nightly",
+            row.version,
+            decide(three_days.clone(), 259_200_000)
+        )
+        .await
+        .expect("update"));
+    // A change under a stale version records nothing.
+    assert!(!store
+        .update_schedule("nightly", row.version, decide(record(1, 2, 2), 2))
+        .await
+        .expect("update"));
+    let later = record(345_600_000, 432_000_000, 2);
+    assert!(store
+        .update_schedule(
+            "nightly",
+            row.version + 1,
+            decide(later.clone(), 432_000_000)
+        )
+        .await
+        .expect("update"));
+    assert_eq!(
+        store.missed_ticks("nightly", 10).await.expect("missed"),
+        vec![later.clone(), three_days],
+        "newest first"
+    );
+    assert_eq!(
+        store.missed_ticks("nightly", 1).await.expect("missed"),
+        vec![later]
+    );
+    // Another schedule's records are its own; deleting a schedule deletes its records.
+    let other = store
+        .put_schedule("other", "W", &Schedule::new("0 2 * * *"), 0)
+        .await
+        .expect("create");
+    assert!(store
+        .update_schedule("other", other.version, decide(record(7, 7, 1), 7))
+        .await
+        .expect("update"));
+    assert!(store.delete_schedule("nightly").await.expect("delete"));
+    assert!(store
+        .missed_ticks("nightly", 10)
+        .await
+        .expect("missed")
+        .is_empty());
+    assert_eq!(
+        store.missed_ticks("other", 10).await.expect("missed"),
+        vec![record(7, 7, 1)]
+    );
 }

@@ -650,6 +650,16 @@ impl Store for PgStore {
         }))
     }
 
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<super::MissedTicks>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { schedules::missed_ticks(&mut conn, id, limit).await })
+        }))
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -10,7 +10,7 @@ use super::read::stored;
 use super::sql::{int, uint, Answer, Failure};
 use crate::journal::Timestamp;
 use crate::store::checksum::{self, ScheduleText};
-use crate::store::{ScheduleChange, ScheduleRow, ScheduleState};
+use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState};
 
 const COLUMNS: &str = "id, workflow, definition, paused, state, version, created_at, crc";
 
@@ -166,17 +166,72 @@ pub(super) async fn update_schedule(
         created_at: row.created_at,
     };
     write(&mut tx, &raw).await?;
+    if let Some(missed) = &change.missed {
+        sqlx::query(
+            "INSERT INTO schedule_missed (schedule, first, last, count, recorded_at, crc)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(int(missed.first))
+        .bind(int(missed.last))
+        .bind(int(missed.count))
+        .bind(int(missed.recorded_at))
+        .bind(stored(checksum::missed_ticks(id, missed)))
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(true)
 }
 
-/// Deletes a schedule.
+/// Deletes a schedule and its missed-tick records.
 pub(super) async fn delete_schedule(conn: &mut PgConnection, id: &str) -> Answer<bool> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("DELETE FROM schedule_missed WHERE schedule = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
     let done = sqlx::query("DELETE FROM schedules WHERE id = $1")
         .bind(id)
-        .execute(&mut *conn)
+        .execute(&mut *tx)
         .await?;
+    tx.commit().await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// The missed-tick records of a schedule, newest first.
+pub(super) async fn missed_ticks(
+    conn: &mut PgConnection,
+    id: &str,
+    limit: usize,
+) -> Answer<Vec<MissedTicks>> {
+    let rows = sqlx::query(
+        "SELECT first, last, count, recorded_at, crc FROM schedule_missed
+         WHERE schedule = $1 ORDER BY first DESC LIMIT $2",
+    )
+    .bind(id)
+    .bind(int(u64::try_from(limit).unwrap_or(u64::MAX)))
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let missed = MissedTicks {
+                first: uint(row.try_get(0)?),
+                last: uint(row.try_get(1)?),
+                count: uint(row.try_get(2)?),
+                recorded_at: uint(row.try_get(3)?),
+            };
+            let crc: i64 = row.try_get(4)?;
+            if stored(checksum::missed_ticks(id, &missed)) == crc {
+                Ok(missed)
+            } else {
+                Err(Failure::Store(crate::store::StoreError::CorruptRow {
+                    table: "schedule_missed".to_owned(),
+                    key: format!("{id}@{}", missed.first),
+                }))
+            }
+        })
+        .collect()
 }
 
 /// Every schedule, by id.

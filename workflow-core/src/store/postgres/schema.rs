@@ -488,6 +488,18 @@ CREATE TABLE schedules (
 "#,
     // The open-task index, filled from the journals in the same transaction.
     super::tasks::MIGRATION,
+    // Schedules' missed ticks: one row per run of consecutive ticks decided missed.
+    r#"
+CREATE TABLE schedule_missed (
+    schedule text NOT NULL,
+    first bigint NOT NULL,
+    last bigint NOT NULL,
+    count bigint NOT NULL,
+    recorded_at bigint NOT NULL,
+    crc bigint NOT NULL,
+    PRIMARY KEY (schedule, first)
+);
+"#,
 ];
 
 /// The newest schema version this library knows.

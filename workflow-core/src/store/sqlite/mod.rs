@@ -470,6 +470,15 @@ impl Store for SqliteStore {
         self.write(move |db| schedules::delete_schedule(db, &id))
     }
 
+    fn missed_ticks<'a>(
+        &'a self,
+        id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<super::MissedTicks>, StoreError>> {
+        let id = id.to_owned();
+        self.read(move |db| schedules::missed_ticks(db, &id, limit))
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

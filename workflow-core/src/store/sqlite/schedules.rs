@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 use super::schema::{db_error, Db};
 use crate::journal::Timestamp;
 use crate::store::checksum::{self, ScheduleText};
-use crate::store::{ScheduleChange, ScheduleRow, ScheduleState, StoreError};
+use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState, StoreError};
 
 const COLUMNS: &str = "id, workflow, definition, paused, state, version, created_at, crc";
 
@@ -152,11 +152,75 @@ pub(super) fn update_schedule(
         crc: 0,
     };
     put(db, &raw)?;
+    if let Some(missed) = &change.missed {
+        db.conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO schedule_missed (schedule, first, last, count, recorded_at, crc)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    missed.first,
+                    missed.last,
+                    missed.count,
+                    missed.recorded_at,
+                    checksum::missed_ticks(id, missed)
+                ])
+            })
+            .map_err(db_error(db))?;
+    }
     Ok((true, 0))
 }
 
-/// Deletes a schedule.
+/// The missed-tick records of a schedule, newest first.
+pub(super) fn missed_ticks(
+    db: &Db,
+    id: &str,
+    limit: usize,
+) -> Result<Vec<MissedTicks>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = db
+        .conn
+        .prepare_cached(
+            "SELECT first, last, count, recorded_at, crc FROM schedule_missed
+             WHERE schedule = ?1 ORDER BY first DESC LIMIT ?2",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![id, limit], |row| {
+                Ok((
+                    MissedTicks {
+                        first: row.get(0)?,
+                        last: row.get(1)?,
+                        count: row.get(2)?,
+                        recorded_at: row.get(3)?,
+                    },
+                    row.get::<_, u32>(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(db_error(db))?;
+    rows.into_iter()
+        .map(|(missed, crc)| {
+            if checksum::missed_ticks(id, &missed) == crc {
+                Ok(missed)
+            } else {
+                Err(StoreError::CorruptRow {
+                    table: "schedule_missed".to_owned(),
+                    key: format!("{id}@{}", missed.first),
+                })
+            }
+        })
+        .collect()
+}
+
+/// Deletes a schedule (and its missed-tick records).
 pub(super) fn delete_schedule(db: &Db, id: &str) -> Result<(bool, u64), StoreError> {
+    db.conn
+        .prepare_cached("DELETE FROM schedule_missed WHERE schedule = ?1")
+        .and_then(|mut s| s.execute(params![id]))
+        .map_err(db_error(db))?;
     let deleted = db
         .conn
         .prepare_cached("DELETE FROM schedules WHERE id = ?1")

@@ -90,6 +90,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;",
     // The open-task index, filled from the journals in the same transaction.
     super::tasks::MIGRATION,
+    // Schedules' missed ticks: one row per run of consecutive ticks decided missed.
+    "CREATE TABLE schedule_missed (
+        schedule TEXT NOT NULL,
+        first INTEGER NOT NULL,
+        last INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        crc INTEGER NOT NULL,
+        PRIMARY KEY (schedule, first)
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version whose migration adds the checksums.
