@@ -322,6 +322,7 @@ pub async fn run(dry_run: bool, log: &Log) -> Result<Summary, Box<dyn Error>> {
             idempotency_key: Some(hook.event_id.clone()),
             dry_run,
             deadline: None,
+            traceparent: None,
         };
         let event_id = hook.event_id.clone();
         let run = engine
@@ -378,6 +379,7 @@ pub async fn run(dry_run: bool, log: &Log) -> Result<Summary, Box<dyn Error>> {
                 idempotency_key: Some("evt_885".into()),
                 dry_run,
                 deadline: None,
+                traceparent: None,
             },
         )
         .await?;

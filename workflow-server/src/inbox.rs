@@ -414,6 +414,11 @@ async fn run_page(
     if let Some(note) = &detail.note {
         body.raw(" — ").text(note);
     }
+    if let Some(trace) = &detail.trace_id {
+        body.raw("</p><p>Trace <code id=\"trace\">")
+            .text(trace)
+            .raw("</code>");
+    }
     body.raw("</p><figure id=\"diagram\">")
         // The diagram is drawn from the spec (identifiers written in code), never from
         // payloads or people's text.

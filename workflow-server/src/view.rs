@@ -30,6 +30,8 @@ pub struct RunDetail {
     pub note: Option<String>,
     /// The start's idempotency key (a webhook's event id).
     pub idempotency_key: Option<String>,
+    /// Its OpenTelemetry trace id (32 hex digits), to look it up in a tracing UI.
+    pub trace_id: Option<String>,
     /// Created, ms since the epoch.
     pub created_at: Timestamp,
     /// Last status change, ms since the epoch.
@@ -168,6 +170,12 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         Some(Event::RunStarted { input, .. }) if show => Some(input.clone()),
         _ => None,
     };
+    let trace_id = match events.first() {
+        Some(Event::RunStarted { trace_id, .. }) => {
+            Some(workflow_core::trace::otel_trace_id(trace_id).unwrap_or_else(|| trace_id.clone()))
+        }
+        _ => None,
+    };
     let timeline = events
         .iter()
         .map(|event| timeline_entry(event, &name, show))
@@ -184,6 +192,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
             status: record.status.as_str(),
             note: record.note,
             idempotency_key: record.idempotency_key,
+            trace_id,
             created_at: record.created_at,
             updated_at: record.updated_at,
             input,

@@ -190,6 +190,9 @@ pub struct StartOptions {
     pub dry_run: bool,
     /// Fail the run (and compensate) if it is not done within this time.
     pub deadline: Option<Duration>,
+    /// The trace the run continues (a W3C `traceparent`, e.g. of the request that starts
+    /// it); without one, the run starts a trace of its own.
+    pub traceparent: Option<crate::trace::TraceParent>,
 }
 
 impl StartOptions {

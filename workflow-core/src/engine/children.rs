@@ -19,6 +19,7 @@ impl Engine {
         start: ChildStart,
         dry_run: bool,
         deadline: Option<Timestamp>,
+        trace: Option<crate::trace::TraceParent>,
     ) -> Result<RunId, RunError> {
         let registered = self
             .inner
@@ -35,6 +36,7 @@ impl Engine {
                     dry_run,
                     deadline,
                     parent: Some(parent),
+                    trace,
                 },
             )
             .await?;

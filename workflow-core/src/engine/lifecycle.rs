@@ -137,6 +137,7 @@ impl Engine {
                     dry_run: options.dry_run,
                     deadline,
                     parent: None,
+                    trace: options.traceparent.clone(),
                 },
             )
             .await?;
