@@ -368,3 +368,60 @@ fn a_run_taken_over_by_another_worker_on_postgres_keeps_its_trace() {
     );
     assert!(steps.values().all(|n| *n == 1), "{steps:?}");
 }
+
+/// A journal written by an older version: its `RunStarted` has a 16-digit trace id and no
+/// parent span. It loads, and the spans of the process that resumes it are in the trace
+/// of that id padded with 16 leading zeros.
+#[test]
+fn an_old_journal_with_a_16_digit_trace_id_resumes_in_the_padded_trace() {
+    let otel = Otel::new();
+    let run = otel.record(async {
+        let store: Arc<dyn Store> = Arc::new(workflow_core::store::MemoryStore::new());
+        let started: Event = serde_json::from_value(serde_json::json!({
+            "event": "run_started",
+            "workflow": "Traced",
+            "fingerprint": Traced::FINGERPRINT,
+            "input": { "n": 1 },
+            "seed": 7,
+            "trace_id": "00000000deadbeef",
+            "dry_run": false,
+            "deadline": null,
+            "at": 1,
+        }))
+        .expect("an old RunStarted reads");
+        let created = store
+            .create_run(workflow_core::store::NewRun {
+                workflow: "Traced",
+                fingerprint: Traced::FINGERPRINT,
+                idempotency_key: None,
+                events: &[started],
+                parent: None,
+                owner: None,
+                supersedes: None,
+                at: 1,
+            })
+            .await
+            .unwrap();
+        let run = created.id();
+        let engine = Engine::builder().shared_store(store).build();
+        engine.register::<Traced>(Env).unwrap();
+        engine.resume_all().await.unwrap();
+        let handle = engine.handle::<Traced>(run).await.unwrap();
+        testing::wait_for_task(&engine, run, "review", Duration::from_secs(10))
+            .await
+            .unwrap();
+        handle.review().approve("ops", None).await.unwrap();
+        assert_eq!(handle.outputs().await.unwrap().b, 4);
+        engine.shutdown();
+        run
+    });
+    let spans = otel.spans();
+    let padded = "000000000000000000000000deadbeef";
+    assert!(!run_spans(&spans, run).is_empty());
+    assert_one_trace(&spans, run, &(padded.to_owned(), None));
+    assert_eq!(
+        workflow_core::trace::otel_trace_id("00000000deadbeef").as_deref(),
+        Some(padded)
+    );
+    assert_eq!(step_spans(&spans, run).len(), 2, "a and b");
+}
