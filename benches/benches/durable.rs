@@ -220,6 +220,7 @@ fn run_started<W: Workflow>(seed: u64) -> String {
         input: serde_json::json!({}),
         seed,
         trace_id: format!("{seed:016x}"),
+        parent_span: None,
         dry_run: false,
         deadline: None,
         at: now_ms(),

@@ -323,6 +323,7 @@ pub async fn run(dry_run: bool, log: &Log) -> Result<Summary, Box<dyn Error>> {
             dry_run,
             deadline: None,
             initiator: None,
+            traceparent: None,
         };
         let event_id = hook.event_id.clone();
         let run = engine
@@ -380,6 +381,7 @@ pub async fn run(dry_run: bool, log: &Log) -> Result<Summary, Box<dyn Error>> {
                 dry_run,
                 deadline: None,
                 initiator: None,
+                traceparent: None,
             },
         )
         .await?;

@@ -74,6 +74,7 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
         input: json!({ "n": 1 }),
         seed: 9,
         trace_id: "t".into(),
+        parent_span: None,
         dry_run: false,
         deadline: if choices.first().is_some_and(|c| c % 7 == 0) {
             Some(50_000)

@@ -268,6 +268,7 @@ async fn parked_run(store: &Arc<dyn Store>, engine: &Engine) -> RunId {
         input: json!({ "amount": 4 }),
         seed: 1,
         trace_id: "t".into(),
+        parent_span: None,
         dry_run: false,
         deadline: None,
         at: 1,

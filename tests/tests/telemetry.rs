@@ -281,7 +281,7 @@ fn run_and_step_spans_carry_workflow_run_step_attempt_and_trace_id() {
         assert_eq!(span, "run");
         assert_eq!(fields["workflow"], "Observed");
         assert_eq!(fields["run"], run.to_string());
-        assert_eq!(fields["trace_id"].len(), 16, "{fields:?}");
+        assert_eq!(fields["trace_id"].len(), 32, "{fields:?}");
     }
     // The engine's record of the failed attempt names the step, attempt and kind, in the
     // run's span.
@@ -372,6 +372,7 @@ fn a_run_parked_for_its_spec_is_logged_at_warn_with_its_id() {
             input: serde_json::json!({ "secret": "s" }),
             seed: 1,
             trace_id: "t".into(),
+            parent_span: None,
             dry_run: false,
             deadline: None,
             at: 1,

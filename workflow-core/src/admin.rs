@@ -157,7 +157,14 @@ pub async fn restart_parked(
         }
         return Err(RunError::NotParked(run));
     }
-    let Some(Event::RunStarted { input, dry_run, .. }) = stored.events.first() else {
+    let Some(Event::RunStarted {
+        input,
+        dry_run,
+        trace_id,
+        parent_span,
+        ..
+    }) = stored.events.first()
+    else {
         return Err(RunError::Decode {
             run,
             step: "<input>".into(),
@@ -169,7 +176,10 @@ pub async fn restart_parked(
         fingerprint: fingerprint.to_owned(),
         input: input.clone(),
         seed,
-        trace_id: format!("{seed:016x}"),
+        // The new run continues the parked run's trace.
+        trace_id: crate::trace::otel_trace_id(trace_id)
+            .unwrap_or_else(|| crate::trace::generate(seed)),
+        parent_span: parent_span.clone(),
         dry_run: *dry_run,
         deadline: None,
         at: now,

@@ -51,8 +51,13 @@ pub enum Event {
         input: Value,
         /// The jitter seed.
         seed: u64,
-        /// The trace id.
+        /// The run's W3C / OpenTelemetry trace id: 32 hex digits (16 in journals of older
+        /// versions; see [`crate::trace`]).
         trace_id: String,
+        /// The span the run's spans are children of (16 hex digits): a `traceparent`'s
+        /// parent id, or the parent run's step span; none when the run starts its own trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_span: Option<String>,
         /// Whether external effects are proposed instead of executed.
         dry_run: bool,
         /// The absolute deadline of the whole run, if any.

@@ -29,6 +29,7 @@ pub mod store;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod trace;
 mod workflow;
 
 #[doc(hidden)]

@@ -119,6 +119,18 @@ pub const METRICS: &[Metric] = &[
         &["workflow", "reason"],
         "Runs parked for a person: the store refused a write for good (store_rejected).",
     ),
+    metric(
+        "workflow_schedule_lag_seconds",
+        MetricKind::Histogram,
+        &["schedule"],
+        "How late a scheduled run started: its fire time minus its scheduled time.",
+    ),
+    metric(
+        "workflow_schedule_missed_total",
+        MetricKind::Counter,
+        &["schedule"],
+        "Ticks missed while no engine ran that were not run (past the catch-up or the window).",
+    ),
 ];
 
 /// Registers the description of every metric with the installed recorder, so exporters

@@ -52,6 +52,7 @@ fn started(workflow: &str, at: u64) -> Event {
         input: json!({ "user": "ada", "tags": ["a", "b"] }),
         seed: 42,
         trace_id: "trace-1".to_owned(),
+        parent_span: None,
         dry_run: false,
         deadline: Some(at + 60_000),
         at,

@@ -27,7 +27,7 @@
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -37,7 +37,7 @@ use workflow_core::store::{RunFilter, RunRecord, RunStatus};
 use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
 
 use crate::error::ApiError;
-use crate::intake::{check_event_id, same_start, scoped_key};
+use crate::intake::{check_event_id, same_start, scoped_key, traceparent};
 use crate::json::Json;
 use crate::permissions::{Action, Caller};
 use crate::view::{self, parse_run};
@@ -177,6 +177,7 @@ struct StartBody {
 async fn start(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
+    headers: HeaderMap,
     Json(start): Json<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     app.require(&caller, Action::Start, &start.workflow, false)
@@ -192,6 +193,7 @@ async fn start(
         dry_run: start.dry_run,
         deadline: None,
         initiator: Some(caller.identity().name().to_owned()),
+        traceparent: traceparent(&headers),
     };
     let (run, created) = app
         .engine

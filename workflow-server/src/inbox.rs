@@ -417,6 +417,11 @@ async fn run_page(
     if let Some(note) = &detail.note {
         body.raw(" — ").text(note);
     }
+    if let Some(trace) = &detail.trace_id {
+        body.raw("</p><p>Trace <code id=\"trace\">")
+            .text(trace)
+            .raw("</code>");
+    }
     body.raw("</p>");
     if let Some(tick) = &detail.tick {
         scheduled_by(&mut body, tick);

@@ -33,6 +33,8 @@ pub struct RunDetail {
     /// The schedule's tick that started it (schedule id, scheduled time, fire time; ms),
     /// when a schedule started it.
     pub tick: Option<Tick>,
+    /// Its OpenTelemetry trace id (32 hex digits), to look it up in a tracing UI.
+    pub trace_id: Option<String>,
     /// Created, ms since the epoch.
     pub created_at: Timestamp,
     /// Last status change, ms since the epoch.
@@ -171,6 +173,12 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         Some(Event::RunStarted { input, .. }) if show => Some(input.clone()),
         _ => None,
     };
+    let trace_id = match events.first() {
+        Some(Event::RunStarted { trace_id, .. }) => {
+            Some(workflow_core::trace::otel_trace_id(trace_id).unwrap_or_else(|| trace_id.clone()))
+        }
+        _ => None,
+    };
     let timeline = events
         .iter()
         .map(|event| timeline_entry(event, &name, show))
@@ -189,6 +197,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
             note: record.note,
             idempotency_key: record.idempotency_key,
             tick,
+            trace_id,
             created_at: record.created_at,
             updated_at: record.updated_at,
             input,

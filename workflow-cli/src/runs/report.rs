@@ -39,9 +39,12 @@ impl<'a> Report<'a> {
         step_name(self.spec, step)
     }
 
-    fn trace_id(&self) -> Option<&str> {
+    /// The run's OpenTelemetry trace id (an older version's 16 digits padded to 32).
+    fn trace_id(&self) -> Option<String> {
         self.stored.events.iter().find_map(|event| match event {
-            Event::RunStarted { trace_id, .. } => Some(trace_id.as_str()),
+            Event::RunStarted { trace_id, .. } => Some(
+                workflow_core::trace::otel_trace_id(trace_id).unwrap_or_else(|| trace_id.clone()),
+            ),
             _ => None,
         })
     }

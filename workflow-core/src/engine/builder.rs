@@ -193,6 +193,9 @@ pub struct StartOptions {
     /// Who starts the run: journaled with it, so a human step with
     /// `self_approval: false` refuses this person's decision.
     pub initiator: Option<String>,
+    /// The trace the run continues (a W3C `traceparent`, e.g. of the request that starts
+    /// it); without one, the run starts a trace of its own.
+    pub traceparent: Option<crate::trace::TraceParent>,
 }
 
 impl StartOptions {

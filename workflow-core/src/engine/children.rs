@@ -19,6 +19,7 @@ impl Engine {
         start: ChildStart,
         dry_run: bool,
         deadline: Option<Timestamp>,
+        trace: Option<crate::trace::TraceParent>,
     ) -> Result<RunId, RunError> {
         let registered = self
             .inner
@@ -36,6 +37,7 @@ impl Engine {
                     deadline,
                     initiator: None,
                     parent: Some(parent),
+                    trace,
                 },
             )
             .await?;

@@ -91,11 +91,14 @@ pub(super) fn launch<W: Workflow>(
     if engine.inner.store.shared() || engine.inner.store.multi_worker() {
         engine.ensure_poller();
     }
-    let trace_id = launch
+    let (trace_id, parent_span) = launch
         .as_ref()
-        .map(|launch| launch.trace_id.clone())
+        .map(|launch| (launch.trace_id.clone(), launch.parent_span.clone()))
         .unwrap_or_default();
     let span = tracing::info_span!("run", workflow = W::NAME, run = %run, trace_id = %trace_id);
+    // Every launch of the run (after a restart, a takeover, a hibernation) continues the
+    // journaled trace.
+    crate::trace::continue_in(&span, &trace_id, parent_span.as_deref());
     let live = engine.clone();
     let handle = tokio::spawn(
         async move {
@@ -147,6 +150,8 @@ pub(super) struct Driver<W: Workflow> {
     /// Work whose start is in `pending`.
     pub(super) starts: Vec<Start>,
     pub(super) trace_id: String,
+    /// The span the run's spans are children of, when journaled.
+    pub(super) parent_span: Option<String>,
     pub(super) work: super::work::Work,
     pub(super) mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
     pub(super) done: watch::Sender<Option<Arc<Finished>>>,
@@ -179,6 +184,7 @@ impl<W: Workflow> Driver<W> {
             pending: Vec::new(),
             starts: Vec::new(),
             trace_id: launch.trace_id,
+            parent_span: launch.parent_span,
             work: Default::default(),
             mailbox,
             done,

@@ -138,6 +138,7 @@ impl Engine {
                     deadline,
                     initiator: options.initiator.as_deref(),
                     parent: None,
+                    trace: options.traceparent.clone(),
                 },
             )
             .await?;

@@ -10,6 +10,7 @@ use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Command, Machine, Status};
 use crate::store::{Created, NewRun};
+use crate::trace::TraceParent;
 use crate::workflow::Workflow;
 
 /// Work to start once the commit that journals its start is durable.
@@ -107,6 +108,8 @@ pub(super) struct Launch<W: Workflow> {
     /// Journaled work to start now.
     pub(super) starts: Vec<Start>,
     pub(super) trace_id: String,
+    /// The span the run's spans are children of, when journaled.
+    pub(super) parent_span: Option<String>,
 }
 
 impl<W: Workflow> Launch<W> {
@@ -128,6 +131,7 @@ impl<W: Workflow> Launch<W> {
             seq,
             starts: Vec::new(),
             trace_id: trace_id(events),
+            parent_span: parent_span(events),
         })
     }
 }
@@ -147,6 +151,13 @@ fn trace_id(events: &[Event]) -> String {
     }
 }
 
+fn parent_span(events: &[Event]) -> Option<String> {
+    match events.first() {
+        Some(Event::RunStarted { parent_span, .. }) => parent_span.clone(),
+        _ => None,
+    }
+}
+
 /// How a run is started.
 pub(super) struct Options<'a> {
     pub(super) idempotency_key: Option<&'a str>,
@@ -156,10 +167,12 @@ pub(super) struct Options<'a> {
     pub(super) initiator: Option<&'a str>,
     /// The run whose child step starts this one.
     pub(super) parent: Option<RunId>,
+    /// The trace context the run continues; `None` starts a trace.
+    pub(super) trace: Option<TraceParent>,
 }
 
 /// Creates a run of `W` owned by this engine, with its `RunStarted` event (a fresh jitter
-/// seed, the trace id derived from it) and whatever the machine starts with, in one
+/// seed, the trace it continues or a trace id derived from the seed) and whatever the machine starts with, in one
 /// transaction, and launches it; or returns the run its idempotency key names.
 pub(super) async fn create<W: Workflow>(
     engine: &Engine,
@@ -170,12 +183,17 @@ pub(super) async fn create<W: Workflow>(
     let typed = decode_input::<W>(RunId(0), Some(input.clone()))?;
     let now = engine.now();
     let seed = engine.next_seed();
+    let (trace_id, parent_span) = match options.trace {
+        Some(trace) => (trace.trace_id, Some(trace.span_id)),
+        None => (crate::trace::generate(seed), None),
+    };
     let started = Event::RunStarted {
         workflow: W::NAME.to_owned(),
         fingerprint: W::FINGERPRINT.to_owned(),
         input,
         seed,
-        trace_id: format!("{seed:016x}"),
+        trace_id: trace_id.clone(),
+        parent_span: parent_span.clone(),
         dry_run: options.dry_run,
         deadline: options.deadline,
         at: now,
@@ -218,7 +236,8 @@ pub(super) async fn create<W: Workflow>(
             input: Arc::new(typed),
             seq: events.len() as u64,
             starts,
-            trace_id: format!("{seed:016x}"),
+            trace_id,
+            parent_span,
         };
         if engine.inner.events.receiver_count() > 0 {
             for event in events {

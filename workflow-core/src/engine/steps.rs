@@ -76,6 +76,8 @@ impl<W: Workflow> Driver<W> {
                 child,
                 dry_run: self.machine.dry_run(),
                 deadline,
+                trace_id: self.trace_id.clone(),
+                parent_span: self.parent_span.clone(),
             },
         );
     }

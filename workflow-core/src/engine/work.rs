@@ -173,6 +173,9 @@ pub(super) struct ChildRun {
     pub(super) child: Result<ChildStart, CallError>,
     pub(super) dry_run: bool,
     pub(super) deadline: Option<crate::journal::Timestamp>,
+    /// The parent's journaled trace: the child continues it, under this step's span.
+    pub(super) trace_id: String,
+    pub(super) parent_span: Option<String>,
 }
 
 /// Starts (or finds) a child run, as a task.
@@ -180,9 +183,18 @@ pub(super) fn spawn_child(work: &mut Work, engine: Engine, run: ChildRun) {
     let span = tracing::info_span!("child", step = run.step, attempt = run.attempt);
     work.push(
         async move {
+            // Inside this step's span: the child run's spans are its children.
+            let trace = crate::trace::child_of(&run.trace_id, run.parent_span.as_deref());
             let child = match run.child {
                 Ok(start) => engine
-                    .start_child(run.parent, &run.key, start, run.dry_run, run.deadline)
+                    .start_child(
+                        run.parent,
+                        &run.key,
+                        start,
+                        run.dry_run,
+                        run.deadline,
+                        trace,
+                    )
                     .await
                     .map_err(|error| {
                         StepError::permanent(format!("cannot start the child run: {error}"))

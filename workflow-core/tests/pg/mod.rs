@@ -27,6 +27,7 @@ pub(crate) fn started(at: Timestamp) -> Event {
         input: json!({ "user": "ada" }),
         seed: 1,
         trace_id: "t".to_owned(),
+        parent_span: None,
         dry_run: false,
         deadline: None,
         at,

@@ -28,6 +28,7 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use workflow_core::journal::Event;
+use workflow_core::trace::TraceParent;
 use workflow_core::{Engine, RunError, RunId, StartOptions, Workflow};
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -42,8 +43,8 @@ use crate::Shared;
 type Started = BoxFuture<'static, Result<(RunId, bool, Value), RunError>>;
 
 /// Parses a verified body as the endpoint's payload type, maps it to the workflow's input
-/// and returns the start (keyed by the given key) to await; `Err` when it does not parse.
-type Starter = dyn Fn(&Engine, &[u8], String) -> Result<Started, String> + Send + Sync;
+/// and returns the start (with the given options) to await; `Err` when it does not parse.
+type Starter = dyn Fn(&Engine, &[u8], StartOptions) -> Result<Started, String> + Send + Sync;
 
 /// The longest event id (or API idempotency key) accepted, in bytes.
 pub const MAX_EVENT_ID: usize = 256;
@@ -53,6 +54,17 @@ pub const MAX_EVENT_ID: usize = 256;
 /// intake nor the workflow name holds a space, so distinct triples never make one key.
 pub fn scoped_key(intake: &str, workflow: &str, id: &str) -> String {
     format!("{intake} {workflow} {id}")
+}
+
+/// The trace a start continues: the request's W3C `traceparent` header, when it has a
+/// valid one. An invalid one is ignored (the run starts a trace of its own), not refused.
+pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+    let value = headers.get("traceparent")?;
+    let parsed = value.to_str().ok().and_then(TraceParent::parse);
+    if parsed.is_none() {
+        tracing::debug!("ignored an invalid traceparent header");
+    }
+    parsed
 }
 
 /// 400 `event_id_too_long` past [`MAX_EVENT_ID`].
@@ -123,17 +135,18 @@ impl Route {
     {
         // A delivery has no person behind it: the run's initiator is the intake.
         let initiator = format!("webhook {path}");
-        let start = move |engine: &Engine, body: &[u8], key: String| -> Result<Started, String> {
-            let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
-            let input = map(payload);
-            let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
-            let engine = engine.clone();
-            let options = StartOptions::key(key).initiator(initiator.clone());
-            Ok(Box::pin(async move {
-                let run = engine.start_with::<W>(input, options).await?;
-                Ok((run.id(), run.was_created(), value))
-            }))
-        };
+        let start =
+            move |engine: &Engine, body: &[u8], options: StartOptions| -> Result<Started, String> {
+                let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
+                let input = map(payload);
+                let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
+                let engine = engine.clone();
+                let options = options.initiator(initiator.clone());
+                Ok(Box::pin(async move {
+                    let run = engine.start_with::<W>(input, options).await?;
+                    Ok((run.id(), run.was_created(), value))
+                }))
+            };
         Route {
             path: path.to_owned(),
             intake: Arc::new(Intake {
@@ -202,7 +215,11 @@ impl Intake {
         };
         check_event_id(&event_id, "event_id_too_long")?;
         let key = scoped_key(&format!("webhook {}", self.path), self.workflow, &event_id);
-        let start = (self.start)(&app.engine, &body, key).map_err(|error| {
+        let options = StartOptions {
+            traceparent: traceparent(headers),
+            ..StartOptions::key(key)
+        };
+        let start = (self.start)(&app.engine, &body, options).map_err(|error| {
             ApiError::invalid_payload(format!(
                 "the payload is not what `{}` takes: {error}",
                 self.workflow

@@ -30,6 +30,7 @@ pub(super) fn run_started(dry_run: bool) -> Event {
         input: json!({}),
         seed: 3,
         trace_id: String::new(),
+        parent_span: None,
         dry_run,
         deadline: None,
         at: 0,
