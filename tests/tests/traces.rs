@@ -85,13 +85,12 @@ impl Otel {
             .enable_all()
             .build()
             .unwrap();
-        let result = tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(subscriber, || {
             let result = runtime.block_on(scenario);
             // Spans of drivers the runtime still holds close as it drops.
             drop(runtime);
             result
-        });
-        result
+        })
     }
 
     fn spans(&self) -> Vec<SpanData> {
