@@ -10,7 +10,7 @@
 //! | Method and path | Does |
 //! |---|---|
 //! | `GET /api/runs?status=&workflow=&before=&limit=` | runs, newest first, paged |
-//! | `POST /api/runs` | starts a run: `{"workflow", "input", "idempotency_key"?}` |
+//! | `POST /api/runs` | starts a run: `{"workflow", "input", "idempotency_key"?}`, in the trace of a valid `traceparent` header |
 //! | `GET /api/runs/{run}` | the run: steps, attempts, timeline, audit ([`RunDetail`]) |
 //! | `GET /api/runs/{run}/diagram.svg` | its diagram with each step's state |
 //! | `POST /api/runs/{run}/cancel` | cancels it |
