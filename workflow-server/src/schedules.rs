@@ -6,7 +6,7 @@
 //! schedule is [`Action::View`] (a viewer), changing it [`Action::Schedule`] (an operator).
 //! A schedule of a workflow the caller may not see answers exactly as one that does not
 //! exist (404 `unknown_schedule`); a change refused on one it may see is 403 `forbidden`.
-//! State changes are JSON-only like every API route ([`ApiCaller`]).
+//! State changes must be sent as JSON and from the same site, as on every API route.
 //!
 //! | Method and path | Does |
 //! |---|---|

@@ -14,8 +14,9 @@
 //! A worker that crashes between the two leaves `pending` in the row: the next worker to
 //! look carries it out. Missed ticks are recorded with the decision that won, in the same
 //! write (a [`MissedTicks`] record: the range and its count, readable through
-//! `Engine::schedules().missed()`), and counted once in `workflow_schedule_missed_total`; each run's lag (fire time − scheduled time) is
-//! recorded once (by the start that created it) in `workflow_schedule_lag_seconds`.
+//! `Engine::schedules().missed()`), and counted once in `workflow_schedule_missed_total`;
+//! each run's lag (fire time − scheduled time) is recorded once (by the start that created
+//! it) in `workflow_schedule_lag_seconds`.
 
 use std::sync::Arc;
 use std::time::Duration;
