@@ -36,6 +36,8 @@ pub struct EngineBuilder {
     pub(super) seed: Option<u64>,
     pub(super) fault_hook: Option<FaultHook>,
     pub(super) hibernate: bool,
+    pub(super) worker: bool,
+    pub(super) max_live_runs: Option<usize>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -63,6 +65,8 @@ impl Default for EngineBuilder {
             seed: None,
             fault_hook: None,
             hibernate: true,
+            worker: true,
+            max_live_runs: None,
         }
     }
 }
