@@ -189,9 +189,6 @@ impl Engine {
         if !self.inner.worker {
             return Ok(0);
         }
-        // From now on the engine's background task admits queued runs (and, in shared
-        // stores, takes over lapsed ones).
-        self.ensure_poller();
         // Runs this engine owns but does not drive (a driver that stopped on an error).
         let mine: Vec<RunId> = self
             .inner
@@ -245,7 +242,11 @@ impl Engine {
         for launch in ready {
             launch.go(self);
         }
-        Ok(resumed + self.admit_queued().await)
+        let admitted = self.admit_queued().await;
+        // From now on the engine's background task admits queued runs (and, in shared
+        // stores, takes over lapsed ones).
+        self.ensure_poller();
+        Ok(resumed + admitted)
     }
 
     /// Whether this engine drives the run (live or hibernating).
