@@ -105,9 +105,7 @@ async fn intake_queues_and_a_worker_drives(store: Arc<dyn Store>) {
 
     let first = intake
         .enqueue::<Greet>(
-            GreetInput {
-                name: "ada".into(),
-            },
+            GreetInput { name: "ada".into() },
             StartOptions::key("order-1"),
         )
         .await
@@ -115,9 +113,7 @@ async fn intake_queues_and_a_worker_drives(store: Arc<dyn Store>) {
     assert!(first.was_created());
     let again = intake
         .enqueue::<Greet>(
-            GreetInput {
-                name: "ada".into(),
-            },
+            GreetInput { name: "ada".into() },
             StartOptions::key("order-1"),
         )
         .await
@@ -126,9 +122,7 @@ async fn intake_queues_and_a_worker_drives(store: Arc<dyn Store>) {
     assert!(!again.was_created());
     // An intake-only engine's start enqueues too.
     let second = intake
-        .start::<Greet>(GreetInput {
-            name: "bob".into(),
-        })
+        .start::<Greet>(GreetInput { name: "bob".into() })
         .await
         .unwrap();
     let (third, created) = intake
@@ -195,7 +189,12 @@ async fn a_running_worker_admits_in_order(store: Arc<dyn Store>) {
     let mut runs = Vec::new();
     for name in ["r1", "r2", "r3", "r4"] {
         let input = GreetInput { name: name.into() };
-        runs.push(intake.enqueue::<Greet>(input, StartOptions::default()).await.unwrap());
+        runs.push(
+            intake
+                .enqueue::<Greet>(input, StartOptions::default())
+                .await
+                .unwrap(),
+        );
     }
     for run in &runs {
         tokio::time::timeout(Duration::from_secs(60), run.outputs())

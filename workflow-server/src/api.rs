@@ -191,10 +191,15 @@ async fn start(
         dry_run: start.dry_run,
         deadline: None,
     };
-    let (run, created) = app
-        .engine
-        .start_json(&start.workflow, start.input.clone(), options)
-        .await?;
+    let (run, created) = if app.enqueue_starts {
+        app.engine
+            .enqueue_json(&start.workflow, start.input.clone(), options)
+            .await?
+    } else {
+        app.engine
+            .start_json(&start.workflow, start.input.clone(), options)
+            .await?
+    };
     if let (false, Some(key)) = (created, &start.idempotency_key) {
         same_start(&app.engine, run, key, &start.input).await?;
     }

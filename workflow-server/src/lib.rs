@@ -89,6 +89,7 @@ pub struct Server {
     show_payloads: Option<bool>,
     webhooks: Vec<intake::Route>,
     metrics: Option<metrics::PrometheusHandle>,
+    enqueue_starts: Option<bool>,
 }
 
 impl fmt::Debug for Server {
@@ -113,6 +114,8 @@ pub(crate) struct App {
     pub(crate) base: String,
     pub(crate) show_payloads: bool,
     pub(crate) metrics: Option<metrics::PrometheusHandle>,
+    /// Whether starts (the API's and webhooks') are queued for workers.
+    pub(crate) enqueue_starts: bool,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -132,6 +135,7 @@ impl Server {
             show_payloads: None,
             webhooks: Vec::new(),
             metrics: None,
+            enqueue_starts: None,
         }
     }
 
@@ -174,6 +178,15 @@ impl Server {
     /// `Router::new().nest("/workflow", server.router())`), for the inbox's links.
     pub fn base_path(mut self, base: &str) -> Self {
         self.base = base.trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Whether `POST /api/runs` and the webhooks queue their runs for workers
+    /// ([`Engine::enqueue`]) instead of starting them in this process (default: whether
+    /// the engine is intake-only, [`Engine::is_intake_only`]). The answers are the same,
+    /// `201` with the run; the run is driven by whichever worker admits it.
+    pub fn enqueue_starts(mut self, enqueue: bool) -> Self {
+        self.enqueue_starts = Some(enqueue);
         self
     }
 
@@ -231,6 +244,9 @@ impl Server {
         let show_payloads = self
             .show_payloads
             .unwrap_or_else(|| self.engine.logs_payloads());
+        let enqueue_starts = self
+            .enqueue_starts
+            .unwrap_or_else(|| self.engine.is_intake_only());
         let app = Arc::new(App {
             engine: self.engine,
             authenticator: self.authenticator,
@@ -240,6 +256,7 @@ impl Server {
             base: self.base,
             show_payloads,
             metrics: self.metrics,
+            enqueue_starts,
         });
         let mut router = Router::new()
             .merge(api::routes())

@@ -173,7 +173,8 @@ impl Engine {
     /// Resumes every unfinished run of the registered workflows that no live engine
     /// drives, from its journal, and admits queued runs ([`Engine::enqueue`]) of the
     /// versions registered here. Runs whose spec no registration matches are parked
-    /// instead (queued ones wait for a worker that registers their version). Returns how
+    /// instead (in a store several workers share, queued ones wait for a worker that
+    /// registers their version). Returns how
     /// many resumed or were admitted. From then on the engine's background task admits
     /// queued runs as they come. An intake-only engine only records its specs.
     ///
@@ -214,8 +215,15 @@ impl Engine {
                 run: None,
                 reclaim_own: false,
                 limit: None,
-                // Queued runs are the admission point's, below.
-                claimable: crate::store::Claimable::Begun,
+                // Among many workers, queued runs are the admission point's (below), and
+                // wait for a worker that registers their version. A store one engine
+                // drives has no other worker: every run is taken, and one of a version
+                // not registered here is parked.
+                claimable: if self.inner.store.multi_worker() {
+                    crate::store::Claimable::Begun
+                } else {
+                    crate::store::Claimable::Any
+                },
                 versions: None,
             })
             .await?;

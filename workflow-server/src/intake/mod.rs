@@ -43,7 +43,9 @@ type Started = BoxFuture<'static, Result<(RunId, bool, Value), RunError>>;
 
 /// Parses a verified body as the endpoint's payload type, maps it to the workflow's input
 /// and returns the start (keyed by the given key) to await; `Err` when it does not parse.
-type Starter = dyn Fn(&Engine, &[u8], String) -> Result<Started, String> + Send + Sync;
+/// With `true` (the server's `enqueue_starts`) the run is queued for a worker instead of
+/// started here.
+type Starter = dyn Fn(&Engine, &[u8], String, bool) -> Result<Started, String> + Send + Sync;
 
 /// The longest event id (or API idempotency key) accepted, in bytes.
 pub const MAX_EVENT_ID: usize = 256;
@@ -121,15 +123,22 @@ impl Route {
         W: Workflow,
         P: DeserializeOwned + 'static,
     {
-        let start = move |engine: &Engine, body: &[u8], key: String| -> Result<Started, String> {
+        let start = move |engine: &Engine,
+                          body: &[u8],
+                          key: String,
+                          enqueue: bool|
+              -> Result<Started, String> {
             let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
             let input = map(payload);
             let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
             let engine = engine.clone();
             Ok(Box::pin(async move {
-                let run = engine
-                    .start_with::<W>(input, StartOptions::key(key))
-                    .await?;
+                let options = StartOptions::key(key);
+                let run = if enqueue {
+                    engine.enqueue::<W>(input, options).await?
+                } else {
+                    engine.start_with::<W>(input, options).await?
+                };
                 Ok((run.id(), run.was_created(), value))
             }))
         };
@@ -201,7 +210,7 @@ impl Intake {
         };
         check_event_id(&event_id, "event_id_too_long")?;
         let key = scoped_key(&format!("webhook {}", self.path), self.workflow, &event_id);
-        let start = (self.start)(&app.engine, &body, key).map_err(|error| {
+        let start = (self.start)(&app.engine, &body, key, app.enqueue_starts).map_err(|error| {
             ApiError::invalid_payload(format!(
                 "the payload is not what `{}` takes: {error}",
                 self.workflow
