@@ -1229,6 +1229,8 @@ fn b6_parts(rt: &Runtime, image: &Path, path: &Path) -> (f64, f64) {
                     run: None,
                     reclaim_own: false,
                     limit: None,
+                    claimable: workflow_core::store::Claimable::Any,
+                    versions: None,
                 })
                 .await,
             "claim the runs",

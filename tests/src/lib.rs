@@ -2,4 +2,5 @@
 
 pub mod chaos;
 pub mod fence;
+pub mod queue;
 pub mod service;

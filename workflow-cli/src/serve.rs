@@ -1,7 +1,9 @@
-//! `workflow serve`: `workflow-server`'s API and inbox over a store, with an engine that
-//! registers no workflow. It reads runs, tasks and dead letters from the store and leaves
-//! decisions and cancellations in the runs' inboxes for the engines that drive them;
-//! webhook intake and starts need the workflows' code, so they live in the user's binary.
+//! `workflow serve`: `workflow-server`'s API and inbox over a store, with an intake-only
+//! engine that registers no workflow. It reads runs, tasks and dead letters from the store
+//! and leaves decisions and cancellations in the runs' inboxes for the engines that drive
+//! them; `POST /api/runs` queues runs for the workers (on the newest version of the
+//! workflow a worker recorded, its inputs checked by name only). Webhook intake needs the
+//! workflows' code, so it lives in the user's binary.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,7 +22,10 @@ fn read(path: &Path) -> Result<String> {
 
 /// Serves until the process is stopped.
 pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
-    let engine = Engine::builder().shared_store(Arc::from(store)).build();
+    let engine = Engine::builder()
+        .shared_store(Arc::from(store))
+        .intake_only()
+        .build();
     let mut server = Server::new(engine)
         .show_payloads(args.show_payloads)
         .base_path(&args.base_path);

@@ -195,12 +195,17 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A new engine on the store at `db` resumes the one unfinished run `id` of `W` and drives
 /// it to the end; its outputs.
 fn resume_to_end<W: Workflow<Env = ()>>(db: &Path, id: RunId) -> W::Outputs {
+    resume_to_end_of::<W>(db, id, 1)
+}
+
+/// [`resume_to_end`] on a store with `unfinished` unfinished runs of `W` (all resumed).
+fn resume_to_end_of<W: Workflow<Env = ()>>(db: &Path, id: RunId, unfinished: usize) -> W::Outputs {
     runtime().block_on(async {
         let engine = Engine::builder()
             .store(SqliteStore::open(db).expect("reopen"))
             .build();
         engine.register::<W>(()).expect("register");
-        assert_eq!(engine.resume_all().await.expect("resume"), 1);
+        assert_eq!(engine.resume_all().await.expect("resume"), unfinished);
         let run = engine.handle::<W>(id).await.expect("handle");
         tokio::time::timeout(WAIT, run.outputs())
             .await
@@ -1010,7 +1015,26 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
         Some("ana@mods"),
         r#"{"workflow": "Moderation", "input": {"item": "x"}}"#,
     );
-    assert_eq!(starts.0, 404, "no workflow code here: {}", starts.1);
+    // Queued for a worker (the spec an engine recorded), its inputs checked by name.
+    assert_eq!(starts.0, 201, "{}", starts.1);
+    assert!(starts.1.contains(r#""created":true"#), "{}", starts.1);
+    let queued: Value = serde_json::from_str(&starts.1).expect("JSON");
+    let queued = queued["run"].as_str().expect("a run").to_owned();
+    let shown = with_store(&db, &["runs", "show", &queued]).ok();
+    assert!(shown.contains("queued:   waiting for a worker"), "{shown}");
+    let json = with_store(&db, &["--json", "runs", "show", &queued]).json();
+    assert_eq!(json["queued"], true, "{json}");
+    let running = with_store(&db, &["--json", "runs", "show", &id.to_string()]).json();
+    assert_eq!(running["queued"], false, "{running}");
+    let misnamed = http(
+        &addr,
+        "POST",
+        "/api/runs",
+        Some("ana@mods"),
+        r#"{"workflow": "Moderation", "input": {"items": "x"}}"#,
+    );
+    assert_eq!(misnamed.0, 422, "{}", misnamed.1);
+    assert!(misnamed.1.contains("invalid_input"), "{}", misnamed.1);
     let not_operator = http(
         &addr,
         "POST",
@@ -1022,8 +1046,9 @@ fn serve_shows_tasks_and_takes_decisions_for_a_store_without_the_workflows_code(
     assert!(not_operator.1.contains("forbidden"), "{}", not_operator.1);
     drop(serving);
 
-    // The decision waited in the run's inbox; the engine with the workflow takes it in.
-    let outputs = resume_to_end::<Moderation>(&db, id);
+    // The decision waited in the run's inbox; the engine with the workflow takes it in
+    // (and admits the queued run).
+    let outputs = resume_to_end_of::<Moderation>(&db, id, 2);
     assert_eq!(outputs.review.by, "ana@mods");
     assert_eq!(outputs.review.comment.as_deref(), Some("fine"));
 }

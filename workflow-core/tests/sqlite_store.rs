@@ -569,6 +569,8 @@ async fn a_file_of_an_older_version_is_migrated_with_its_runs() {
             run: None,
             reclaim_own: false,
             limit: None,
+            claimable: workflow_core::store::Claimable::Any,
+            versions: None,
         })
         .await
         .expect("claim");

@@ -195,10 +195,15 @@ async fn start(
         initiator: Some(caller.identity().name().to_owned()),
         traceparent: traceparent(&headers),
     };
-    let (run, created) = app
-        .engine
-        .start_json(&start.workflow, start.input.clone(), options)
-        .await?;
+    let (run, created) = if app.enqueue_starts {
+        app.engine
+            .enqueue_json(&start.workflow, start.input.clone(), options)
+            .await?
+    } else {
+        app.engine
+            .start_json(&start.workflow, start.input.clone(), options)
+            .await?
+    };
     if let (false, Some(key)) = (created, &start.idempotency_key) {
         same_start(&app.engine, run, key, &start.input).await?;
     }

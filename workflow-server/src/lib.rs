@@ -97,6 +97,7 @@ pub struct Server {
     webhooks: Vec<intake::Route>,
     metrics: Option<metrics::PrometheusHandle>,
     links: Option<DecisionLinks>,
+    enqueue_starts: Option<bool>,
 }
 
 impl fmt::Debug for Server {
@@ -122,6 +123,8 @@ pub(crate) struct App {
     pub(crate) show_payloads: bool,
     pub(crate) metrics: Option<metrics::PrometheusHandle>,
     pub(crate) links: Option<DecisionLinks>,
+    /// Whether starts (the API's and webhooks') are queued for workers.
+    pub(crate) enqueue_starts: bool,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -142,6 +145,7 @@ impl Server {
             webhooks: Vec::new(),
             metrics: None,
             links: None,
+            enqueue_starts: None,
         }
     }
 
@@ -191,6 +195,15 @@ impl Server {
     /// `Router::new().nest("/workflow", server.router())`), for the inbox's links.
     pub fn base_path(mut self, base: &str) -> Self {
         self.base = base.trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Whether `POST /api/runs` and the webhooks queue their runs for workers
+    /// ([`Engine::enqueue`]) instead of starting them in this process (default: whether
+    /// the engine is intake-only, [`Engine::is_intake_only`]). The answers are the same,
+    /// `201` with the run; the run is driven by whichever worker admits it.
+    pub fn enqueue_starts(mut self, enqueue: bool) -> Self {
+        self.enqueue_starts = Some(enqueue);
         self
     }
 
@@ -248,6 +261,9 @@ impl Server {
         let show_payloads = self
             .show_payloads
             .unwrap_or_else(|| self.engine.logs_payloads());
+        let enqueue_starts = self
+            .enqueue_starts
+            .unwrap_or_else(|| self.engine.is_intake_only());
         let app = Arc::new(App {
             engine: self.engine,
             authenticator: self.authenticator,
@@ -258,6 +274,7 @@ impl Server {
             show_payloads,
             metrics: self.metrics,
             links: self.links,
+            enqueue_starts,
         });
         let mut router = Router::new()
             .merge(api::routes())

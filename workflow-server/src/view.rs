@@ -28,6 +28,9 @@ pub struct RunDetail {
     pub status: &'static str,
     /// Why it is parked or failed, or who retried it.
     pub note: Option<String>,
+    /// Whether it waits for a worker: queued (`Engine::enqueue`), nobody owns it and
+    /// nothing but its start is journaled.
+    pub queued: bool,
     /// The start's idempotency key (a webhook's event id).
     pub idempotency_key: Option<String>,
     /// The schedule's tick that started it (schedule id, scheduled time, fire time; ms),
@@ -189,12 +192,16 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         .collect();
     let tick = Tick::of_run(&view.record, &events);
     let record = view.record;
+    let queued = record.status == workflow_core::store::RunStatus::Running
+        && record.owner.is_none()
+        && events.len() <= 1;
     Ok(Loaded {
         detail: RunDetail {
             run: record.id.to_string(),
             workflow: record.workflow,
             status: record.status.as_str(),
             note: record.note,
+            queued,
             idempotency_key: record.idempotency_key,
             tick,
             trace_id,

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
-use workflow_core::store::StoredRun;
+use workflow_core::store::{RunStatus, StoredRun};
 use workflow_core::Tick;
 
 use super::{decision_text, mark, record_json};
@@ -125,6 +125,15 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// Whether the run waits for a worker: queued, nobody owns it and nothing but its
+    /// start is journaled.
+    fn queued(&self) -> bool {
+        let record = &self.stored.record;
+        record.status == RunStatus::Running
+            && record.owner.is_none()
+            && self.stored.events.len() <= 1
+    }
+
     pub(super) fn text(&self) -> String {
         let record = &self.stored.record;
         let mut out = format!(
@@ -135,6 +144,9 @@ impl<'a> Report<'a> {
         );
         if let Some(note) = &record.note {
             out.push_str(&format!("note:     {}\n", short(note, 200)));
+        }
+        if self.queued() {
+            out.push_str("queued:   waiting for a worker that registers its workflow\n");
         }
         out.push_str(&format!(
             "started:  {}\nupdated:  {} ({})\n",
@@ -234,6 +246,7 @@ impl<'a> Report<'a> {
         let record = &self.stored.record;
         let mut value = record_json(record);
         value["spec_recorded"] = Value::Bool(self.spec.is_some());
+        value["queued"] = Value::Bool(self.queued());
         value["trace_id"] = json!(self.trace_id());
         value["tick"] = json!(self.tick());
         if let (Some(spec), Some(machine)) = (self.spec, &self.machine) {

@@ -36,6 +36,8 @@ pub struct EngineBuilder {
     pub(super) seed: Option<u64>,
     pub(super) fault_hook: Option<FaultHook>,
     pub(super) hibernate: bool,
+    pub(super) worker: bool,
+    pub(super) max_live_runs: Option<usize>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -63,6 +65,8 @@ impl Default for EngineBuilder {
             seed: None,
             fault_hook: None,
             hibernate: true,
+            worker: true,
+            max_live_runs: None,
         }
     }
 }
@@ -157,6 +161,30 @@ impl EngineBuilder {
     }
 
     #[doc(hidden)]
+    /// An engine that only takes starts in: it writes them to the store as queued runs
+    /// (its `start`, `start_with` and `start_json` enqueue, see [`Engine::enqueue`]) and
+    /// reads runs, decides tasks and sends events and cancellations through the runs'
+    /// inboxes, but never claims or drives a run: workers (engines built without this,
+    /// over the same store) do. For a web tier that takes webhooks and API calls while
+    /// other processes execute them.
+    ///
+    /// [`Engine::enqueue`]: super::Engine::enqueue
+    pub fn intake_only(mut self) -> Self {
+        self.worker = false;
+        self
+    }
+
+    /// The most runs this engine keeps live (loaded, with work in flight) before it stops
+    /// admitting queued runs ([`Engine::enqueue`]): beyond it, queued runs wait for this
+    /// engine to have room or for another worker. Runs started here, taken over or woken
+    /// are never held back. Default: no limit.
+    ///
+    /// [`Engine::enqueue`]: super::Engine::enqueue
+    pub fn max_live_runs(mut self, limit: usize) -> Self {
+        self.max_live_runs = Some(limit.max(1));
+        self
+    }
+
     /// Crash-test hook, see [`FaultHook`].
     pub fn fault_hook(mut self, hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
         self.fault_hook = Some(Arc::new(hook));

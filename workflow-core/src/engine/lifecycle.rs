@@ -55,12 +55,16 @@ impl Engine {
     }
 
     /// Starts a run with options. With an idempotency key that was used before, returns
-    /// the existing run and starts nothing.
+    /// the existing run and starts nothing. An intake-only engine enqueues the run instead
+    /// ([`Engine::enqueue`]).
     pub async fn start_with<W: Workflow>(
         &self,
         input: W::Input,
         options: StartOptions,
     ) -> Result<RunHandle<W>, RunError> {
+        if !self.inner.worker {
+            return self.enqueue::<W>(input, options).await;
+        }
         let registration = self
             .inner
             .registry
@@ -126,6 +130,9 @@ impl Engine {
         input: Value,
         options: &StartOptions,
     ) -> Result<Created, RunError> {
+        if !self.inner.worker {
+            return self.enqueue_registered(registered, input, options).await;
+        }
         let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
         let key = options.idempotency_key.as_deref();
         let created = registered
@@ -166,8 +173,12 @@ impl Engine {
     }
 
     /// Resumes every unfinished run of the registered workflows that no live engine
-    /// drives, from its journal. Runs whose spec no registration matches are parked
-    /// instead. Returns how many resumed.
+    /// drives, from its journal, and admits queued runs ([`Engine::enqueue`]) of the
+    /// versions registered here. Runs whose spec no registration matches are parked
+    /// instead (in a store several workers share, queued ones wait for a worker that
+    /// registers their version). Returns how
+    /// many resumed or were admitted. From then on the engine's background task admits
+    /// queued runs as they come. An intake-only engine only records its specs.
     ///
     /// In a store several engine processes share ([`Store::multi_worker`]), this also
     /// starts the engine's background work for good: from then on it renews its leases and
@@ -178,8 +189,8 @@ impl Engine {
         for registered in self.inner.registry.all() {
             registered.store_spec(self).await?;
         }
-        if self.inner.store.multi_worker() {
-            self.ensure_poller();
+        if !self.inner.worker {
+            return Ok(0);
         }
         // Runs this engine owns but does not drive (a driver that stopped on an error).
         let mine: Vec<RunId> = self
@@ -206,6 +217,16 @@ impl Engine {
                 run: None,
                 reclaim_own: false,
                 limit: None,
+                // Among many workers, queued runs are the admission point's (below), and
+                // wait for a worker that registers their version. A store one engine
+                // drives has no other worker: every run is taken, and one of a version
+                // not registered here is parked.
+                claimable: if self.inner.store.multi_worker() {
+                    crate::store::Claimable::Begun
+                } else {
+                    crate::store::Claimable::Any
+                },
+                versions: None,
             })
             .await?;
         for lease in &leases {
@@ -231,7 +252,11 @@ impl Engine {
         for launch in ready {
             launch.go(self);
         }
-        Ok(resumed)
+        let admitted = self.admit_queued().await;
+        // From now on the engine's background task admits queued runs (and, in shared
+        // stores, takes over lapsed ones).
+        self.ensure_poller();
+        Ok(resumed + admitted)
     }
 
     /// Whether this engine drives the run (live or hibernating).
@@ -252,6 +277,8 @@ impl Engine {
                 run: Some(run),
                 reclaim_own: true,
                 limit: Some(1),
+                claimable: crate::store::Claimable::Any,
+                versions: None,
             })
             .await?;
         for lease in &leases {
@@ -352,6 +379,10 @@ impl Engine {
     /// restarted by an operator), when its workflow is registered here. Returns whether
     /// this engine drives it now.
     pub(super) async fn take_up(&self, run: RunId) -> Result<bool, RunError> {
+        if !self.inner.worker {
+            return Ok(false);
+        }
+        let _one_claimer = self.inner.claiming.lock().await;
         if self.drives(run) {
             return Ok(true);
         }
@@ -477,6 +508,10 @@ impl Engine {
         self.inner.lease.forget(run);
         self.inner.lock_live().remove(&run);
         self.inner.lock_tasks().retain(|(r, _), _| *r != run);
+        if self.inner.max_live_runs.is_some() {
+            // Room for a queued run.
+            self.inner.wake_notify.notify_one();
+        }
     }
 
     /// Waits for a run to finish. A run this engine can drive and nobody else does is taken
@@ -528,8 +563,8 @@ impl Engine {
                 }
                 RunStatus::Cancelled => return Err(RunError::Cancelled(run)),
                 RunStatus::Running if self.take_up(run).await? => continue,
-                RunStatus::Running if record.owner.is_some() => {
-                    // Another engine drives it: watch the store.
+                RunStatus::Running if record.owner.is_some() || !self.inner.worker => {
+                    // Another engine drives it (or, queued, will): watch the store.
                     tokio::time::sleep(FOREIGN_POLL).await;
                 }
                 RunStatus::Running => return Err(RunError::NotRegistered(record.workflow.clone())),

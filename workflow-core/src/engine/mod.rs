@@ -7,6 +7,7 @@
 //! - `driver`: the loop that drives one run; `work`: running user code.
 //! - `lifecycle`: owning runs: creating, claiming, taking up, hibernating and waking them.
 //! - `poller`: timers of hibernating runs, inbox messages, lease renewal and takeover.
+//! - `queue`: queued starts ([`Engine::enqueue`]) and the admission point.
 //! - `api`: the public operations on runs (inspect, decide, cancel, retry, ...).
 //! - `scheduler`: fires due schedule ticks; `schedules`: [`Engine::schedules`].
 //! - [`handle`]: [`RunRef`] and [`RunHandle`].
@@ -21,6 +22,7 @@ mod handle;
 mod lifecycle;
 mod plan;
 mod poller;
+mod queue;
 mod registry;
 mod scheduler;
 mod schedules;
@@ -123,6 +125,15 @@ struct Inner {
     schedule_notify: Arc<tokio::sync::Notify>,
     /// Schedules of registered workflows not yet recorded in the store.
     declared: Mutex<Vec<(String, workflow_spec::Schedule)>>,
+    /// Whether this engine claims and drives runs (false: intake only).
+    worker: bool,
+    /// The most live runs before this engine stops admitting queued ones.
+    max_live_runs: Option<usize>,
+    /// Held while the engine claims a run nobody owns and launches it, so two paths (the
+    /// admission point, a waiter taking a run up) never both claim one.
+    claiming: tokio::sync::Mutex<()>,
+    /// Specs this engine recorded for its queued starts.
+    queued_specs: queue::RecordedSpecs,
     /// Compiled schedules by id, with the definition they were compiled from.
     compiled_schedules: Mutex<
         HashMap<
@@ -225,6 +236,10 @@ impl Engine {
                 schedule_notify: Arc::new(tokio::sync::Notify::new()),
                 declared: Mutex::new(Vec::new()),
                 compiled_schedules: Mutex::new(HashMap::new()),
+                worker: builder.worker,
+                max_live_runs: builder.max_live_runs,
+                claiming: tokio::sync::Mutex::new(()),
+                queued_specs: queue::RecordedSpecs::default(),
             }),
         }
     }

@@ -136,7 +136,10 @@ impl<W: Workflow> Launch<W> {
     }
 }
 
-fn decode_input<W: Workflow>(run: RunId, input: Option<Value>) -> Result<W::Input, RunError> {
+pub(super) fn decode_input<W: Workflow>(
+    run: RunId,
+    input: Option<Value>,
+) -> Result<W::Input, RunError> {
     serde_json::from_value(input.unwrap_or(Value::Null)).map_err(|error| RunError::Decode {
         run,
         step: "<input>".into(),

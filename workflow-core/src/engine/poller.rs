@@ -1,7 +1,7 @@
 //! The engine's one background task: it wakes hibernating runs when their timers are due,
-//! hands messages other processes left in inboxes to the runs this engine drives, and, in
+//! hands messages other processes left in inboxes to the runs this engine drives, in
 //! stores several engines share, renews this engine's leases and takes over runs whose
-//! owner's lease lapsed. It sleeps until its next timer, at most a second in shared stores,
+//! owner's lease lapsed, and admits queued runs (`queue`). It sleeps until its next timer, at most a second in shared stores,
 //! and wakes early when the store signals that another process wrote something for it.
 
 use std::collections::HashSet;
@@ -15,7 +15,7 @@ use super::{lock, Engine, FOREIGN_POLL};
 use crate::clock::until;
 use crate::error::{RunError, RunId};
 use crate::journal::Timestamp;
-use crate::store::Claim;
+use crate::store::{Claim, Claimable};
 
 impl Engine {
     /// Starts the poller unless it runs.
@@ -48,6 +48,7 @@ impl Engine {
                     }
                     engine.take_over().await;
                 }
+                engine.admit_queued().await;
                 let next = engine.inner.lock_wakeups().first().map(|(at, _)| *at);
                 let mut pause =
                     next.map_or(Duration::from_secs(3600), |at| until(engine.now(), at));
@@ -188,12 +189,13 @@ impl Engine {
         }
     }
 
-    /// Claims runs whose owners' leases lapsed (and runs nobody owns) and drives them.
+    /// Claims runs whose owners' leases lapsed and drives them.
     async fn take_over(&self) {
         let names = self.inner.registry.names();
-        if names.is_empty() {
+        if names.is_empty() || !self.inner.worker {
             return;
         }
+        let _one_claimer = self.inner.claiming.lock().await;
         let sent = self.inner.lease.now_ms();
         let leases = self
             .inner
@@ -204,6 +206,9 @@ impl Engine {
                 run: None,
                 reclaim_own: false,
                 limit: Some(64),
+                // Queued runs are the admission point's.
+                claimable: Claimable::Begun,
+                versions: None,
             })
             .await;
         match leases {

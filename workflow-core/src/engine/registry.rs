@@ -37,6 +37,8 @@ pub(super) trait Registered: Send + Sync + 'static {
         input: Value,
         options: Options<'a>,
     ) -> BoxFuture<'a, Result<Created, RunError>>;
+    /// Checks a start's inputs (as JSON) against the workflow's input type.
+    fn check_input(&self, input: &Value) -> Result<(), RunError>;
     /// Checks a decision against the type of human `step`.
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
     /// Checks an event's payload against the type of event `step`.
@@ -126,6 +128,10 @@ impl<W: Workflow> Registered for Registration<W> {
             self.store_spec(engine).await?;
             super::plan::create::<W>(engine, self.shared.clone(), input, options).await
         })
+    }
+
+    fn check_input(&self, input: &Value) -> Result<(), RunError> {
+        super::plan::decode_input::<W>(crate::RunId(0), Some(input.clone())).map(drop)
     }
 
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
@@ -286,6 +292,15 @@ impl Registry {
         names.sort_unstable();
         names.dedup();
         names
+    }
+
+    /// Every registered fingerprint.
+    pub(super) fn all_fingerprints(&self) -> Vec<&'static str> {
+        self.lock()
+            .by_version
+            .iter()
+            .map(|r| r.fingerprint())
+            .collect()
     }
 
     /// Every registration.

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
-    MissedTicks, NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease,
+    Message, MissedTicks, NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
     ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
@@ -14,9 +14,21 @@ use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
 
 /// Keeps everything in memory; lost when the process ends.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Bumped when a run anyone may claim is created (a queued start), so that the other
+    /// engines over this store admit it at once.
+    claimable: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Mutex::default(),
+            claimable: tokio::sync::watch::channel(0).0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -54,11 +66,24 @@ impl Run {
         record.status == RunStatus::Running
             && claim.workflows.contains(&record.workflow.as_str())
             && claim.run.is_none_or(|run| run == record.id)
+            && claim
+                .versions
+                .is_none_or(|versions| versions.contains(&record.fingerprint.as_str()))
             && match &record.owner {
                 None => true,
                 Some(_) if mine => claim.reclaim_own,
                 Some(_) => self.lease_until <= claim.claimant.now,
             }
+            && match claim.claimable {
+                Claimable::Any => true,
+                Claimable::Queued => self.is_queued(),
+                Claimable::Begun => !self.is_queued(),
+            }
+    }
+
+    /// Nobody owns it and its journal holds only its start.
+    fn is_queued(&self) -> bool {
+        self.stored.record.owner.is_none() && self.stored.events.len() <= 1
     }
 
     fn take(&mut self, claimant: Claimant<'_>) -> Lease {
@@ -282,7 +307,11 @@ impl Inner {
 
 impl Store for MemoryStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
-        ready(self.lock().create(&run))
+        let created = self.lock().create(&run);
+        if run.owner.is_none() && matches!(created, Ok(Created::New { .. })) {
+            self.claimable.send_modify(|n| *n += 1);
+        }
+        ready(created)
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -551,6 +580,10 @@ impl Store for MemoryStore {
                 .then(b.first_registered.cmp(&a.first_registered))
         });
         ready(Ok(specs))
+    }
+
+    fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.claimable.subscribe())
     }
 
     fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {

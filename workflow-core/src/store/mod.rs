@@ -335,6 +335,42 @@ pub struct Claim<'a> {
     pub reclaim_own: bool,
     /// At most this many.
     pub limit: Option<usize>,
+    /// Which runs, by who owns them.
+    pub claimable: Claimable,
+    /// Only runs started under these spec fingerprints (`None`: any): a worker admits
+    /// only queued runs of the versions it registers.
+    pub versions: Option<&'a [&'a str]>,
+}
+
+/// Which of the runs a [`Claim`] may take it takes: queued ones, the others, or both.
+///
+/// A run is *queued* when nobody owns it and its journal holds only its start: a queued
+/// start ([`Engine::enqueue`]) or a restarted run, written and not yet begun.
+///
+/// [`Engine::enqueue`]: crate::Engine::enqueue
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Claimable {
+    /// Every run the claim may take.
+    #[default]
+    Any,
+    /// Only queued runs. The store hands them out oldest first: the order in which
+    /// queued runs are admitted.
+    Queued,
+    /// Only runs that are not queued: runs whose owner's lease lapsed (takeovers), runs an
+    /// engine released or an operator put back to work after they began.
+    Begun,
+}
+
+impl Claimable {
+    /// The number stores pass to their queries: 0 any, 1 queued, 2 begun.
+    #[doc(hidden)]
+    pub fn code(self) -> i64 {
+        match self {
+            Claimable::Any => 0,
+            Claimable::Queued => 1,
+            Claimable::Begun => 2,
+        }
+    }
 }
 
 /// A run handed to a claimant, with its fencing token.
@@ -482,7 +518,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Hands running runs of the claim's workflows to the claimant, each with a new fencing
     /// token: runs nobody owns, runs whose lease expired, and (with `reclaim_own`) runs the
-    /// claimant owns already. Returns the leases, oldest run first.
+    /// claimant owns already, as far as `claimable` allows. Takes the oldest runs first and
+    /// returns the leases, oldest run first.
     fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>>;
 
     /// Extends the leases of every run `claimant` owns; returns those runs.

@@ -176,6 +176,8 @@ async fn concurrent_claims_split_runs_and_skip_locked_rows() {
                 let leases = store
                     .claim(Claim {
                         limit: Some(7),
+                        claimable: workflow_core::store::Claimable::Any,
+                        versions: None,
                         ..claim_all(claimant(&owner, 60_000, 0), None)
                     })
                     .await

@@ -67,5 +67,7 @@ pub(crate) fn claim_all<'a>(claimant: Claimant<'a>, run: Option<RunId>) -> Claim
         run,
         reclaim_own: false,
         limit: None,
+        claimable: workflow_core::store::Claimable::Any,
+        versions: None,
     }
 }

@@ -44,7 +44,10 @@ type Started = BoxFuture<'static, Result<(RunId, bool, Value), RunError>>;
 
 /// Parses a verified body as the endpoint's payload type, maps it to the workflow's input
 /// and returns the start (with the given options) to await; `Err` when it does not parse.
-type Starter = dyn Fn(&Engine, &[u8], StartOptions) -> Result<Started, String> + Send + Sync;
+/// With `true` (the server's `enqueue_starts`) the run is queued for a worker instead of
+/// started here.
+type Starter =
+    dyn Fn(&Engine, &[u8], StartOptions, bool) -> Result<Started, String> + Send + Sync;
 
 /// The longest event id (or API idempotency key) accepted, in bytes.
 pub const MAX_EVENT_ID: usize = 256;
@@ -135,18 +138,25 @@ impl Route {
     {
         // A delivery has no person behind it: the run's initiator is the intake.
         let initiator = format!("webhook {path}");
-        let start =
-            move |engine: &Engine, body: &[u8], options: StartOptions| -> Result<Started, String> {
-                let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
-                let input = map(payload);
-                let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
-                let engine = engine.clone();
-                let options = options.initiator(initiator.clone());
-                Ok(Box::pin(async move {
-                    let run = engine.start_with::<W>(input, options).await?;
-                    Ok((run.id(), run.was_created(), value))
-                }))
-            };
+        let start = move |engine: &Engine,
+                          body: &[u8],
+                          options: StartOptions,
+                          enqueue: bool|
+              -> Result<Started, String> {
+            let payload: P = serde_json::from_slice(body).map_err(|error| error.to_string())?;
+            let input = map(payload);
+            let value = serde_json::to_value(&input).map_err(|error| error.to_string())?;
+            let engine = engine.clone();
+            let options = options.initiator(initiator.clone());
+            Ok(Box::pin(async move {
+                let run = if enqueue {
+                    engine.enqueue::<W>(input, options).await?
+                } else {
+                    engine.start_with::<W>(input, options).await?
+                };
+                Ok((run.id(), run.was_created(), value))
+            }))
+        };
         Route {
             path: path.to_owned(),
             intake: Arc::new(Intake {
@@ -219,7 +229,7 @@ impl Intake {
             traceparent: traceparent(headers),
             ..StartOptions::key(key)
         };
-        let start = (self.start)(&app.engine, &body, options).map_err(|error| {
+        let start = (self.start)(&app.engine, &body, options, app.enqueue_starts).map_err(|error| {
             ApiError::invalid_payload(format!(
                 "the payload is not what `{}` takes: {error}",
                 self.workflow

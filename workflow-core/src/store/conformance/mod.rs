@@ -32,8 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 use super::{
-    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Fence, Message, NewRun,
-    RunFilter, RunStatus, Store, StoreError, Submitted,
+    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Fence, Message,
+    NewRun, RunFilter, RunStatus, Store, StoreError, Submitted,
 };
 use crate::error::{ErrorKind, RunId};
 use crate::journal::{Event, Timestamp};
@@ -77,6 +77,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("finishing releases the owner", |s| {
         Box::pin(owners::finishing_releases(s.store))
     }),
+    (
+        "claims take queued or begun runs as asked, oldest first",
+        |s| Box::pin(owners::claims_by_ownership(s.store)),
+    ),
     ("the inbox keeps messages in order, once per key", |s| {
         Box::pin(inbox::inbox_in_order(s.store))
     }),
@@ -222,6 +226,8 @@ fn claim<'a>(claimant: Claimant<'a>, workflows: &'a [&'a str]) -> Claim<'a> {
         run: None,
         reclaim_own: false,
         limit: None,
+        claimable: Claimable::Any,
+        versions: None,
     }
 }
 

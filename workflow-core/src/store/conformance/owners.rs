@@ -235,3 +235,78 @@ pub(super) async fn finishing_releases(store: Arc<dyn Store>) {
         .expect("claim");
     assert!(taken.is_empty(), "finished runs are never claimed");
 }
+
+pub(super) async fn claims_by_ownership(store: Arc<dyn Store>) {
+    let lapsed = create(&*store, "onboard", None).await.id();
+    store
+        .claim(Claim {
+            run: Some(lapsed),
+            ..claim(claimant("a", 1), &["onboard"])
+        })
+        .await
+        .expect("claim");
+    let begun = create(&*store, "onboard", None).await.id();
+    let events = [attempt(0, 1_100)];
+    store
+        .commit(Commit::events(begun, 1, &events, 1_100))
+        .await
+        .expect("an operator's write");
+    let first = create(&*store, "onboard", None).await.id();
+    let second = create(&*store, "onboard", None).await.id();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let queued = store
+        .claim(Claim {
+            claimable: Claimable::Queued,
+            limit: Some(1),
+            ..claim(claimant("b", 60_000), &["onboard"])
+        })
+        .await
+        .expect("claim unowned");
+    assert_eq!(
+        queued.iter().map(|l| l.run).collect::<Vec<_>>(),
+        [first],
+        "queued runs only (nobody's, nothing after the start), the oldest first"
+    );
+    let taken = store
+        .claim(Claim {
+            claimable: Claimable::Begun,
+            ..claim(claimant("c", 60_000), &["onboard"])
+        })
+        .await
+        .expect("claim begun runs");
+    assert_eq!(
+        taken.iter().map(|l| l.run).collect::<Vec<_>>(),
+        [lapsed, begun],
+        "lapsed leases and begun runs nobody owns, never a queued run"
+    );
+    let rest = store
+        .claim(Claim {
+            claimable: Claimable::Queued,
+            ..claim(claimant("c", 60_000), &["onboard"])
+        })
+        .await
+        .expect("claim the rest");
+    assert_eq!(rest.iter().map(|l| l.run).collect::<Vec<_>>(), [second]);
+    let other = create(&*store, "onboard", None).await.id();
+    let wrong_version = store
+        .claim(Claim {
+            claimable: Claimable::Queued,
+            versions: Some(&["fp2"]),
+            ..claim(claimant("c", 60_000), &["onboard"])
+        })
+        .await
+        .expect("claim another version");
+    assert!(wrong_version.is_empty(), "only the versions asked for");
+    let right_version = store
+        .claim(Claim {
+            claimable: Claimable::Queued,
+            versions: Some(&["fp2", "fp1"]),
+            ..claim(claimant("c", 60_000), &["onboard"])
+        })
+        .await
+        .expect("claim this version");
+    assert_eq!(
+        right_version.iter().map(|l| l.run).collect::<Vec<_>>(),
+        [other]
+    );
+}

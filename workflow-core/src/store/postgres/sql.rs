@@ -367,9 +367,11 @@ pub(super) async fn claim(
             SELECT id FROM runs
             WHERE status = 'running' AND workflow = ANY($3)
               AND ($4::bigint IS NULL OR id = $4)
+              AND ($9::text[] IS NULL OR fingerprint = ANY($9))
               AND (owner IS NULL
                    OR (owner = $1 AND $5)
                    OR (owner <> $1 AND coalesce(lease_until, '-infinity') <= now()))
+              AND ($8 = 0 OR ($8 = 1) = (owner IS NULL AND journal_len <= 1))
             ORDER BY id
             LIMIT $6
             FOR NO KEY UPDATE SKIP LOCKED)
@@ -385,6 +387,8 @@ pub(super) async fn claim(
     .bind(claim.reclaim_own)
     .bind(limit)
     .bind(nonce)
+    .bind(claim.claimable.code())
+    .bind(claim.versions.map(<[&str]>::to_vec))
     .fetch_all(&mut *conn)
     .await?;
     leases(&rows)

@@ -362,8 +362,15 @@ impl Store for SqliteStore {
         let workflows: Vec<String> = claim.workflows.iter().map(|w| (*w).to_owned()).collect();
         let (lease_ms, now) = (claim.claimant.lease_ms, claim.claimant.now);
         let (run, reclaim_own, limit) = (claim.run, claim.reclaim_own, claim.limit);
+        let claimable = claim.claimable;
+        let versions: Option<Vec<String>> = claim
+            .versions
+            .map(|v| v.iter().map(|f| (*f).to_owned()).collect());
         self.write(move |db| {
             let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
+            let versions: Option<Vec<&str>> = versions
+                .as_ref()
+                .map(|v| v.iter().map(String::as_str).collect());
             sql::claim(
                 db,
                 &Claim {
@@ -376,6 +383,8 @@ impl Store for SqliteStore {
                     run,
                     reclaim_own,
                     limit,
+                    claimable,
+                    versions: versions.as_deref(),
                 },
             )
         })

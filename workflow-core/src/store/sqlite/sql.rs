@@ -439,9 +439,12 @@ pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), Sto
                 WHERE status = 'running'
                   AND workflow IN (SELECT value FROM json_each(?3))
                   AND (?4 IS NULL OR id = ?4)
+                  AND (?9 IS NULL OR fingerprint IN (SELECT value FROM json_each(?9)))
                   AND (owner IS NULL
                        OR (owner = ?1 AND ?5)
                        OR (owner <> ?1 AND lease_until <= ?6))
+                  AND (?8 = 0 OR (?8 = 1) = (owner IS NULL AND NOT EXISTS (
+                      SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1)))
                 ORDER BY id LIMIT ?7)
              RETURNING id, lease_token",
         )
@@ -454,7 +457,9 @@ pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), Sto
                     claim.run.map(|r| r.0),
                     claim.reclaim_own,
                     now,
-                    limit
+                    limit,
+                    claim.claimable.code(),
+                    claim.versions.map(json_list)
                 ],
                 |row| {
                     Ok(Lease {

@@ -1,0 +1,301 @@
+//! Queued starts: a run written to the store owned by nobody (its row and its `RunStarted`
+//! entry, nothing decided yet), for any worker that registers its workflow to claim; and
+//! the admission point, [`Engine::admit_queued`], where a worker takes queued runs up.
+//!
+//! An intake-only engine ([`EngineBuilder::intake_only`]) only ever writes such starts:
+//! it never claims or drives a run.
+//!
+//! [`EngineBuilder::intake_only`]: super::EngineBuilder::intake_only
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use super::registry::Registered;
+use super::{lock, Engine, RunHandle, RunRef, StartOptions};
+use crate::error::{RunError, RunId};
+use crate::journal::{Event, Value};
+use crate::store::{Claim, Claimable, Created, NewRun};
+use crate::workflow::Workflow;
+
+/// The most queued runs one admission pass takes, whatever the engine's capacity.
+const ADMISSION_BATCH: usize = 64;
+
+/// The fingerprints whose specs an engine recorded for its queued starts.
+#[derive(Debug, Default)]
+pub(super) struct RecordedSpecs(Mutex<HashSet<&'static str>>);
+
+impl Engine {
+    /// Writes the start of a run of `W` to the store, for any worker that registers `W` to
+    /// claim and drive: the run's row and its first journal entry (its inputs), owned by
+    /// nobody. `W` need not be registered here. With an idempotency key that was used
+    /// before, returns the existing run and writes nothing, as [`Engine::start_with`] does.
+    ///
+    /// Workers admit queued runs oldest first, each as soon as one has room
+    /// ([`EngineBuilder::max_live_runs`]); in a store one engine drives, that engine's own
+    /// background task admits them. The handle's `outputs()` waits for the run to finish
+    /// (driving it, like any run nobody owns, when this engine is a worker that registers
+    /// `W`).
+    ///
+    /// [`EngineBuilder::max_live_runs`]: super::EngineBuilder::max_live_runs
+    pub async fn enqueue<W: Workflow>(
+        &self,
+        input: W::Input,
+        options: StartOptions,
+    ) -> Result<RunHandle<W>, RunError> {
+        let input = serde_json::to_value(&input).map_err(|error| RunError::Decode {
+            run: RunId(0),
+            step: "<input>".into(),
+            message: error.to_string(),
+        })?;
+        self.record_spec(W::FINGERPRINT, W::NAME, W::spec()).await?;
+        let created = self
+            .write_queued(W::NAME, W::FINGERPRINT, input, &options)
+            .await?;
+        Ok(RunHandle::new(
+            RunRef {
+                engine: self.clone(),
+                id: created.id(),
+            },
+            matches!(created, Created::New { .. }),
+        ))
+    }
+
+    /// [`Engine::enqueue`] by the workflow's journaled name, with its inputs as JSON: for
+    /// front ends. A workflow registered here has its inputs checked against its type and
+    /// is queued on the newest registered version. Otherwise the newest version any engine
+    /// recorded in the store is used and only the inputs' names are checked (an object
+    /// naming each input that is not an `Option`, and nothing else); a worker that cannot
+    /// decode them parks the run with the reason. Returns the run and whether this call
+    /// created it.
+    pub async fn enqueue_json(
+        &self,
+        workflow: &str,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<(RunId, bool), RunError> {
+        let created = match self.inner.registry.any(workflow) {
+            Some(registered) => {
+                self.enqueue_registered(&*registered, input, &options)
+                    .await?
+            }
+            None => {
+                let recorded = self
+                    .inner
+                    .store
+                    .specs(workflow)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| RunError::NotRegistered(workflow.to_owned()))?;
+                if let Ok(spec) = serde_json::from_str::<workflow_spec::Spec>(&recorded.spec) {
+                    check_input_names(&spec, &input)?;
+                }
+                self.write_queued(workflow, &recorded.fingerprint, input, &options)
+                    .await?
+            }
+        };
+        Ok((created.id(), matches!(created, Created::New { .. })))
+    }
+
+    /// Whether this engine was built to only write starts, never to claim or drive runs
+    /// ([`EngineBuilder::intake_only`](super::EngineBuilder::intake_only)).
+    pub fn is_intake_only(&self) -> bool {
+        !self.inner.worker
+    }
+
+    /// Queues a run of a registered workflow, its inputs checked against its type.
+    pub(super) async fn enqueue_registered(
+        &self,
+        registered: &dyn Registered,
+        input: Value,
+        options: &StartOptions,
+    ) -> Result<Created, RunError> {
+        registered.check_input(&input)?;
+        registered.store_spec(self).await?;
+        self.write_queued(registered.name(), registered.fingerprint(), input, options)
+            .await
+    }
+
+    /// Records the spec of a workflow this engine queues runs of, once per fingerprint, so
+    /// workers' tools and `workflow serve` can read it.
+    async fn record_spec(
+        &self,
+        fingerprint: &'static str,
+        workflow: &'static str,
+        spec: &workflow_spec::Spec,
+    ) -> Result<(), RunError> {
+        if lock(&self.inner.queued_specs.0).contains(fingerprint) {
+            return Ok(());
+        }
+        let json = serde_json::to_string(spec).unwrap_or_default();
+        self.inner
+            .store
+            .put_spec(fingerprint, workflow, &json, self.now())
+            .await?;
+        lock(&self.inner.queued_specs.0).insert(fingerprint);
+        Ok(())
+    }
+
+    /// Writes a queued run: its row and `RunStarted` (a fresh seed, the trace it continues
+    /// or one derived from the seed), owned by nobody; or finds the run its idempotency key names.
+    async fn write_queued(
+        &self,
+        workflow: &str,
+        fingerprint: &str,
+        input: Value,
+        options: &StartOptions,
+    ) -> Result<Created, RunError> {
+        let now = self.now();
+        let seed = self.next_seed();
+        let (trace_id, parent_span) = match &options.traceparent {
+            Some(trace) => (trace.trace_id.clone(), Some(trace.span_id.clone())),
+            None => (crate::trace::generate(seed), None),
+        };
+        let started = Event::RunStarted {
+            workflow: workflow.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            input,
+            seed,
+            trace_id,
+            parent_span,
+            dry_run: options.dry_run,
+            deadline: options.deadline.map(|d| now + d.as_millis() as u64),
+            at: now,
+        };
+        let key = options.idempotency_key.as_deref();
+        let created = self
+            .inner
+            .store
+            .create_run(NewRun {
+                workflow,
+                fingerprint,
+                idempotency_key: key,
+                events: std::slice::from_ref(&started),
+                parent: None,
+                owner: None,
+                supersedes: None,
+                at: now,
+            })
+            .await?;
+        match created {
+            Created::New { run, .. } => {
+                metrics::counter!("workflow_runs_queued_total").increment(1);
+                tracing::info!(workflow, run = %run, "run queued for a worker");
+                if self.inner.worker {
+                    // This engine's own background task admits it (in a store one engine
+                    // drives, nobody else would).
+                    self.ensure_poller();
+                    self.inner.wake_notify.notify_one();
+                }
+            }
+            Created::Existing(run) => {
+                tracing::info!(workflow, run = %run, key = ?key, "queued start deduplicated by idempotency key");
+            }
+        }
+        Ok(created)
+    }
+
+    /// **The admission point**: the one place a worker takes queued runs (runs nobody owns)
+    /// up. It asks the store for the oldest queued runs of the versions registered here,
+    /// as many as the engine has room for ([`EngineBuilder::max_live_runs`], and at most
+    /// [`ADMISSION_BATCH`] at a time), and drives them. Which queued run goes next is
+    /// decided here and in the store's claim ([`Claimable::Queued`]): oldest first.
+    ///
+    /// [`EngineBuilder::max_live_runs`]: super::EngineBuilder::max_live_runs
+    pub(super) async fn admit_queued(&self) -> usize {
+        if !self.inner.worker {
+            return 0;
+        }
+        let names = self.inner.registry.names();
+        if names.is_empty() {
+            return 0;
+        }
+        let versions = self.inner.registry.all_fingerprints();
+        let _one_claimer = self.inner.claiming.lock().await;
+        let room = match self.inner.max_live_runs {
+            Some(max) => max.saturating_sub(self.inner.lock_live().len()),
+            None => ADMISSION_BATCH,
+        };
+        if room == 0 {
+            return 0;
+        }
+        let limit = room.min(ADMISSION_BATCH);
+        let sent = self.inner.lease.now_ms();
+        let leases = self
+            .inner
+            .store
+            .claim(Claim {
+                claimant: self.claimant(),
+                workflows: &names,
+                run: None,
+                reclaim_own: false,
+                limit: Some(limit),
+                claimable: Claimable::Queued,
+                versions: Some(&versions),
+            })
+            .await;
+        match leases {
+            Ok(leases) => {
+                if leases.len() == ADMISSION_BATCH {
+                    // Maybe more: the next pass comes at once.
+                    self.inner.wake_notify.notify_one();
+                }
+                let admitted = leases.len();
+                for lease in leases {
+                    self.inner.lease.claimed(lease.run, sent);
+                    metrics::counter!("workflow_runs_admitted_total").increment(1);
+                    tracing::info!(run = %lease.run, "admitted a queued run");
+                    if let Err(error) = self.resume_claimed(lease.run, lease.token).await {
+                        tracing::error!(run = %lease.run, error = %error, "cannot drive an admitted run");
+                    }
+                }
+                admitted
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot look for queued runs");
+                0
+            }
+        }
+    }
+}
+
+/// The check of a start's inputs without the workflow's code: an object naming every input
+/// of the spec that is not an `Option`, and no other.
+fn check_input_names(spec: &workflow_spec::Spec, input: &Value) -> Result<(), RunError> {
+    let bad = |message: String| RunError::Decode {
+        run: RunId(0),
+        step: "<input>".into(),
+        message,
+    };
+    let Some(fields) = input.as_object() else {
+        return Err(bad(format!(
+            "the inputs of `{}` are an object with the fields {}",
+            spec.journaled_name(),
+            spec.inputs
+                .iter()
+                .map(|i| format!("`{}`", i.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !spec.inputs.iter().any(|i| &i.name == *key))
+    {
+        return Err(bad(format!(
+            "`{}` has no input `{unknown}`",
+            spec.journaled_name()
+        )));
+    }
+    if let Some(missing) = spec
+        .inputs
+        .iter()
+        .find(|i| !fields.contains_key(&i.name) && !i.ty.trim_start().starts_with("Option"))
+    {
+        return Err(bad(format!(
+            "missing input `{}: {}`",
+            missing.name, missing.ty
+        )));
+    }
+    Ok(())
+}
