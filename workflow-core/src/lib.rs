@@ -21,6 +21,7 @@ pub mod clock;
 mod context;
 mod engine;
 mod error;
+pub mod form;
 mod human;
 pub mod journal;
 pub mod machine;
@@ -51,6 +52,8 @@ pub use workflow::{
 };
 pub use workflow_macros::workflow;
 pub use workflow_macros::workflow_file;
+pub use workflow_macros::DecisionForm;
+pub use form::DecisionForm;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 
@@ -65,7 +68,7 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::store::SqliteStore;
     pub use crate::{
-        workflow, workflow_file, Approval, Engine, ErrorKind, RunError, RunHandle, RunId,
-        StartOptions, StepContext, StepError, Workflow,
+        workflow, workflow_file, Approval, DecisionForm, Engine, ErrorKind, RunError, RunHandle,
+        RunId, StartOptions, StepContext, StepError, Workflow,
     };
 }

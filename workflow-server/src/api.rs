@@ -473,9 +473,24 @@ async fn tasks(
     ApiCaller(caller): ApiCaller,
 ) -> Result<Json<Value>, ApiError> {
     let tasks = tasks_for(&app, &caller).await?;
-    Ok(Json(json!({
-        "tasks": tasks.iter().map(task_json).collect::<Vec<_>>()
-    })))
+    let store = &**app.engine.store();
+    let mut listed = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        let mut value = task_json(task);
+        if let (Some(stored), Some(object)) = (store.load(task.run).await?, value.as_object_mut())
+        {
+            if let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? {
+                let payloads = app.show_payloads
+                    && app
+                        .allows(&caller, Action::ViewPayloads, &task.workflow, true)
+                        .await?;
+                crate::present::present(&spec, &stored.events, &task.step, payloads)
+                    .extend(object);
+            }
+        }
+        listed.push(value);
+    }
+    Ok(Json(json!({ "tasks": listed })))
 }
 
 async fn dead_letters(

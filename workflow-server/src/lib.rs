@@ -50,12 +50,14 @@ mod access;
 pub mod api;
 pub mod auth;
 mod error;
+mod form;
 mod html;
 pub mod inbox;
 pub mod intake;
 mod json;
 pub mod metrics;
 pub mod permissions;
+mod present;
 mod view;
 
 use std::fmt;

@@ -114,6 +114,19 @@ impl Engine {
         Ok(())
     }
 
+    /// The form of the decision of human step `step` of the newest registered version of
+    /// `workflow`, when its decision type derives [`DecisionForm`](crate::form::DecisionForm);
+    /// `None` for `Approval` and other types, or a workflow not registered here.
+    pub fn decision_form(
+        &self,
+        workflow: &str,
+        step: &str,
+    ) -> Option<Vec<crate::form::FormField>> {
+        let registered = self.inner.registry.any(workflow)?;
+        let index = registered.spec().step_index(step)?;
+        registered.decision_form(index)
+    }
+
     /// Hands human step `step` of `run` to `to` (a person or a group), on behalf of `by`,
     /// who must be allowed to decide it now. Journaled (`TaskDelegated`); the delegate
     /// decides from then on, before the same deadline. A run another engine drives gets
