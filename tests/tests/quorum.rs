@@ -96,7 +96,10 @@ async fn two_distinct_approvers_who_did_not_start_the_run_approve_it() {
             by: "ana@finance".into()
         })
     );
-    run.approve().approve("bob@finance", Some("ok")).await.unwrap();
+    run.approve()
+        .approve("bob@finance", Some("ok"))
+        .await
+        .unwrap();
     assert!(
         run.approve().info().await.is_some(),
         "one approval of two leaves the task open"
@@ -119,7 +122,10 @@ async fn two_distinct_approvers_who_did_not_start_the_run_approve_it() {
         "task_approved approve by bob@finance",
         "task_decided approve by cy@finance",
     ] {
-        assert!(timeline.contains(&line.to_owned()), "{line} in {timeline:#?}");
+        assert!(
+            timeline.contains(&line.to_owned()),
+            "{line} in {timeline:#?}"
+        );
     }
 }
 
@@ -173,7 +179,10 @@ async fn a_delegated_task_is_decided_by_the_delegate() {
         Err(DecisionError::Unauthorized { .. })
     ));
     run.approve().approve("bob@finance", None).await.unwrap();
-    run.approve().delegate("bob@finance", "legal").await.unwrap();
+    run.approve()
+        .delegate("bob@finance", "legal")
+        .await
+        .unwrap();
     let task = run.approve().info().await.expect("still open");
     assert_eq!(task.assignee, "legal");
     assert!(matches!(

@@ -138,7 +138,10 @@ fn field_error(field: &str, message: impl Into<String>) -> FieldError {
 /// kind (and in range, and one of the choices), and no other field.
 pub fn check(fields: &[FormField], decision: &Value) -> Result<(), FieldError> {
     let Some(object) = decision.as_object() else {
-        return Err(field_error("", "the decision must be an object of the form's fields"));
+        return Err(field_error(
+            "",
+            "the decision must be an object of the form's fields",
+        ));
     };
     if let Some(unknown) = object
         .keys()
@@ -353,14 +356,25 @@ mod tests {
     #[test]
     fn posted_text_becomes_typed_values() {
         let fields = fields();
-        let posted = [("amount_cents", " 4200 "), ("reason", "Damaged"), ("note", "")];
+        let posted = [
+            ("amount_cents", " 4200 "),
+            ("reason", "Damaged"),
+            ("note", ""),
+        ];
         let get = |name: &str| posted.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
         assert_eq!(
             from_text(&fields, get),
             Ok(json!({"approved": false, "amount_cents": 4200, "reason": "Damaged"}))
         );
-        let posted = [("approved", "on"), ("amount_cents", "12x"), ("reason", "Late")];
+        let posted = [
+            ("approved", "on"),
+            ("amount_cents", "12x"),
+            ("reason", "Late"),
+        ];
         let get = |name: &str| posted.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
-        assert_eq!(from_text(&fields, get).map_err(|e| e.field), Err("amount_cents".into()));
+        assert_eq!(
+            from_text(&fields, get).map_err(|e| e.field),
+            Err("amount_cents".into())
+        );
     }
 }

@@ -45,6 +45,7 @@ pub use engine::{
     RunView, ScheduleApiError, Schedules, StartOptions, StepView, DEFAULT_LEASE,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
+pub use form::DecisionForm;
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
 pub use schedule::Tick;
 pub use workflow::{
@@ -53,7 +54,6 @@ pub use workflow::{
 pub use workflow_macros::workflow;
 pub use workflow_macros::workflow_file;
 pub use workflow_macros::DecisionForm;
-pub use form::DecisionForm;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 

@@ -477,15 +477,13 @@ async fn tasks(
     let mut listed = Vec::with_capacity(tasks.len());
     for task in &tasks {
         let mut value = task_json(task);
-        if let (Some(stored), Some(object)) = (store.load(task.run).await?, value.as_object_mut())
-        {
+        if let (Some(stored), Some(object)) = (store.load(task.run).await?, value.as_object_mut()) {
             if let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? {
                 let payloads = app.show_payloads
                     && app
                         .allows(&caller, Action::ViewPayloads, &task.workflow, true)
                         .await?;
-                crate::present::present(&spec, &stored.events, &task.step, payloads)
-                    .extend(object);
+                crate::present::present(&spec, &stored.events, &task.step, payloads).extend(object);
             }
         }
         listed.push(value);

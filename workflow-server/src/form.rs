@@ -58,6 +58,10 @@ pub(crate) fn read(fields: &[FormField], posted: &[(String, String)]) -> Result<
             .map(|(_, value)| value.as_str())
     };
     form::from_text(fields, get).map_err(|error| {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_type", error.to_string())
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "wrong_type",
+            error.to_string(),
+        )
     })
 }

@@ -261,11 +261,7 @@ fn task_card(
         .element("td", &on_timeout(spec, index, task.escalated))
         .raw("</tr>");
     if presented.approvals > 1 {
-        let mut quorum = format!(
-            "{} of {}",
-            presented.approved_by.len(),
-            presented.approvals
-        );
+        let mut quorum = format!("{} of {}", presented.approved_by.len(), presented.approvals);
         if !presented.approved_by.is_empty() {
             quorum.push_str(&format!(" (by {})", presented.approved_by.join(", ")));
         }

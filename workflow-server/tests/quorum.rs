@@ -85,7 +85,12 @@ fn status(answer: &Answer) -> (StatusCode, String) {
     (answer.status, answer.code())
 }
 
-async fn post_form(addr: std::net::SocketAddr, path: &str, who: &str, pairs: &[(&str, &str)]) -> Answer {
+async fn post_form(
+    addr: std::net::SocketAddr,
+    path: &str,
+    who: &str,
+    pairs: &[(&str, &str)],
+) -> Answer {
     let body = pairs
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -97,7 +102,10 @@ async fn post_form(addr: std::net::SocketAddr, path: &str, who: &str, pairs: &[(
         path,
         &[
             ("x-forwarded-user", who.to_owned()),
-            ("content-type", "application/x-www-form-urlencoded".to_owned()),
+            (
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
         ],
         body.into_bytes(),
     )
@@ -109,11 +117,19 @@ async fn a_quorum_over_the_api_refuses_the_initiator_and_a_second_approval() {
     let (engine, addr, run) = started().await;
     let path = format!("/api/runs/{run}/tasks/approve");
     let own = post_json(addr, &path, Some(ANA), json!({"approved": true})).await;
-    assert_eq!(status(&own), (StatusCode::FORBIDDEN, "self_approval".into()), "{}", own.body);
+    assert_eq!(
+        status(&own),
+        (StatusCode::FORBIDDEN, "self_approval".into()),
+        "{}",
+        own.body
+    );
     let first = post_json(addr, &path, Some(BOB), json!({"approved": true})).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
     let again = post_json(addr, &path, Some(BOB), json!({"approved": true})).await;
-    assert_eq!(status(&again), (StatusCode::CONFLICT, "already_approved".into()));
+    assert_eq!(
+        status(&again),
+        (StatusCode::CONFLICT, "already_approved".into())
+    );
 
     let tasks = get(addr, "/api/tasks", Some(CY)).await.json();
     let task = &tasks["tasks"][0];
@@ -130,13 +146,20 @@ async fn a_quorum_over_the_api_refuses_the_initiator_and_a_second_approval() {
 
     let inbox = get(addr, "/inbox", Some(CY)).await;
     assert!(inbox.body.contains("Refund 4200 for Ada"), "{}", inbox.body);
-    assert!(inbox.body.contains("1 of 2 (by bob@finance)"), "{}", inbox.body);
+    assert!(
+        inbox.body.contains("1 of 2 (by bob@finance)"),
+        "{}",
+        inbox.body
+    );
 
     let second = post_json(addr, &path, Some(CY), json!({"approved": true})).await;
     assert_eq!(second.status, StatusCode::OK, "{}", second.body);
     wait_for_task(&engine, run, "settle").await;
     let detail = get(addr, &format!("/api/runs/{run}"), Some(ANA)).await.body;
-    assert!(detail.contains("\"approved\""), "the audit lists each approval: {detail}");
+    assert!(
+        detail.contains("\"approved\""),
+        "the audit lists each approval: {detail}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,11 +167,20 @@ async fn a_task_is_delegated_over_the_api_and_the_delegate_decides_it() {
     let (_engine, addr, run) = started().await;
     let delegate = format!("/api/runs/{run}/tasks/approve/delegate");
     let outsider = post_json(addr, &delegate, Some(LEE), json!({"to": "legal"})).await;
-    assert_eq!(status(&outsider), (StatusCode::NOT_FOUND, "unknown_run".into()));
+    assert_eq!(
+        status(&outsider),
+        (StatusCode::NOT_FOUND, "unknown_run".into())
+    );
     let nobody = post_json(addr, &delegate, Some(BOB), json!({"to": " "})).await;
-    assert_eq!(status(&nobody), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_delegate".into()));
+    assert_eq!(
+        status(&nobody),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_delegate".into())
+    );
     let own = post_json(addr, &delegate, Some(ANA), json!({"to": "legal"})).await;
-    assert_eq!(status(&own), (StatusCode::FORBIDDEN, "self_approval".into()));
+    assert_eq!(
+        status(&own),
+        (StatusCode::FORBIDDEN, "self_approval".into())
+    );
     let handed = post_json(addr, &delegate, Some(BOB), json!({"to": "legal"})).await;
     assert_eq!(handed.status, StatusCode::OK, "{}", handed.body);
     assert_eq!(handed.json()["to"], "legal");
@@ -188,7 +220,10 @@ async fn a_decision_form_is_rendered_as_inputs_and_checked_field_by_field() {
         json!({"decision": {"approved": true, "amount_cents": -5, "reason": "Late"}}),
     )
     .await;
-    assert_eq!(status(&wrong), (StatusCode::UNPROCESSABLE_ENTITY, "wrong_type".into()));
+    assert_eq!(
+        status(&wrong),
+        (StatusCode::UNPROCESSABLE_ENTITY, "wrong_type".into())
+    );
     assert!(wrong.body.contains("amount_cents"), "{}", wrong.body);
 
     let csrf = Csrf::new([42; 32]).token(&Identity(BOB.to_owned()));
@@ -197,7 +232,12 @@ async fn a_decision_form_is_rendered_as_inputs_and_checked_field_by_field() {
         addr,
         &form,
         BOB,
-        &[("csrf", &csrf), ("verdict", "form"), ("field.amount_cents", "lots"), ("field.reason", "Late")],
+        &[
+            ("csrf", &csrf),
+            ("verdict", "form"),
+            ("field.amount_cents", "lots"),
+            ("field.reason", "Late"),
+        ],
     )
     .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
