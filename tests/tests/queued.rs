@@ -217,6 +217,7 @@ async fn a_running_worker_admits_in_order(store: Arc<dyn Store>) {
 }
 
 /// A worker's own `enqueue` is admitted by its own background task.
+/// A worker admits runs it queued itself, their initiator journaled with the start.
 async fn a_worker_admits_its_own_queue(store: Arc<dyn Store>) {
     let ledger = Arc::new(Ledger::default());
     let worker = worker(&store).build();
@@ -226,7 +227,7 @@ async fn a_worker_admits_its_own_queue(store: Arc<dyn Store>) {
             GreetInput {
                 name: "solo".into(),
             },
-            StartOptions::key("solo"),
+            StartOptions::key("solo").initiator("alice"),
         )
         .await
         .unwrap();
@@ -238,6 +239,13 @@ async fn a_worker_admits_its_own_queue(store: Arc<dyn Store>) {
     .await
     .expect("admitted without anyone waiting on it");
     assert_eq!(ledger.entries.lock().unwrap().len(), 1);
+    // Who queued it is journaled with its start, so `self_approval: false` holds.
+    let events = store.load(run.id()).await.unwrap().unwrap().events;
+    assert!(
+        matches!(&events[1], workflow_core::journal::Event::Initiated { by, .. } if by == "alice"),
+        "{:?}",
+        events[1]
+    );
 }
 
 fn memory() -> Arc<dyn Store> {

@@ -21,6 +21,7 @@ pub mod clock;
 mod context;
 mod engine;
 mod error;
+pub mod form;
 mod human;
 pub mod journal;
 pub mod machine;
@@ -45,6 +46,7 @@ pub use engine::{
     RunView, ScheduleApiError, Schedules, StartOptions, StepView, DEFAULT_LEASE,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
+pub use form::DecisionForm;
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
 pub use schedule::Tick;
 pub use workflow::{
@@ -52,6 +54,7 @@ pub use workflow::{
 };
 pub use workflow_macros::workflow;
 pub use workflow_macros::workflow_file;
+pub use workflow_macros::DecisionForm;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 
@@ -66,7 +69,7 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::store::SqliteStore;
     pub use crate::{
-        workflow, workflow_file, Approval, Engine, ErrorKind, RunError, RunHandle, RunId,
-        StartOptions, StepContext, StepError, Workflow,
+        workflow, workflow_file, Approval, DecisionForm, Engine, ErrorKind, RunError, RunHandle,
+        RunId, StartOptions, StepContext, StepError, Workflow,
     };
 }

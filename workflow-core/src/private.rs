@@ -85,8 +85,34 @@ pub fn decision<T: Serialize + DeserializeOwned>(
     encode(&typed).map_err(CallError::Step)
 }
 
+pub use crate::form::probe::{IsForm, NotForm, Probe};
+
+/// Checks a decision against the fields of its form, when its type is a form: a mistake
+/// names the field.
+pub fn form_decision(
+    fields: Option<Vec<crate::form::FormField>>,
+    value: &Value,
+) -> Result<(), CallError> {
+    match fields {
+        Some(fields) => crate::form::check(&fields, value)
+            .map_err(|error| CallError::Step(StepError::validation(error.to_string()))),
+        None => Ok(()),
+    }
+}
+
+/// A decision type `on_timeout: approve | reject` can make up: one built from an
+/// [`Approval`](crate::Approval).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be decided by `on_timeout: approve | reject`",
+    label = "a timeout cannot fill in this decision",
+    note = "implement `From<Approval>` for `{Self}` to say what a timeout decides, or choose `on_timeout: escalate(\"group\")` or `abort`"
+)]
+pub trait TimeoutDecision: From<crate::Approval> {}
+
+impl<T: From<crate::Approval>> TimeoutDecision for T {}
+
 /// The decision recorded by `on_timeout: approve | reject`.
-pub fn timeout_decision<T: Serialize + From<crate::Approval>>(
+pub fn timeout_decision<T: Serialize + TimeoutDecision>(
     approved: bool,
 ) -> Result<Value, CallError> {
     let approval = crate::Approval {

@@ -226,6 +226,13 @@ pub trait Workflow: Sized + Send + Sync + 'static {
     /// The decision `on_timeout: approve | reject` records for human `step`.
     fn timeout_decision(step: usize, approved: bool) -> Result<Value, CallError>;
 
+    /// The form of human `step`'s decision, when its type derives
+    /// [`DecisionForm`](crate::form::DecisionForm).
+    fn decision_form(step: usize) -> Option<Vec<crate::form::FormField>> {
+        let _ = step;
+        None
+    }
+
     /// Assembles the typed outputs of a finished run.
     fn outputs(outputs: &dyn OutputSource) -> Result<Self::Outputs, CallError>;
 

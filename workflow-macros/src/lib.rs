@@ -6,6 +6,7 @@
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 mod expand;
+mod form;
 #[cfg(test)]
 mod tests;
 
@@ -31,4 +32,14 @@ pub fn workflow(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
 #[proc_macro]
 pub fn workflow_file(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand::file::workflow_file(input.into()).into()
+}
+
+/// `#[derive(DecisionForm)]`: a human step's decision type made of typed fields (on a
+/// struct with named fields: `String`, integers, `bool`, enums of unit variants deriving
+/// `DecisionForm`, and `Option`s of those), or a choice among unit variants (on an enum).
+/// The inbox renders the form; a decision is checked field by field. See
+/// `workflow_core::form`.
+#[proc_macro_derive(DecisionForm)]
+pub fn decision_form(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    form::derive(input.into()).into()
 }

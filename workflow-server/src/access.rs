@@ -201,9 +201,15 @@ impl App {
         let store = &**self.engine.store();
         let stored = store.load(run).await?.ok_or_else(|| unknown_run(run))?;
         let spec = admin::stored_spec(store, &stored.record.fingerprint).await?;
-        let approver = spec
-            .as_ref()
-            .is_some_and(|spec| self.approver(caller, spec));
+        // An approver of the workflow, or of an open task of this run (a task delegated
+        // to someone the spec does not name).
+        let approver = spec.as_ref().is_some_and(|spec| {
+            self.approver(caller, spec)
+                || admin::tasks_of(spec, &stored).iter().any(|task| {
+                    self.engine
+                        .authorizes(&task.assignee, caller.identity().name())
+                })
+        });
         let workflow = &stored.record.workflow;
         let viewer = self
             .allows(caller, Action::View, workflow, approver)

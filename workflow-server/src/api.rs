@@ -472,8 +472,23 @@ async fn tasks(
     let limit = query.limit.unwrap_or(TASK_PAGE.0).clamp(1, TASK_PAGE.1);
     let scope = crate::tasks::scope(&app, &caller, query.workflow.as_deref()).await?;
     let page = crate::tasks::page(&app, &scope, after, 0, limit).await?;
+    let store = &**app.engine.store();
+    let mut listed = Vec::with_capacity(page.tasks.len());
+    for task in &page.tasks {
+        let mut value = task_json(task);
+        if let (Some(stored), Some(object)) = (store.load(task.run).await?, value.as_object_mut()) {
+            if let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? {
+                let payloads = app.show_payloads
+                    && app
+                        .allows(&caller, Action::ViewPayloads, &task.workflow, true)
+                        .await?;
+                crate::present::present(&spec, &stored.events, &task.step, payloads).extend(object);
+            }
+        }
+        listed.push(value);
+    }
     Ok(Json(json!({
-        "tasks": page.tasks.iter().map(task_json).collect::<Vec<_>>(),
+        "tasks": listed,
         "total": scope.total,
         "next": page.next.map(crate::tasks::cursor_text),
     })))

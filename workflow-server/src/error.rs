@@ -121,9 +121,7 @@ impl From<DecisionError> for ApiError {
         use StatusCode as S;
         let status = match &error {
             DecisionError::UnknownRun(_) | DecisionError::UnknownTask { .. } => S::NOT_FOUND,
-            DecisionError::Unauthorized { .. } | DecisionError::SelfApproval { .. } => {
-                S::FORBIDDEN
-            }
+            DecisionError::Unauthorized { .. } | DecisionError::SelfApproval { .. } => S::FORBIDDEN,
             DecisionError::InvalidDelegate { .. } => S::UNPROCESSABLE_ENTITY,
             DecisionError::AlreadyDecided { .. }
             | DecisionError::AlreadyApproved { .. }

@@ -28,11 +28,12 @@ use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{admin, Approval, TaskInfo};
 
-use crate::api::{check_comment, decide_as, delegate_as};
+use crate::api::{check_comment, decide_as, delegate_as, open_task};
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::html::{escape, page, words, Html};
 use crate::permissions::{Action, Caller};
+use crate::present::present;
 use crate::view::{self, parse_run, rfc3339, REDACTED};
 use crate::{App, Shared};
 
@@ -220,9 +221,14 @@ fn task_card(
     let index = spec.step_index(&task.step);
     let id = format!("task-{}-{}", task.run, task.step);
     let now = app.engine.now();
+    let presented = present(spec, events, &task.step, show);
+    let heading = presented
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{} for {}", words(&task.step), task.assignee));
     body.raw(&format!("<section class=\"task\" id=\"{}\">", escape(&id)))
         .raw("<h2 class=\"title\">")
-        .text(&format!("{} for {}", words(&task.step), task.assignee))
+        .text(&heading)
         .raw("</h2><p class=\"meta\">")
         .text(&format!("{} · {} · due ", task.workflow, task.run))
         .time(now, task.deadline)
@@ -254,7 +260,29 @@ fn task_card(
         .time(now, task.deadline)
         .raw("</td></tr><tr><th>At the deadline</th>")
         .element("td", &on_timeout(spec, index, task.escalated))
-        .raw("</tr></table>");
+        .raw("</tr>");
+    if presented.approvals > 1 {
+        let mut quorum = format!("{} of {}", presented.approved_by.len(), presented.approvals);
+        if !presented.approved_by.is_empty() {
+            quorum.push_str(&format!(" (by {})", presented.approved_by.join(", ")));
+        }
+        body.raw("<tr><th>Approvals</th>")
+            .element("td", &quorum)
+            .raw("</tr>");
+    }
+    body.raw("</table>");
+    if !presented.shown.is_empty() {
+        body.raw("<table class=\"shown\">");
+        for (path, value) in &presented.shown {
+            body.raw("<tr>").element("th", path).raw("<td>");
+            match value {
+                Some(value) => body.value(value),
+                None => body.text("-"),
+            };
+            body.raw("</td></tr>");
+        }
+        body.raw("</table>");
+    }
     context(body, spec, index, events, show);
     decision_form(app, who, body, task, spec, index);
     body.raw("</section>");
@@ -375,7 +403,10 @@ fn decision_form(
         escape(&action)
     ))
     .hidden("csrf", &app.csrf.token(who));
-    if is_approval(spec, index) {
+    if let Some(fields) = app.engine.decision_form(&task.workflow, &task.step) {
+        crate::form::render(body, &fields);
+        body.raw("<button type=\"submit\" name=\"verdict\" value=\"form\">Decide</button>");
+    } else if is_approval(spec, index) {
         body.raw("<label>Comment<textarea name=\"comment\"></textarea></label>")
             .raw("<button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>")
             .raw("<button type=\"submit\" name=\"verdict\" value=\"reject\">Reject</button>");
@@ -578,27 +609,48 @@ fn query_text(text: &str) -> String {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+/// The inputs of a task's form, as posted: the fixed ones by name, a decision form's
+/// fields (`field.NAME`) kept as posted.
+#[derive(Debug)]
 struct DecisionForm {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     verdict: String,
     comment: Option<String>,
     decision: Option<String>,
     to: Option<String>,
+    posted: Vec<(String, String)>,
+}
+
+impl DecisionForm {
+    fn from_pairs(posted: Vec<(String, String)>) -> Self {
+        let get = |name: &str| {
+            posted
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.clone())
+        };
+        DecisionForm {
+            csrf: get("csrf").unwrap_or_default(),
+            verdict: get("verdict").unwrap_or_default(),
+            comment: get("comment"),
+            decision: get("decision"),
+            to: get("to"),
+            posted,
+        }
+    }
 }
 
 async fn decide(
     State(app): State<Shared>,
     PageCaller(caller): PageCaller,
     Path((run, step)): Path<(String, String)>,
-    form: Result<Form<DecisionForm>, FormRejection>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
 ) -> Result<Response, PageError> {
     let who = caller.identity();
     let fail = fail(&app, who);
     let run = parse_run(&run).map_err(&fail)?;
-    let Form(form) = form.map_err(|rejection| {
+    let form = form.map(|Form(pairs)| DecisionForm::from_pairs(pairs));
+    let form = form.map_err(|rejection| {
         fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(MAX_FORM)
         } else {
@@ -631,6 +683,19 @@ async fn decide(
             };
             serde_json::to_value(approval)
                 .map_err(|e| fail(ApiError::bad_request(e.to_string())))?
+        }
+        "form" => {
+            let task = open_task(&app, run, &step).await.map_err(&fail)?;
+            let fields = task
+                .and_then(|task| app.engine.decision_form(&task.workflow, &step))
+                .ok_or_else(|| {
+                    fail(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "unknown_task",
+                        format!("{run} has no open task `{step}` with a form"),
+                    ))
+                })?;
+            crate::form::read(&fields, &form.posted).map_err(&fail)?
         }
         "decide" => serde_json::from_str(form.decision.as_deref().unwrap_or("")).map_err(|e| {
             fail(ApiError::invalid_payload(format!(

@@ -53,6 +53,7 @@ mod access;
 pub mod api;
 pub mod auth;
 mod error;
+mod form;
 mod html;
 pub mod inbox;
 pub mod intake;
@@ -62,6 +63,7 @@ pub mod metrics;
 pub mod permissions;
 mod tasks;
 pub mod schedules;
+mod present;
 mod view;
 
 use std::fmt;

@@ -66,8 +66,9 @@ pub fn parse(title: &str) -> Result<Vec<Piece>, TitleError> {
                 if inner.contains('{') {
                     return Err(TitleError::Unclosed { at: i });
                 }
-                let path = placeholder_path(&inner)
-                    .ok_or_else(|| TitleError::BadPlaceholder { text: inner.clone() })?;
+                let path = placeholder_path(&inner).ok_or_else(|| TitleError::BadPlaceholder {
+                    text: inner.clone(),
+                })?;
                 if !text.is_empty() {
                     pieces.push(Piece::Text(std::mem::take(&mut text)));
                 }
@@ -151,7 +152,10 @@ mod tests {
             ]
         );
         assert_eq!(parse("a {b").unwrap_err(), TitleError::Unclosed { at: 2 });
-        assert_eq!(parse("a {b {c}}").unwrap_err(), TitleError::Unclosed { at: 2 });
+        assert_eq!(
+            parse("a {b {c}}").unwrap_err(),
+            TitleError::Unclosed { at: 2 }
+        );
         assert_eq!(parse("a } b").unwrap_err(), TitleError::Unopened { at: 2 });
         assert!(matches!(
             parse("{a..b}").unwrap_err(),

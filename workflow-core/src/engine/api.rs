@@ -114,6 +114,15 @@ impl Engine {
         Ok(())
     }
 
+    /// The form of the decision of human step `step` of the newest registered version of
+    /// `workflow`, when its decision type derives [`DecisionForm`](crate::form::DecisionForm);
+    /// `None` for `Approval` and other types, or a workflow not registered here.
+    pub fn decision_form(&self, workflow: &str, step: &str) -> Option<Vec<crate::form::FormField>> {
+        let registered = self.inner.registry.any(workflow)?;
+        let index = registered.spec().step_index(step)?;
+        registered.decision_form(index)
+    }
+
     /// Hands human step `step` of `run` to `to` (a person or a group), on behalf of `by`,
     /// who must be allowed to decide it now. Journaled (`TaskDelegated`); the delegate
     /// decides from then on, before the same deadline. A run another engine drives gets
@@ -138,13 +147,13 @@ impl Engine {
             return answer;
         }
         let stored = self.stored(run).await.map_err(decision_error(run))?;
-        let spec = self
-            .spec_of(&stored.record)
-            .await?
-            .ok_or_else(|| DecisionError::UnknownTask {
-                run,
-                step: step.to_owned(),
-            })?;
+        let spec =
+            self.spec_of(&stored.record)
+                .await?
+                .ok_or_else(|| DecisionError::UnknownTask {
+                    run,
+                    step: step.to_owned(),
+                })?;
         let registered = self
             .inner
             .registry
@@ -153,8 +162,7 @@ impl Engine {
         let authorizer: Authorize<'_> = &*self.inner.authorizer;
         let authorize = registered.is_some().then_some(authorizer);
         machine.delegate(run, step, by, to, self.now(), authorize)?;
-        admin::submit_delegation(&*self.inner.store, run, &spec, step, by, to, self.now())
-            .await?;
+        admin::submit_delegation(&*self.inner.store, run, &spec, step, by, to, self.now()).await?;
         Ok(())
     }
 

@@ -162,6 +162,14 @@ impl Engine {
             deadline: options.deadline.map(|d| now + d.as_millis() as u64),
             at: now,
         };
+        let mut events = vec![started];
+        if let Some(by) = &options.initiator {
+            // Who started it, so `self_approval: false` holds for queued runs too.
+            events.push(Event::Initiated {
+                by: by.clone(),
+                at: now,
+            });
+        }
         let key = options.idempotency_key.as_deref();
         let created = self
             .inner
@@ -170,7 +178,7 @@ impl Engine {
                 workflow,
                 fingerprint,
                 idempotency_key: key,
-                events: std::slice::from_ref(&started),
+                events: &events,
                 parent: None,
                 owner: None,
                 supersedes: None,

@@ -41,6 +41,8 @@ pub(super) trait Registered: Send + Sync + 'static {
     fn check_input(&self, input: &Value) -> Result<(), RunError>;
     /// Checks a decision against the type of human `step`.
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
+    /// The form of human `step`'s decision, if its type is one.
+    fn decision_form(&self, step: usize) -> Option<Vec<crate::form::FormField>>;
     /// Checks an event's payload against the type of event `step`.
     fn event(&self, step: usize, payload: Value) -> Result<Value, CallError>;
     /// The typed outputs of a finished run, as JSON.
@@ -136,6 +138,10 @@ impl<W: Workflow> Registered for Registration<W> {
 
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
         W::decision(step, decision)
+    }
+
+    fn decision_form(&self, step: usize) -> Option<Vec<crate::form::FormField>> {
+        W::decision_form(step)
     }
 
     fn event(&self, step: usize, payload: Value) -> Result<Value, CallError> {

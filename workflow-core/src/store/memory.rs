@@ -83,7 +83,13 @@ impl Run {
 
     /// Nobody owns it and its journal holds only its start.
     fn is_queued(&self) -> bool {
-        self.stored.record.owner.is_none() && self.stored.events.len() <= 1
+        self.stored.record.owner.is_none()
+            && self
+                .stored
+                .events
+                .iter()
+                .skip(1)
+                .all(|event| matches!(event, crate::journal::Event::Initiated { .. }))
     }
 
     fn take(&mut self, claimant: Claimant<'_>) -> Lease {

@@ -344,7 +344,8 @@ pub struct Claim<'a> {
 
 /// Which of the runs a [`Claim`] may take it takes: queued ones, the others, or both.
 ///
-/// A run is *queued* when nobody owns it and its journal holds only its start: a queued
+/// A run is *queued* when nobody owns it and its journal holds only its start (and who
+/// initiated it, `Initiated`): a queued
 /// start ([`Engine::enqueue`]) or a restarted run, written and not yet begun.
 ///
 /// [`Engine::enqueue`]: crate::Engine::enqueue

@@ -117,7 +117,20 @@ impl Gen<'_> {
             .filter(|(_, s)| s.kw == StepKw::Human)
             .map(|(index, _)| {
                 let ty = self.declared_ty(index);
-                quote!(#index => #p::decision::<#ty>(#index, __decision),)
+                quote!(#index => {
+                    #p::form_decision(<Self as #p::Workflow>::decision_form(#index), &__decision)?;
+                    #p::decision::<#ty>(#index, __decision)
+                })
+            });
+        let forms = self
+            .ast
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kw == StepKw::Human)
+            .map(|(index, _)| {
+                let ty = self.declared_ty(index);
+                quote!(#index => (&#p::Probe::<#ty>(::core::marker::PhantomData)).form_fields(),)
             });
         let events = self
             .ast
@@ -301,6 +314,15 @@ impl Gen<'_> {
                     match __step {
                         #(#decisions)*
                         _ => ::core::result::Result::Err(#p::CallError::NoSuchCall(__step)),
+                    }
+                }
+
+                #[allow(unused_imports)]
+                fn decision_form(__step: usize) -> ::core::option::Option<::std::vec::Vec<::workflow_core::form::FormField>> {
+                    use #p::{IsForm as _, NotForm as _};
+                    match __step {
+                        #(#forms)*
+                        _ => ::core::option::Option::None,
                     }
                 }
 

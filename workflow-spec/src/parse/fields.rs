@@ -227,10 +227,7 @@ pub(super) fn parse_field(
             self_approval,
             parse_self_approval(cx, key, value).map(|v| (key.clone(), v))
         ),
-        "title" => set!(
-            title,
-            parse_title(cx, key, value).map(|v| (key.clone(), v))
-        ),
+        "title" => set!(title, parse_title(cx, key, value).map(|v| (key.clone(), v))),
         "show" => set!(show, parse_show(cx, key, value).map(|v| (key.clone(), v))),
         _ => cx.error(key.span(), format!("unknown key `{name}`")),
     }

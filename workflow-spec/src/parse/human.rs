@@ -23,7 +23,9 @@ pub(super) fn parse_approvals(cx: &Ctxt, key: &Ident, value: TokenStream) -> Opt
             Err(_) => {
                 cx.error(
                     int.span(),
-                    format!("`{key}` must be a whole number of approvers from 1 to {MAX_APPROVALS}"),
+                    format!(
+                        "`{key}` must be a whole number of approvers from 1 to {MAX_APPROVALS}"
+                    ),
                 );
                 None
             }

@@ -480,19 +480,37 @@ fn quorum_and_delegation_messages_from_the_inbox_are_journaled_with_their_messag
         by: by.into(),
         decision: json!({"approved": true}),
     };
-    let first = machine.take_in(run, &item(1, decision("bob@a")), 20, &members_of, &Approvals);
+    let first = machine.take_in(
+        run,
+        &item(1, decision("bob@a")),
+        20,
+        &members_of,
+        &Approvals,
+    );
     assert!(matches!(
         &first,
         Event::TaskApproved { inbox: Some(1), at: 20, by, .. } if by == "bob@a"
     ));
     machine.apply(&first);
-    let again = machine.take_in(run, &item(2, decision("bob@a")), 21, &members_of, &Approvals);
+    let again = machine.take_in(
+        run,
+        &item(2, decision("bob@a")),
+        21,
+        &members_of,
+        &Approvals,
+    );
     assert!(matches!(
         &again,
         Event::MessageRefused { inbox: 2, code, .. } if code == "already_approved"
     ));
     machine.apply(&again);
-    let own = machine.take_in(run, &item(3, decision("ana@a")), 22, &members_of, &Approvals);
+    let own = machine.take_in(
+        run,
+        &item(3, decision("ana@a")),
+        22,
+        &members_of,
+        &Approvals,
+    );
     assert!(matches!(
         &own,
         Event::MessageRefused { inbox: 3, code, .. } if code == "self_approval"
@@ -521,7 +539,13 @@ fn quorum_and_delegation_messages_from_the_inbox_are_journaled_with_their_messag
     ));
     machine.apply(&delegated);
     assert_eq!(machine.inbox_cursor(), 5);
-    let last = machine.take_in(run, &item(6, decision("dan@c")), 25, &members_of, &Approvals);
+    let last = machine.take_in(
+        run,
+        &item(6, decision("dan@c")),
+        25,
+        &members_of,
+        &Approvals,
+    );
     assert!(
         matches!(&last, Event::TaskDecided { inbox: Some(6), .. }),
         "bob's approval before the delegation counts towards the quorum"

@@ -371,7 +371,10 @@ pub(super) async fn claim(
               AND (owner IS NULL
                    OR (owner = $1 AND $5)
                    OR (owner <> $1 AND coalesce(lease_until, '-infinity') <= now()))
-              AND ($8 = 0 OR ($8 = 1) = (owner IS NULL AND journal_len <= 1))
+              AND ($8 = 0 OR ($8 = 1) = (owner IS NULL AND (journal_len <= 1
+                   OR (journal_len = 2 AND EXISTS (
+                       SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1
+                         AND (j.event::jsonb)->>'event' = 'initiated')))))
             ORDER BY id
             LIMIT $6
             FOR NO KEY UPDATE SKIP LOCKED)

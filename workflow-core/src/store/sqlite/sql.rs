@@ -444,7 +444,8 @@ pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), Sto
                        OR (owner = ?1 AND ?5)
                        OR (owner <> ?1 AND lease_until <= ?6))
                   AND (?8 = 0 OR (?8 = 1) = (owner IS NULL AND NOT EXISTS (
-                      SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1)))
+                      SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq >= 1
+                        AND json_extract(j.event, '$.event') <> 'initiated')))
                 ORDER BY id LIMIT ?7)
              RETURNING id, lease_token",
         )

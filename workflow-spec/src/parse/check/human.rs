@@ -61,7 +61,10 @@ pub fn titles(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
                 };
                 cx.error(
                     lit.span(),
-                    format!("the `title` of `{}` does not parse: {error}\nhelp: {help}", step.id),
+                    format!(
+                        "the `title` of `{}` does not parse: {error}\nhelp: {help}",
+                        step.id
+                    ),
                 );
                 continue;
             }
@@ -69,7 +72,16 @@ pub fn titles(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
         for piece in pieces {
             let Piece::Value(path) = piece else { continue };
             let shown = path.join(".");
-            reads(cx, names, step, index, &path[0], lit.span(), "title", &shown);
+            reads(
+                cx,
+                names,
+                step,
+                index,
+                &path[0],
+                lit.span(),
+                "title",
+                &shown,
+            );
         }
     }
 }
@@ -86,13 +98,25 @@ pub fn shows(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
             if seen.contains(&path) {
                 cx.error(
                     value.root.span(),
-                    format!("`show` of `{}` lists `{path}` twice\nhelp: remove one of the two", step.id),
+                    format!(
+                        "`show` of `{}` lists `{path}` twice\nhelp: remove one of the two",
+                        step.id
+                    ),
                 );
                 continue;
             }
             seen.push(path.clone());
             let root = value.root.to_string();
-            reads(cx, names, step, index, &root, value.root.span(), "show", &path);
+            reads(
+                cx,
+                names,
+                step,
+                index,
+                &root,
+                value.root.span(),
+                "show",
+                &path,
+            );
         }
     }
 }

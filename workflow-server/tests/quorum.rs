@@ -1,0 +1,270 @@
+//! Approvals with a quorum over HTTP: the initiator from the caller, typed refusals with
+//! their codes, delegation, the title and shown values of `GET /api/tasks` and the inbox,
+//! and a decision form rendered as inputs and checked field by field.
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{get, post_json, request, serve, wait_for_task, Answer};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use workflow_core::prelude::*;
+use workflow_core::store::MemoryStore;
+use workflow_server::{Csrf, Identity, Roles, Server, TrustedHeader};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Refund {
+    amount_cents: u64,
+    customer: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, DecisionForm)]
+pub enum Reason {
+    Damaged,
+    Late,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, DecisionForm)]
+pub struct Settlement {
+    approved: bool,
+    amount_cents: u32,
+    reason: Reason,
+    note: Option<String>,
+}
+
+workflow! {
+    pub workflow Refunds(refund: Refund) {
+        human approve -> Approval {
+            assignee: "finance",
+            approvals: 2,
+            self_approval: false,
+            title: "Refund {refund.amount_cents} for {refund.customer}",
+            show: [refund.amount_cents, refund.customer],
+            timeout: 24h,
+            on_timeout: reject,
+        }
+        human settle -> Settlement {
+            assignee: "finance",
+            depends_on: [approve],
+            timeout: 24h,
+            on_timeout: abort,
+        }
+    }
+}
+
+const ANA: &str = "ana@finance";
+const BOB: &str = "bob@finance";
+const CY: &str = "cy@finance";
+const LEE: &str = "lee@legal";
+
+async fn started() -> (Engine, std::net::SocketAddr, workflow_core::RunId) {
+    let engine = Engine::builder().store(MemoryStore::new()).build();
+    engine.register::<Refunds>(()).unwrap();
+    let roles = Roles::parse(&format!("{ANA} operator:Refunds payloads:Refunds")).unwrap();
+    let router = Server::new(engine.clone())
+        .authenticator(TrustedHeader::new())
+        .permissions(roles)
+        .show_payloads(true)
+        .csrf_key([42; 32])
+        .router();
+    let addr = serve(router).await;
+    let answer = post_json(
+        addr,
+        "/api/runs",
+        Some(ANA),
+        json!({"workflow": "Refunds", "input": {"refund": {"amount_cents": 4200, "customer": "Ada"}}}),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    let run = common::run_id(&answer);
+    wait_for_task(&engine, run, "approve").await;
+    (engine, addr, run)
+}
+
+fn status(answer: &Answer) -> (StatusCode, String) {
+    (answer.status, answer.code())
+}
+
+async fn post_form(
+    addr: std::net::SocketAddr,
+    path: &str,
+    who: &str,
+    pairs: &[(&str, &str)],
+) -> Answer {
+    let body = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&");
+    request(
+        addr,
+        Method::POST,
+        path,
+        &[
+            ("x-forwarded-user", who.to_owned()),
+            (
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+        ],
+        body.into_bytes(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_over_the_api_refuses_the_initiator_and_a_second_approval() {
+    let (engine, addr, run) = started().await;
+    let path = format!("/api/runs/{run}/tasks/approve");
+    let own = post_json(addr, &path, Some(ANA), json!({"approved": true})).await;
+    assert_eq!(
+        status(&own),
+        (StatusCode::FORBIDDEN, "self_approval".into()),
+        "{}",
+        own.body
+    );
+    let first = post_json(addr, &path, Some(BOB), json!({"approved": true})).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let again = post_json(addr, &path, Some(BOB), json!({"approved": true})).await;
+    assert_eq!(
+        status(&again),
+        (StatusCode::CONFLICT, "already_approved".into())
+    );
+
+    let tasks = get(addr, "/api/tasks", Some(CY)).await.json();
+    let task = &tasks["tasks"][0];
+    assert_eq!(task["title"], "Refund 4200 for Ada");
+    assert_eq!(
+        task["shown"],
+        json!([
+            {"path": "refund.amount_cents", "value": 4200},
+            {"path": "refund.customer", "value": "Ada"}
+        ])
+    );
+    assert_eq!(task["approvals"], 2);
+    assert_eq!(task["approved_by"], json!([BOB]));
+
+    let inbox = get(addr, "/inbox", Some(CY)).await;
+    assert!(inbox.body.contains("Refund 4200 for Ada"), "{}", inbox.body);
+    assert!(
+        inbox.body.contains("1 of 2 (by bob@finance)"),
+        "{}",
+        inbox.body
+    );
+
+    let second = post_json(addr, &path, Some(CY), json!({"approved": true})).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    wait_for_task(&engine, run, "settle").await;
+    let detail = get(addr, &format!("/api/runs/{run}"), Some(ANA)).await.body;
+    assert!(
+        detail.contains("\"approved\""),
+        "the audit lists each approval: {detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_delegated_over_the_api_and_the_delegate_decides_it() {
+    let (_engine, addr, run) = started().await;
+    let delegate = format!("/api/runs/{run}/tasks/approve/delegate");
+    let outsider = post_json(addr, &delegate, Some(LEE), json!({"to": "legal"})).await;
+    assert_eq!(
+        status(&outsider),
+        (StatusCode::NOT_FOUND, "unknown_run".into())
+    );
+    let nobody = post_json(addr, &delegate, Some(BOB), json!({"to": " "})).await;
+    assert_eq!(
+        status(&nobody),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_delegate".into())
+    );
+    let own = post_json(addr, &delegate, Some(ANA), json!({"to": "legal"})).await;
+    assert_eq!(
+        status(&own),
+        (StatusCode::FORBIDDEN, "self_approval".into())
+    );
+    let handed = post_json(addr, &delegate, Some(BOB), json!({"to": "legal"})).await;
+    assert_eq!(handed.status, StatusCode::OK, "{}", handed.body);
+    assert_eq!(handed.json()["to"], "legal");
+
+    let path = format!("/api/runs/{run}/tasks/approve");
+    let former = post_json(addr, &path, Some(CY), json!({"approved": true})).await;
+    assert_eq!(status(&former).0, StatusCode::FORBIDDEN, "{}", former.body);
+    let tasks = get(addr, "/api/tasks", Some(LEE)).await.json();
+    assert_eq!(tasks["tasks"][0]["assignee"], "legal", "{tasks}");
+    let decided = post_json(addr, &path, Some(LEE), json!({"approved": false})).await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_form_is_rendered_as_inputs_and_checked_field_by_field() {
+    let (engine, addr, run) = started().await;
+    let path = format!("/api/runs/{run}/tasks/approve");
+    for who in [BOB, CY] {
+        let answer = post_json(addr, &path, Some(who), json!({"approved": true})).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    }
+    wait_for_task(&engine, run, "settle").await;
+    let page = get(addr, "/inbox", Some(BOB)).await.body;
+    for input in [
+        "name=\"field.amount_cents\" min=\"0\" max=\"4294967295\"",
+        "<select name=\"field.reason\" required><option value=\"Damaged\">",
+        "type=\"checkbox\" name=\"field.approved\"",
+        "<input name=\"field.note\">",
+    ] {
+        assert!(page.contains(input), "{input} in {page}");
+    }
+    let settle = format!("/api/runs/{run}/tasks/settle");
+    let wrong = post_json(
+        addr,
+        &settle,
+        Some(BOB),
+        json!({"decision": {"approved": true, "amount_cents": -5, "reason": "Late"}}),
+    )
+    .await;
+    assert_eq!(
+        status(&wrong),
+        (StatusCode::UNPROCESSABLE_ENTITY, "wrong_type".into())
+    );
+    assert!(wrong.body.contains("amount_cents"), "{}", wrong.body);
+
+    let csrf = Csrf::new([42; 32]).token(&Identity(BOB.to_owned()));
+    let form = format!("/inbox/runs/{run}/tasks/settle");
+    let bad = post_form(
+        addr,
+        &form,
+        BOB,
+        &[
+            ("csrf", &csrf),
+            ("verdict", "form"),
+            ("field.amount_cents", "lots"),
+            ("field.reason", "Late"),
+        ],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    assert!(bad.body.contains("amount_cents"), "{}", bad.body);
+    let good = post_form(
+        addr,
+        &form,
+        BOB,
+        &[
+            ("csrf", &csrf),
+            ("verdict", "form"),
+            ("field.approved", "true"),
+            ("field.amount_cents", "4000"),
+            ("field.reason", "Damaged"),
+            ("field.note", ""),
+        ],
+    )
+    .await;
+    assert_eq!(good.status, StatusCode::SEE_OTHER, "{}", good.body);
+    let events = engine.events(run).await.unwrap();
+    let decided = events.iter().rev().find_map(|event| match event {
+        workflow_core::journal::Event::TaskDecided { decision, .. } => Some(decision.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        decided,
+        Some(json!({"approved": true, "amount_cents": 4000, "reason": "Damaged", "note": null})),
+        "the journal keeps the typed value"
+    );
+}
