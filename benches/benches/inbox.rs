@@ -51,6 +51,7 @@ mod flows {
                 assignee: "finance",
                 depends_on: [assess],
                 timeout: 24h,
+                on_timeout: abort,
                 prompt: "Refund this amount?",
             }
             step pay -> bool { action: pay(amount, approve), }
@@ -325,8 +326,7 @@ async fn sqlite(finished: usize, running: usize, open: usize, requests: usize) {
             .unwrap_or_else(|e| panic!("open the store: {e}"));
         fill(Arc::new(store), finished, running, open).await;
     }
-    let store =
-        SqliteStore::open(&path).unwrap_or_else(|e| panic!("reopen the store: {e}"));
+    let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("reopen the store: {e}"));
     measure("SQLite", Arc::new(store), open, requests).await;
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.as_os_str().to_owned();
