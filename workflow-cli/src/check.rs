@@ -20,6 +20,7 @@ pub async fn run(path: &Path, json: bool) -> Result<String> {
     let store = crate::store::open_for_check(path)?;
     let mut verification = store.verify().await?;
     missing_specs(&*store, &mut verification).await;
+    index_agrees(&*store, &mut verification).await;
     let shown = crate::store::shown(path);
     let report = if json {
         json_report(&shown, &verification)
@@ -68,6 +69,33 @@ async fn missing_specs(store: &dyn Store, verification: &mut Verification) {
                 reason: format!("the spec it was started under ({fingerprint}) is missing"),
             });
         }
+    }
+}
+
+/// The open-task index must hold exactly the tasks the journals of running runs have
+/// open: a row it lacks or holds wrongly is reported (a store whose journals cannot be
+/// read is reported above, row by row).
+async fn index_agrees(store: &dyn Store, verification: &mut Verification) {
+    let Ok(mismatch) = workflow_core::store::tasks::check_index(store).await else {
+        return;
+    };
+    let rows = mismatch
+        .missing
+        .iter()
+        .map(|task| (task, "open by the run's journal, missing from the open-task index"))
+        .chain(
+            mismatch
+                .stale
+                .iter()
+                .map(|task| (task, "in the open-task index, not open by the run's journal")),
+        );
+    for (task, reason) in rows {
+        verification.damaged.push(Damage {
+            table: "open_tasks".to_owned(),
+            run: None,
+            key: format!("{}/{}", task.run, task.step),
+            reason: reason.to_owned(),
+        });
     }
 }
 

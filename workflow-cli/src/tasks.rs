@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use workflow_core::admin;
 use workflow_core::journal::Event;
 use workflow_core::spec::Spec;
-use workflow_core::store::Store;
+use workflow_core::store::{Store, TaskFilter};
 use workflow_core::{DecisionError, RunId};
 
 use crate::cli::TaskRef;
@@ -25,9 +25,10 @@ use crate::text::{duration, now_ms, relative, rfc3339, short, table, timestamp};
 /// How often `--wait` looks at the journal.
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
-/// Runs `workflow tasks list`.
+/// Runs `workflow tasks list`: the store's open-task index, soonest deadline first, each
+/// task as its run's machine has it (only the runs with open tasks are read).
 pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
-    let tasks = admin::open_tasks(store).await?;
+    let (_, tasks) = admin::task_page(store, TaskFilter::default()).await?;
 
     let now = now_ms();
     if json {

@@ -7,7 +7,9 @@
 //! - [`restart_parked`]: a parked run is replaced by a new run of the current spec.
 //! - [`submit_decision`], [`submit_cancel`]: requests for a run another engine drives,
 //!   left in its inbox for that engine to admit with its own authorizer.
-//! - [`open_tasks`]: the open human tasks of every running run in a store.
+//! - [`task_page`]: a page of the open human tasks of a store, from its open-task index.
+//! - [`open_tasks`]: the open human tasks of every running run in a store, by replaying
+//!   every one of them (what [`task_page`] avoids).
 //!
 //! Tools without the workflow's code read its spec from the store ([`stored_spec`]), where
 //! every engine records the specs it registers.
@@ -21,8 +23,8 @@ use crate::human::TaskInfo;
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::Machine;
 use crate::store::{
-    Commit, DeadLetterChange, Message, NewRun, RunFilter, RunStatus, Store, StoreError, StoredRun,
-    Submitted,
+    Commit, DeadLetterChange, Message, NewRun, OpenTask, RunFilter, RunStatus, Store, StoreError,
+    StoredRun, Submitted, TaskFilter,
 };
 
 /// How long after the newest registration of a workflow another registration still counts
@@ -259,6 +261,51 @@ pub async fn submit_cancel(
             StoreError::UnknownRun(run) => RunError::UnknownRun(run),
             other => RunError::Store(other),
         })
+}
+
+/// One page of the store's open tasks (`filter` as [`Store::open_tasks`] takes it,
+/// soonest deadline first), read from its open-task index, each with what its run's
+/// machine says of it: only the runs on the page are loaded and replayed, on the spec
+/// recorded for them. Returns the index rows of the page (for its cursor) and the tasks;
+/// a row whose run or spec cannot be found, or whose machine has the task closed, is
+/// left out of the tasks.
+pub async fn task_page(
+    store: &dyn Store,
+    filter: TaskFilter,
+) -> Result<(Vec<OpenTask>, Vec<TaskInfo>), StoreError> {
+    let rows = store.open_tasks(filter).await?;
+    let mut specs: HashMap<String, Option<Spec>> = HashMap::new();
+    let mut open: HashMap<(RunId, usize), TaskInfo> = HashMap::new();
+    let mut loaded: std::collections::HashSet<RunId> = std::collections::HashSet::new();
+    for row in &rows {
+        if !loaded.insert(row.run) {
+            continue;
+        }
+        let Some(stored) = store.load(row.run).await? else {
+            continue;
+        };
+        if stored.record.status != RunStatus::Running {
+            continue;
+        }
+        let fingerprint = &stored.record.fingerprint;
+        if !specs.contains_key(fingerprint) {
+            let spec = stored_spec(store, fingerprint).await?;
+            specs.insert(fingerprint.clone(), spec);
+        }
+        let Some(Some(spec)) = specs.get(fingerprint) else {
+            continue;
+        };
+        for task in tasks_of(spec, &stored) {
+            if let Some(step) = spec.steps.iter().position(|s| s.id == task.step) {
+                open.insert((row.run, step), task);
+            }
+        }
+    }
+    let tasks = rows
+        .iter()
+        .filter_map(|row| open.remove(&(row.run, row.step)))
+        .collect();
+    Ok((rows, tasks))
 }
 
 /// The open human tasks of every running run in the store, oldest run first, from each

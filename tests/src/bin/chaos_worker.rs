@@ -110,6 +110,19 @@ impl Store for Reporting {
         self.0.dead_letters()
     }
 
+    fn open_tasks(
+        &self,
+        filter: workflow_core::store::TaskFilter,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::OpenTask>, StoreError>> {
+        self.0.open_tasks(filter)
+    }
+
+    fn task_counts(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::TaskCount>, StoreError>> {
+        self.0.task_counts()
+    }
+
     fn put_schedule<'a>(
         &'a self,
         id: &'a str,

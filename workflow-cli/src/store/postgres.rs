@@ -109,6 +109,19 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.dead_letters().await })
     }
 
+    fn open_tasks(
+        &self,
+        filter: workflow_core::store::TaskFilter,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::OpenTask>, StoreError>> {
+        Box::pin(async move { self.get().await?.open_tasks(filter).await })
+    }
+
+    fn task_counts(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::TaskCount>, StoreError>> {
+        Box::pin(async move { self.get().await?.task_counts().await })
+    }
+
     fn put_schedule<'a>(
         &'a self,
         id: &'a str,

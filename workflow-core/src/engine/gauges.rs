@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Engine;
 use crate::error::RunError;
-use crate::journal::Event;
 use crate::store::{RunFilter, RunStatus};
 
 impl Engine {
@@ -14,8 +13,8 @@ impl Engine {
     /// store: `workflow_runs{workflow, status}`, `workflow_open_tasks{workflow}`,
     /// `workflow_oldest_open_task_age_seconds{workflow}`, `workflow_dead_letters{workflow}`
     /// and `workflow_damaged_runs`. Every registered workflow gets every status, so a
-    /// count that fell to zero reads zero. It reads every run's row and every running
-    /// run's journal: call it per scrape, not per request.
+    /// count that fell to zero reads zero. It reads every run's row and the store's
+    /// open-task index (no journal): call it per scrape, not per request.
     pub async fn record_gauges(&self) -> Result<(), RunError> {
         let now = self.now();
         let mut workflows: BTreeSet<String> = self
@@ -29,34 +28,14 @@ impl Engine {
         let mut open: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for record in self.inner.store.runs(RunFilter::default()).await? {
             workflows.insert(record.workflow.clone());
-            *runs
-                .entry((record.workflow.clone(), record.status))
-                .or_default() += 1;
-            if record.status != RunStatus::Running {
-                continue;
-            }
-            let Some(stored) = self.inner.store.load(record.id).await? else {
-                continue;
-            };
-            // Open tasks: opened and not decided or expired since (an escalation keeps
-            // the task open since its first opening).
-            let mut opened: BTreeMap<usize, u64> = BTreeMap::new();
-            for event in &stored.events {
-                match event {
-                    Event::TaskOpened { step, at, .. } => {
-                        opened.insert(*step, *at);
-                    }
-                    Event::TaskDecided { step, .. } | Event::TaskExpired { step, .. } => {
-                        opened.remove(step);
-                    }
-                    _ => {}
-                }
-            }
-            let entry = open.entry(record.workflow).or_default();
-            for at in opened.values() {
-                entry.0 += 1;
-                entry.1 = entry.1.max(now.saturating_sub(*at));
-            }
+            *runs.entry((record.workflow, record.status)).or_default() += 1;
+        }
+        // Open tasks, from the index: an escalated task counts since its first opening.
+        for group in self.inner.store.task_counts().await? {
+            workflows.insert(group.workflow.clone());
+            let entry = open.entry(group.workflow).or_default();
+            entry.0 += group.count;
+            entry.1 = entry.1.max(now.saturating_sub(group.oldest_opened_at));
         }
         let mut letters: BTreeMap<String, u64> = BTreeMap::new();
         for letter in self.inner.store.dead_letters().await? {

@@ -8,6 +8,7 @@ use super::{
     NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow, ScheduleState,
     SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
+use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
@@ -28,6 +29,8 @@ struct Inner {
     schedules: BTreeMap<String, ScheduleRow>,
     inbox: Vec<InboxItem>,
     inbox_keys: HashMap<(RunId, String), u64>,
+    /// The open-task index: the open tasks of each running run, by step.
+    tasks: BTreeMap<RunId, BTreeMap<usize, tasks::Row>>,
     appends: u64,
     commits: u64,
     /// Journal entries marked damaged by [`MemoryStore::damage_entry`].
@@ -138,6 +141,7 @@ impl Inner {
                 record.owner = None;
                 record.updated_at = new.at;
             }
+            self.tasks.remove(&old);
         }
         self.appends += new.events.len() as u64;
         self.commits += 1;
@@ -162,6 +166,8 @@ impl Inner {
             inbox_cursor: 0,
         };
         let token = new.owner.map_or(0, |claimant| run.take(claimant).token);
+        let changes = tasks::changes(new.events, None, RunStatus::Running);
+        self.index(id, &changes, new.events);
         self.runs.insert(id, run);
         Ok(Created::New { run: id, token })
     }
@@ -185,6 +191,7 @@ impl Inner {
                 seq: commit.seq,
             });
         }
+        let before = run.stored.record.status;
         run.stored.events.extend_from_slice(commit.events);
         if let Some(cursor) = commit.inbox_cursor {
             run.inbox_cursor = run.inbox_cursor.max(cursor);
@@ -207,11 +214,38 @@ impl Inner {
                 self.dead.remove(&commit.run);
             }
         }
+        let changes = tasks::changes(commit.events, commit.status.map(|(s, _)| s), before);
+        if !changes.is_empty() {
+            let journal = std::mem::take(&mut run.stored.events);
+            self.index(commit.run, &changes, &journal);
+            if let Some(run) = self.runs.get_mut(&commit.run) {
+                run.stored.events = journal;
+            }
+        }
         if !commit.events.is_empty() {
             self.appends += commit.events.len() as u64;
             self.commits += 1;
         }
         Ok(())
+    }
+
+    /// Applies index changes to `run`'s rows (its whole journal at hand for a rebuild).
+    fn index(&mut self, run: RunId, changes: &[tasks::TaskChange], journal: &[crate::journal::Event]) {
+        let rows = self.tasks.entry(run).or_default();
+        tasks::apply(rows, changes, journal);
+        if rows.is_empty() {
+            self.tasks.remove(&run);
+        }
+    }
+
+    fn open_tasks(&self) -> impl Iterator<Item = OpenTask> + '_ {
+        self.tasks.iter().flat_map(move |(run, rows)| {
+            let workflow = self
+                .runs
+                .get(run)
+                .map_or("", |r| r.stored.record.workflow.as_str());
+            rows.values().map(move |row| row.clone().task(*run, workflow))
+        })
     }
 
     fn submit(
@@ -363,6 +397,14 @@ impl Store for MemoryStore {
         runs.dedup();
         let last = inner.inbox.last().map_or(after, |item| item.id.max(after));
         ready(Ok((runs, last)))
+    }
+
+    fn open_tasks(&self, filter: TaskFilter) -> BoxFuture<'_, Result<Vec<OpenTask>, StoreError>> {
+        ready(Ok(filter.page(self.lock().open_tasks())))
+    }
+
+    fn task_counts(&self) -> BoxFuture<'_, Result<Vec<TaskCount>, StoreError>> {
+        ready(Ok(tasks::count(self.lock().open_tasks())))
     }
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {

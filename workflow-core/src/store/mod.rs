@@ -37,6 +37,11 @@
 //!   state or paused flag only if the row's `version` is the one the caller read, and bumps
 //!   it, so of several workers deciding one tick exactly one records it.
 //!
+//! - **Open tasks are indexed with the entries that open and close them.** A write that
+//!   journals a task's opening, escalation or end (or stops or restarts its run) changes
+//!   the open-task index in the same transaction, as [`tasks::changes`] says;
+//!   [`Store::open_tasks`] pages the index.
+//!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
 
@@ -51,6 +56,7 @@ mod postgres;
 mod schedules;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub mod tasks;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
@@ -59,6 +65,7 @@ pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use schedules::{ScheduleChange, ScheduleRow, ScheduleState};
+pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -546,6 +553,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes schedule `id`; returns whether it existed. Runs it started are kept.
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// The open human tasks of running runs that `filter` selects, soonest deadline first
+    /// (then run, then step), from the store's open-task index: what a task list costs is
+    /// its page, not the running runs. (The default reads every running run's journal,
+    /// for stores without an index.)
+    fn open_tasks(&self, filter: TaskFilter) -> BoxFuture<'_, Result<Vec<OpenTask>, StoreError>> {
+        Box::pin(async move { Ok(filter.page(tasks::from_journals(self).await?)) })
+    }
+
+    /// How many tasks are open per workflow and assignee, with the oldest's opening time,
+    /// from the open-task index (the default reads every running run's journal).
+    fn task_counts(&self) -> BoxFuture<'_, Result<Vec<TaskCount>, StoreError>> {
+        Box::pin(async move { Ok(tasks::count(tasks::from_journals(self).await?)) })
+    }
 
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.

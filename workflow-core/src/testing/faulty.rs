@@ -190,6 +190,17 @@ impl Store for FaultyStore {
         self.inner.dead_letters()
     }
 
+    fn open_tasks(
+        &self,
+        filter: crate::store::TaskFilter,
+    ) -> BoxFuture<'_, Result<Vec<crate::store::OpenTask>, StoreError>> {
+        self.inner.open_tasks(filter)
+    }
+
+    fn task_counts(&self) -> BoxFuture<'_, Result<Vec<crate::store::TaskCount>, StoreError>> {
+        self.inner.task_counts()
+    }
+
     fn put_schedule<'a>(
         &'a self,
         id: &'a str,

@@ -5,6 +5,7 @@ mod engine;
 mod faults;
 mod leases;
 mod schedules;
+mod tasks;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -21,6 +21,7 @@ mod owners;
 mod runs;
 mod schedules;
 mod subject;
+mod tasks;
 
 pub use subject::{DamageEntry, Subject};
 
@@ -103,6 +104,12 @@ pub const CHECKS: &[(&str, Check)] = &[
     }),
     ("a damaged journal entry is reported, never read", |s| {
         Box::pin(damage::a_damaged_entry_is_reported(s))
+    }),
+    ("open tasks are indexed with their entries", |s| {
+        Box::pin(tasks::tasks_are_indexed(s.store))
+    }),
+    ("a run that stops drops its open tasks", |s| {
+        Box::pin(tasks::stopped_runs_drop_their_tasks(s.store))
     }),
 ];
 

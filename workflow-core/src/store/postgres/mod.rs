@@ -13,6 +13,7 @@ mod read;
 mod schedules;
 mod schema;
 mod sql;
+mod tasks;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
@@ -238,7 +239,20 @@ impl PgStore {
                 }
             }
             self.sent();
-            match sql::create(&mut conn, run, events, sums, nonce, &self.channel).await {
+            let changes = super::tasks::changes(run.events, None, super::RunStatus::Running);
+            let sent = if changes.is_empty() {
+                sql::create(&mut conn, run, events, sums, nonce, &self.channel).await
+            } else {
+                let create = sql::Create {
+                    new: run,
+                    events,
+                    sums,
+                    nonce,
+                    channel: &self.channel,
+                };
+                tasks::create(&mut conn, create, &changes).await
+            };
+            match sent {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Store(error)) => return Err(error),
                 Err(Failure::Sql(error)) => {
@@ -270,7 +284,12 @@ impl PgStore {
                 }
             }
             self.sent();
-            match sql::commit(&mut conn, row, &self.channel).await {
+            let sent = if row.changes_tasks() {
+                tasks::commit(&mut conn, row, &self.channel).await
+            } else {
+                sql::commit(&mut conn, row, &self.channel).await
+            };
+            match sent {
                 Ok(outcome) => return Ok(outcome),
                 Err(Failure::Store(error)) => return Err(error),
                 Err(Failure::Sql(error)) if is_unique_violation(&error) => {
@@ -555,6 +574,25 @@ impl Store for PgStore {
     fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
         Box::pin(self.idempotent(move |mut conn| {
             Box::pin(async move { sql::pending_inbox(&mut conn, after).await })
+        }))
+    }
+
+    fn open_tasks(
+        &self,
+        filter: super::TaskFilter,
+    ) -> BoxFuture<'_, Result<Vec<super::OpenTask>, StoreError>> {
+        Box::pin(async move {
+            let filter = &filter;
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { tasks::list(&mut conn, filter).await })
+            })
+            .await
+        })
+    }
+
+    fn task_counts(&self) -> BoxFuture<'_, Result<Vec<super::TaskCount>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { tasks::counts(&mut conn).await })
         }))
     }
 

@@ -486,6 +486,8 @@ CREATE TABLE schedules (
     crc bigint NOT NULL
 );
 "#,
+    // The open-task index, filled from the journals in the same transaction.
+    super::tasks::MIGRATION,
 ];
 
 /// The newest schema version this library knows.
@@ -568,6 +570,9 @@ async fn migrate(conn: &mut PgConnection, schema: &str, target: &Target) -> Resu
             .map_err(fail)?;
         if from + 1 == CHECKSUMS {
             super::check::backfill(conn, target).await?;
+        }
+        if *migration == super::tasks::MIGRATION {
+            super::tasks::backfill(conn, target).await?;
         }
     }
     if version < VERSION {

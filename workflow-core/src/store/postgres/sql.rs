@@ -9,6 +9,7 @@ use super::read::{stored, RawRun};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::store::checksum::{self, Keyed};
+use crate::store::tasks::{self, TaskChange};
 use crate::store::{
     Claim, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
 };
@@ -108,6 +109,15 @@ fn bits<'k>(keyed: impl IntoIterator<Item = &'k Keyed>) -> Vec<i64> {
         .collect()
 }
 
+/// The parts of a creation, for the creations that also write the open-task index.
+pub(super) struct Create<'a> {
+    pub(super) new: &'a NewRun<'a>,
+    pub(super) events: &'a [String],
+    pub(super) sums: &'a CreateSums,
+    pub(super) nonce: &'a str,
+    pub(super) channel: &'a str,
+}
+
 pub(super) async fn create(
     conn: &mut PgConnection,
     new: &NewRun<'_>,
@@ -180,6 +190,8 @@ pub(super) struct CommitRow<'a> {
     /// inbox cursor): the server writes the new checksum only over the row it was
     /// computed from.
     pub(super) run_row: Option<(i64, i64)>,
+    /// What the commit does to the open-task index if the run is running, and if not.
+    tasks: (Vec<TaskChange>, Vec<TaskChange>),
 }
 
 impl<'a> CommitRow<'a> {
@@ -199,7 +211,29 @@ impl<'a> CommitRow<'a> {
             inboxes: commit.events.iter().map(|e| e.inbox().map(int)).collect(),
             crcs,
             run_row: None,
+            tasks: {
+                let status = commit.status.map(|(status, _)| status);
+                (
+                    tasks::changes(commit.events, status, RunStatus::Running),
+                    // A run that is not running has no rows, whatever its entries.
+                    tasks::changes(&[], status, RunStatus::Parked),
+                )
+            },
         })
+    }
+
+    /// Whether the commit may change the open-task index.
+    pub(super) fn changes_tasks(&self) -> bool {
+        !self.tasks.0.is_empty() || !self.tasks.1.is_empty()
+    }
+
+    /// The index changes of the commit to a run whose status is `before`.
+    pub(super) fn tasks(&self, before: RunStatus) -> &[TaskChange] {
+        if before == RunStatus::Running {
+            &self.tasks.0
+        } else {
+            &self.tasks.1
+        }
     }
 
     /// Whether the commit changes the run's row (not only its journal).

@@ -172,6 +172,16 @@ impl Schema {
         }
     }
 
+    /// Creates this schema as the version before the open-task index left it, for tests
+    /// of the index's migration. Panics as [`Schema::create_at_version`] does.
+    pub async fn create_before_open_tasks(&self) {
+        let before = super::schema::MIGRATIONS
+            .iter()
+            .position(|m| *m == super::tasks::MIGRATION)
+            .unwrap_or(0);
+        self.create_at_version(before as u32).await;
+    }
+
     /// Damages journal entry `seq` of `run` as a bad disk would: a trailing space after
     /// its JSON (it still decodes to the same event), its checksum left as it was. Panics
     /// when there is no such entry.

@@ -16,6 +16,7 @@ mod read;
 mod schedules;
 mod schema;
 mod sql;
+mod tasks;
 mod writer;
 
 use std::fmt;
@@ -332,6 +333,11 @@ impl Store for SqliteStore {
             owner: run.owner.map(|c| (c.owner.to_owned(), c.lease_ms, c.now)),
             supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
             at: run.at,
+            tasks: crate::store::tasks::changes(
+                run.events,
+                None,
+                crate::store::RunStatus::Running,
+            ),
         };
         self.write(move |db| sql::create(db, &row))
     }
@@ -415,6 +421,17 @@ impl Store for SqliteStore {
 
     fn pending_inbox(&self, after: u64) -> BoxFuture<'_, Result<(Vec<RunId>, u64), StoreError>> {
         self.read(move |db| read::pending_inbox(db, after))
+    }
+
+    fn open_tasks(
+        &self,
+        filter: crate::store::TaskFilter,
+    ) -> BoxFuture<'_, Result<Vec<crate::store::OpenTask>, StoreError>> {
+        self.read(move |db| tasks::list(db, &filter))
+    }
+
+    fn task_counts(&self) -> BoxFuture<'_, Result<Vec<crate::store::TaskCount>, StoreError>> {
+        self.read(tasks::counts)
     }
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {

@@ -88,6 +88,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL,
         crc INTEGER NOT NULL
     ) WITHOUT ROWID;",
+    // The open-task index, filled from the journals in the same transaction.
+    super::tasks::MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.
@@ -307,6 +309,9 @@ impl Db {
                 .map_err(|e| self.error(e, started))?;
             if from + 1 == CHECKSUMS {
                 super::check::backfill(self)?;
+            }
+            if *migration == super::tasks::MIGRATION {
+                super::tasks::backfill(self)?;
             }
         }
         if version < SqliteStore::SCHEMA_VERSION || application_id != APPLICATION_ID {

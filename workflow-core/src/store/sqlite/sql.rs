@@ -7,6 +7,7 @@ use super::schema::{db_error, Db};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::store::checksum;
+use crate::store::tasks::{self, TaskChange};
 use crate::store::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Lease, RunRecord, RunStatus,
     StoreError, Submitted,
@@ -28,6 +29,8 @@ pub(super) struct NewRunRow {
     pub(super) owner: Option<(String, u64, Timestamp)>,
     pub(super) supersedes: Option<(RunId, String)>,
     pub(super) at: Timestamp,
+    /// What the run's first entries do to the open-task index.
+    pub(super) tasks: Vec<TaskChange>,
 }
 
 /// The owned parts of a [`Commit`], moved to the writer thread.
@@ -41,10 +44,13 @@ pub(super) struct CommitRow {
     pub(super) dead_letter: Option<Option<DeadLetter>>,
     pub(super) inbox_cursor: Option<u64>,
     pub(super) at: Timestamp,
+    /// What the commit does to the open-task index if the run is running, and if not.
+    tasks: (Vec<TaskChange>, Vec<TaskChange>),
 }
 
 impl CommitRow {
     pub(super) fn new(commit: &Commit<'_>) -> Result<CommitRow, StoreError> {
+        let status = commit.status.map(|(status, _)| status);
         Ok(CommitRow {
             run: commit.run,
             seq: commit.seq,
@@ -64,6 +70,11 @@ impl CommitRow {
             },
             inbox_cursor: commit.inbox_cursor,
             at: commit.at,
+            tasks: (
+                tasks::changes(commit.events, status, RunStatus::Running),
+                // A run that is not running has no rows, whatever its entries.
+                tasks::changes(&[], status, RunStatus::Parked),
+            ),
         })
     }
 }
@@ -213,6 +224,7 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
             ..raw
         };
         update_run(db, &cancelled, true)?;
+        super::tasks::apply(db, *old, &[TaskChange::CloseAll])?;
     }
     let (owner, token, lease_until) = match &new.owner {
         Some((owner, lease_ms, now)) => (Some(owner.as_str()), 1u64, now.saturating_add(*lease_ms)),
@@ -261,6 +273,7 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
         .and_then(|mut s| s.execute(params![id, crc]))
         .map_err(&fail)?;
     insert_events(db, run, 0, &new.events)?;
+    super::tasks::apply(db, run, &new.tasks)?;
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
 
@@ -310,21 +323,21 @@ pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreErro
     let run = commit.run;
     // The next entry is the journal's length: a taken or skipped sequence number is a
     // conflict. The owner and token are read with it.
-    let found: Option<(Option<String>, u64, u64)> = db
+    let found: Option<(Option<String>, u64, u64, String)> = db
         .conn
         .prepare_cached(
             "SELECT owner, lease_token,
-                    (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1)
+                    (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1), status
              FROM runs WHERE id = ?1",
         )
         .and_then(|mut s| {
             s.query_row(params![run.0], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
             })
             .optional()
         })
         .map_err(&fail)?;
-    let Some((owner, token, next)) = found else {
+    let Some((owner, token, next, before)) = found else {
         return Err(StoreError::UnknownRun(run));
     };
     if let Some((fence_owner, fence_token)) = &commit.fence {
@@ -369,6 +382,13 @@ pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreErro
                 .map_err(&fail)?;
         }
     }
+    let (if_running, if_stopped) = &commit.tasks;
+    let changes = if before == RunStatus::Running.as_str() {
+        if_running
+    } else {
+        if_stopped
+    };
+    super::tasks::apply(db, run, changes)?;
     Ok(((), commit.events.len() as u64))
 }
 
