@@ -15,7 +15,7 @@
 //! | `GET /api/runs/{run}/diagram.svg` | its diagram with each step's state |
 //! | `POST /api/runs/{run}/cancel` | cancels it |
 //! | `POST /api/runs/{run}/events/{step}` | sends an event: `{"event_id", "payload"}` |
-//! | `GET /api/tasks` | the open tasks the caller may decide |
+//! | `GET /api/tasks?workflow=&after=&limit=` | the open tasks the caller may decide, soonest deadline first, paged |
 //! | `POST /api/runs/{run}/tasks/{step}` | decides: `{"approved", "comment"?}` or `{"decision"}` |
 //! | `GET /api/dead-letters` | failed runs |
 //! | `POST /api/dead-letters/{run}/retry` | retries one |
@@ -267,29 +267,6 @@ async fn send_event(
     ))
 }
 
-/// The open tasks `caller` may decide, by the engine's authorizer, of runs the policy lets
-/// it view (as an approver): every running run in the store, each replayed by its machine
-/// on its recorded spec.
-pub(crate) async fn tasks_for(app: &App, caller: &Caller) -> Result<Vec<TaskInfo>, ApiError> {
-    let tasks = admin::open_tasks(&**app.engine.store()).await?;
-    let mut mine = Vec::new();
-    for task in tasks {
-        if app
-            .engine
-            .authorizes(&task.assignee, caller.identity().name())
-            && app
-                .allows(caller, Action::View, &task.workflow, true)
-                .await?
-            && app
-                .allows(caller, Action::Decide, &task.workflow, true)
-                .await?
-        {
-            mine.push(task);
-        }
-    }
-    Ok(mine)
-}
-
 /// The open task `step` of `run`, if it is open.
 pub(crate) async fn open_task(
     app: &App,
@@ -407,13 +384,30 @@ async fn decide(
     ))
 }
 
+/// The default and the largest page of `GET /api/tasks`.
+pub const TASK_PAGE: (usize, usize) = (100, 500);
+
+#[derive(Debug, Deserialize)]
+struct TasksQuery {
+    workflow: Option<String>,
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
 async fn tasks(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
+    query: Result<Query<TasksQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let tasks = tasks_for(&app, &caller).await?;
+    let Query(query) = query.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    let after = query.after.as_deref().map(crate::tasks::parse_cursor).transpose()?;
+    let limit = query.limit.unwrap_or(TASK_PAGE.0).clamp(1, TASK_PAGE.1);
+    let scope = crate::tasks::scope(&app, &caller, query.workflow.as_deref()).await?;
+    let page = crate::tasks::page(&app, &scope, after, 0, limit).await?;
     Ok(Json(json!({
-        "tasks": tasks.iter().map(task_json).collect::<Vec<_>>()
+        "tasks": page.tasks.iter().map(task_json).collect::<Vec<_>>(),
+        "total": scope.total,
+        "next": page.next.map(crate::tasks::cursor_text),
     })))
 }
 

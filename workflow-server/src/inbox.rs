@@ -28,7 +28,7 @@ use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{admin, Approval, TaskInfo};
 
-use crate::api::{check_comment, decide_as, tasks_for};
+use crate::api::{check_comment, decide_as};
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::html::{escape, page, words, Html};
@@ -129,21 +129,22 @@ async fn inbox(
 ) -> Result<Response, PageError> {
     let who = caller.identity();
     let fail = fail(&app, who);
-    let mut tasks = tasks_for(&app, &caller).await.map_err(&fail)?;
-    // Soonest deadline first: what is due next is on the first page.
-    tasks.sort_by_key(|task| (task.deadline, task.run));
-    let pages = tasks.len().div_ceil(PAGE).max(1);
+    // From the open-task index, soonest deadline first: what is due next is on the first
+    // page, and only this page's runs are read.
+    let scope = crate::tasks::scope(&app, &caller, None)
+        .await
+        .map_err(&fail)?;
+    let total = usize::try_from(scope.total).unwrap_or(usize::MAX);
+    let pages = total.div_ceil(PAGE).max(1);
     let number = query
         .ok()
         .and_then(|Query(q)| q.page)
         .unwrap_or(1)
         .clamp(1, pages);
-    let total = tasks.len();
-    let tasks: Vec<TaskInfo> = tasks
-        .into_iter()
-        .skip((number - 1) * PAGE)
-        .take(PAGE)
-        .collect();
+    let tasks: Vec<TaskInfo> = crate::tasks::page(&app, &scope, None, (number - 1) * PAGE, PAGE)
+        .await
+        .map_err(&fail)?
+        .tasks;
     let mut body = Html::new();
     if tasks.is_empty() {
         body.raw("<p id=\"empty\">No open tasks for you.</p>");

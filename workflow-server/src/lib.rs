@@ -33,6 +33,7 @@
 //! - [`api`]: `/api/...`: runs, run detail, tasks, decisions, events, cancel, dead letters,
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
+//! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
 //! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
 //!   ([`Permissions`], by default [`Roles`]) for every API route and inbox page.
@@ -54,8 +55,10 @@ mod html;
 pub mod inbox;
 pub mod intake;
 mod json;
+pub mod links;
 pub mod metrics;
 pub mod permissions;
+mod tasks;
 mod view;
 
 use std::fmt;
@@ -73,6 +76,7 @@ pub use crate::auth::{
 };
 pub use crate::error::ApiError;
 pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
+pub use crate::links::{DecisionLink, DecisionLinks, LinkError, LinkVerdict};
 pub use crate::permissions::{
     Action, Caller, Credential, Permissions, PolicyError, Principal, Role, Roles, Target, Verdict,
 };
@@ -89,6 +93,7 @@ pub struct Server {
     show_payloads: Option<bool>,
     webhooks: Vec<intake::Route>,
     metrics: Option<metrics::PrometheusHandle>,
+    links: Option<DecisionLinks>,
 }
 
 impl fmt::Debug for Server {
@@ -113,6 +118,7 @@ pub(crate) struct App {
     pub(crate) base: String,
     pub(crate) show_payloads: bool,
     pub(crate) metrics: Option<metrics::PrometheusHandle>,
+    pub(crate) links: Option<DecisionLinks>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -132,7 +138,15 @@ impl Server {
             show_payloads: None,
             webhooks: Vec::new(),
             metrics: None,
+            links: None,
         }
+    }
+
+    /// Serves signed decision links (`/links/{token}`, see [`links`]) made with `links`'
+    /// key: whoever holds one decides its task as its identity, once, until it expires.
+    pub fn decision_links(mut self, links: DecisionLinks) -> Self {
+        self.links = Some(links);
+        self
     }
 
     /// Serves `GET /metrics` from `handle` (see [`metrics::install_recorder`]): the
@@ -240,11 +254,13 @@ impl Server {
             base: self.base,
             show_payloads,
             metrics: self.metrics,
+            links: self.links,
         });
         let mut router = Router::new()
             .merge(api::routes())
             .merge(inbox::routes())
-            .merge(metrics::routes());
+            .merge(metrics::routes())
+            .merge(links::routes());
         for webhook in self.webhooks {
             router = webhook.mount(router);
         }

@@ -1,0 +1,129 @@
+//! Task lists (the inbox's pages and `GET /api/tasks`), read from the store's open-task
+//! index: the caller's scope (the assignees the engine's authorizer admits it for, the
+//! workflows the policy lets it view and decide) comes from the index's counts, and a page
+//! loads and replays only the runs of its tasks.
+
+use std::collections::BTreeSet;
+
+use axum::http::StatusCode;
+use workflow_core::store::{TaskFilter, TaskKey};
+use workflow_core::{admin, RunId, TaskInfo};
+
+use crate::error::ApiError;
+use crate::permissions::{Action, Caller};
+use crate::App;
+
+/// The open tasks a caller may decide: an index filter, and how many tasks it selects.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    /// Selects the caller's tasks (`None` when it may decide none).
+    filter: Option<TaskFilter>,
+    /// How many there are.
+    pub(crate) total: u64,
+}
+
+/// One page of a caller's tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Page {
+    /// The tasks, soonest deadline first.
+    pub(crate) tasks: Vec<TaskInfo>,
+    /// Where the next page starts, when the page was full.
+    pub(crate) next: Option<TaskKey>,
+}
+
+/// The tasks `caller` may decide (by the engine's authorizer) of workflows the policy lets
+/// it view and decide as an approver, optionally of one workflow only.
+pub(crate) async fn scope(
+    app: &App,
+    caller: &Caller,
+    workflow: Option<&str>,
+) -> Result<Scope, ApiError> {
+    let counts = app.engine.store().task_counts().await?;
+    let name = caller.identity().name();
+    let mut assignees = BTreeSet::new();
+    let mut workflows = BTreeSet::new();
+    let mut refused = BTreeSet::new();
+    let mut total = 0;
+    for group in &counts {
+        if workflow.is_some_and(|w| w != group.workflow)
+            || refused.contains(&group.workflow)
+            || !app.engine.authorizes(&group.assignee, name)
+        {
+            continue;
+        }
+        if !workflows.contains(&group.workflow) {
+            let allowed = app
+                .allows(caller, Action::View, &group.workflow, true)
+                .await?
+                && app
+                    .allows(caller, Action::Decide, &group.workflow, true)
+                    .await?;
+            if !allowed {
+                refused.insert(group.workflow.clone());
+                continue;
+            }
+            workflows.insert(group.workflow.clone());
+        }
+        assignees.insert(group.assignee.clone());
+        total += group.count;
+    }
+    let filter = (!workflows.is_empty()).then(|| TaskFilter {
+        workflows: Some(workflows.into_iter().collect()),
+        assignees: Some(assignees.into_iter().collect()),
+        ..TaskFilter::default()
+    });
+    Ok(Scope { filter, total })
+}
+
+/// A page of the scope's tasks: after `after`, skipping `offset`, at most `limit`.
+pub(crate) async fn page(
+    app: &App,
+    scope: &Scope,
+    after: Option<TaskKey>,
+    offset: usize,
+    limit: usize,
+) -> Result<Page, ApiError> {
+    let Some(filter) = &scope.filter else {
+        return Ok(Page {
+            tasks: Vec::new(),
+            next: None,
+        });
+    };
+    let filter = TaskFilter {
+        after,
+        offset,
+        limit: Some(limit),
+        ..filter.clone()
+    };
+    let (rows, tasks) = admin::task_page(&**app.engine.store(), filter).await?;
+    let next = rows
+        .last()
+        .filter(|_| rows.len() == limit)
+        .map(|row| row.key());
+    Ok(Page { tasks, next })
+}
+
+/// A task list's cursor as text: `DEADLINE-RUN-STEP` (`1767225600000-17-2`).
+pub(crate) fn cursor_text(key: TaskKey) -> String {
+    format!("{}-{}-{}", key.deadline, key.run.0, key.step)
+}
+
+/// Parses [`cursor_text`]; 400 `bad_request` otherwise.
+pub(crate) fn parse_cursor(text: &str) -> Result<TaskKey, ApiError> {
+    let bad = || {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("`{text}` is not a task cursor (DEADLINE-RUN-STEP, as `next` gives it)"),
+        )
+    };
+    let mut parts = text.splitn(3, '-').map(str::parse::<u64>);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(deadline)), Some(Ok(run)), Some(Ok(step))) => Ok(TaskKey {
+            deadline,
+            run: RunId(run),
+            step: usize::try_from(step).map_err(|_| bad())?,
+        }),
+        _ => Err(bad()),
+    }
+}
