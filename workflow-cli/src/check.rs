@@ -82,13 +82,18 @@ async fn index_agrees(store: &dyn Store, verification: &mut Verification) {
     let rows = mismatch
         .missing
         .iter()
-        .map(|task| (task, "open by the run's journal, missing from the open-task index"))
-        .chain(
-            mismatch
-                .stale
-                .iter()
-                .map(|task| (task, "in the open-task index, not open by the run's journal")),
-        );
+        .map(|task| {
+            (
+                task,
+                "open by the run's journal, missing from the open-task index",
+            )
+        })
+        .chain(mismatch.stale.iter().map(|task| {
+            (
+                task,
+                "in the open-task index, not open by the run's journal",
+            )
+        }));
     for (task, reason) in rows {
         verification.damaged.push(Damage {
             table: "open_tasks".to_owned(),

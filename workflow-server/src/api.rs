@@ -400,7 +400,11 @@ async fn tasks(
     query: Result<Query<TasksQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|r| ApiError::bad_request(r.body_text()))?;
-    let after = query.after.as_deref().map(crate::tasks::parse_cursor).transpose()?;
+    let after = query
+        .after
+        .as_deref()
+        .map(crate::tasks::parse_cursor)
+        .transpose()?;
     let limit = query.limit.unwrap_or(TASK_PAGE.0).clamp(1, TASK_PAGE.1);
     let scope = crate::tasks::scope(&app, &caller, query.workflow.as_deref()).await?;
     let page = crate::tasks::page(&app, &scope, after, 0, limit).await?;

@@ -176,7 +176,11 @@ impl DecisionLinks {
     /// The link's URL under `base_url`, the address the server is reached at with its
     /// base path (`https://ops.example.com/workflow`).
     pub fn url(&self, base_url: &str, link: &DecisionLink) -> String {
-        format!("{}/links/{}", base_url.trim_end_matches('/'), self.token(link))
+        format!(
+            "{}/links/{}",
+            base_url.trim_end_matches('/'),
+            self.token(link)
+        )
     }
 
     /// The link a token carries, if it is signed under this key and not expired at `now`.
@@ -263,7 +267,10 @@ async fn open_task(app: &App, link: &DecisionLink) -> Result<TaskInfo, ApiError>
 }
 
 /// The link, verified, and its open task; an error page otherwise.
-async fn checked(app: &App, token: &str) -> Result<(DecisionLinks, DecisionLink, TaskInfo), Response> {
+async fn checked(
+    app: &App,
+    token: &str,
+) -> Result<(DecisionLinks, DecisionLink, TaskInfo), Response> {
     let fail = |error: ApiError| error_page(app, &error);
     let Some(links) = app.links.clone() else {
         return Err(fail(ApiError::not_found(

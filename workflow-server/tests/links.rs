@@ -61,11 +61,7 @@ async fn post_link(addr: SocketAddr, token: &str, form: &str) -> Answer {
 
 fn refused(answer: &Answer, status: StatusCode, code: &str) {
     assert_eq!(answer.status, status, "{}", answer.body);
-    assert!(
-        answer.body.contains(code),
-        "no `{code}` in {}",
-        answer.body
-    );
+    assert!(answer.body.contains(code), "no `{code}` in {}", answer.body);
 }
 
 async fn decisions(engine: &Engine, run: RunId) -> Vec<String> {
@@ -200,7 +196,10 @@ async fn bad_expired_foreign_and_late_links_are_refused_with_their_codes() {
         StatusCode::FORBIDDEN,
         "not_admitted",
     );
-    assert!(decisions(&engine, run).await.is_empty(), "nothing journaled");
+    assert!(
+        decisions(&engine, run).await.is_empty(),
+        "nothing journaled"
+    );
 
     // Someone else decides: the task is closed for every other link.
     let api = post_json(

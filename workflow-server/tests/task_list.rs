@@ -38,20 +38,33 @@ async fn api_tasks_are_paged_from_the_index_with_a_cursor() {
         .iter()
         .map(|t| t["run"].as_str().unwrap())
         .collect();
-    assert_eq!(page, [runs[0].as_str(), runs[1].as_str()], "soonest deadline first");
+    assert_eq!(
+        page,
+        [runs[0].as_str(), runs[1].as_str()],
+        "soonest deadline first"
+    );
     let next = first["next"].as_str().expect("a cursor to the next page");
-    let second = get(addr, &format!("/api/tasks?limit=2&after={next}"), Some(LEAD))
-        .await
-        .json();
+    let second = get(
+        addr,
+        &format!("/api/tasks?limit=2&after={next}"),
+        Some(LEAD),
+    )
+    .await
+    .json();
     assert_eq!(second["tasks"].as_array().unwrap().len(), 1);
     assert_eq!(second["tasks"][0]["run"], runs[2]);
     assert_eq!(second["tasks"][0]["step"], "approve_alert");
     assert!(second["next"].is_null());
 
-    let other = get(addr, "/api/tasks?workflow=Shipment", Some(LEAD)).await.json();
+    let other = get(addr, "/api/tasks?workflow=Shipment", Some(LEAD))
+        .await
+        .json();
     assert_eq!(other["total"], 0);
     let outsider = get(addr, "/api/tasks", Some(OUTSIDER)).await.json();
-    assert_eq!((outsider["total"].clone(), outsider["next"].clone()), (json!(0), json!(null)));
+    assert_eq!(
+        (outsider["total"].clone(), outsider["next"].clone()),
+        (json!(0), json!(null))
+    );
     assert_eq!(outsider["tasks"].as_array().unwrap().len(), 0);
     let bad = get(addr, "/api/tasks?after=soon", Some(LEAD)).await;
     assert_eq!(

@@ -3,12 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
+use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
     NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow, ScheduleState,
     SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
-use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
@@ -230,7 +230,12 @@ impl Inner {
     }
 
     /// Applies index changes to `run`'s rows (its whole journal at hand for a rebuild).
-    fn index(&mut self, run: RunId, changes: &[tasks::TaskChange], journal: &[crate::journal::Event]) {
+    fn index(
+        &mut self,
+        run: RunId,
+        changes: &[tasks::TaskChange],
+        journal: &[crate::journal::Event],
+    ) {
         let rows = self.tasks.entry(run).or_default();
         tasks::apply(rows, changes, journal);
         if rows.is_empty() {
@@ -244,7 +249,8 @@ impl Inner {
                 .runs
                 .get(run)
                 .map_or("", |r| r.stored.record.workflow.as_str());
-            rows.values().map(move |row| row.clone().task(*run, workflow))
+            rows.values()
+                .map(move |row| row.clone().task(*run, workflow))
         })
     }
 

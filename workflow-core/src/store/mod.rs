@@ -65,9 +65,9 @@ pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use schedules::{ScheduleChange, ScheduleRow, ScheduleState};
-pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 
 use serde::{Deserialize, Serialize};
 

@@ -34,7 +34,10 @@ async fn a_database_from_before_the_index_migrates_with_its_open_tasks() {
         at: 20,
     };
     let runs = [
-        ("running", vec![opened(1, "finance", 10), opened(2, "legal", 11)]),
+        (
+            "running",
+            vec![opened(1, "finance", 10), opened(2, "legal", 11)],
+        ),
         ("running", vec![opened(1, "finance", 10), decided]),
         ("completed", vec![opened(1, "finance", 10)]),
     ];

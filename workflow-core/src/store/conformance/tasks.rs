@@ -48,7 +48,11 @@ async fn append(store: &dyn Store, run: RunId, events: &[Event]) {
 }
 
 async fn journal_len(store: &dyn Store, run: RunId) -> u64 {
-    let stored = store.load(run).await.expect("load").expect("the run exists");
+    let stored = store
+        .load(run)
+        .await
+        .expect("load")
+        .expect("the run exists");
     stored.events.len() as u64
 }
 
@@ -222,7 +226,12 @@ pub(super) async fn stopped_runs_drop_their_tasks(store: Arc<dyn Store>) {
         .await
         .expect("fail");
     store
-        .commit(with_status(runs[1], 2, RunStatus::Parked, Some("spec changed")))
+        .commit(with_status(
+            runs[1],
+            2,
+            RunStatus::Parked,
+            Some("spec changed"),
+        ))
         .await
         .expect("park");
     store

@@ -591,9 +591,11 @@ impl Store for PgStore {
     }
 
     fn task_counts(&self) -> BoxFuture<'_, Result<Vec<super::TaskCount>, StoreError>> {
-        Box::pin(self.idempotent(move |mut conn| {
-            Box::pin(async move { tasks::counts(&mut conn).await })
-        }))
+        Box::pin(
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { tasks::counts(&mut conn).await })
+            }),
+        )
     }
 
     fn dead_letters(&self) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {

@@ -333,11 +333,7 @@ impl Store for SqliteStore {
             owner: run.owner.map(|c| (c.owner.to_owned(), c.lease_ms, c.now)),
             supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
             at: run.at,
-            tasks: crate::store::tasks::changes(
-                run.events,
-                None,
-                crate::store::RunStatus::Running,
-            ),
+            tasks: crate::store::tasks::changes(run.events, None, crate::store::RunStatus::Running),
         };
         self.write(move |db| sql::create(db, &row))
     }

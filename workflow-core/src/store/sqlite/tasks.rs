@@ -246,7 +246,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_migration_indexes_the_open_tasks_of_running_runs() {
-        let dir = std::env::temp_dir().join(format!("workflow-tasks-migrate-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("workflow-tasks-migrate-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temp dir");
         let path = dir.join("store.db");
         let _ = std::fs::remove_file(&path);
@@ -271,7 +272,11 @@ mod tests {
                 at: 20,
             };
             let runs: [(u64, &str, Vec<Event>); 3] = [
-                (1, "running", vec![opened(1, "finance", 10), opened(2, "legal", 11)]),
+                (
+                    1,
+                    "running",
+                    vec![opened(1, "finance", 10), opened(2, "legal", 11)],
+                ),
                 (2, "running", vec![opened(1, "finance", 10), decided]),
                 (3, "completed", vec![opened(1, "finance", 10)]),
             ];
