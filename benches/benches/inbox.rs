@@ -1,0 +1,382 @@
+//! B15: task lists on a large store. 100 000 finished and 10 000 running runs, of which
+//! 1 000 wait on an open human task; the median latency of the inbox's first page
+//! (`GET /inbox`) and of `GET /api/tasks` (its default page of 100) over loopback HTTP,
+//! on SQLite and on PostgreSQL, against the way task lists were made before the open-task
+//! index, measured in the same run: every running run loaded and replayed
+//! (`admin::open_tasks`, kept callable for this), then filtered to the caller.
+//!
+//! The store is filled through the `Store` API directly (runs created with their journal
+//! and finished in the same batch of concurrent writes), not by running 110 000 workflows.
+//! The server's engine registers no workflow (as `workflow serve`): it drives nothing,
+//! and reads the specs the store records.
+//!
+//! Run with `cargo bench -p benches --bench inbox`. Environment: `B15_FINISHED` (default
+//! 100000), `B15_RUNNING` (10000), `B15_OPEN` (1000), `B15_REQUESTS` (25 per measure),
+//! `B15_STORES` (`sqlite,postgres`), `WORKFLOW_TEST_DATABASE_URL` (PostgreSQL, default
+//! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use sqlx::{Connection, Executor};
+use workflow_core::journal::Event;
+use workflow_core::store::{
+    Commit, NewRun, PgOptions, PgStore, RunStatus, SqliteOptions, SqliteStore, Store, Synchronous,
+};
+use workflow_core::{admin, Engine, Workflow};
+use workflow_server::{Server, TrustedHeader};
+
+mod flows {
+    use workflow_core::{workflow, Approval, StepError};
+
+    pub async fn assess(amount: u64) -> Result<u64, StepError> {
+        Ok(amount)
+    }
+
+    pub async fn pay(amount: u64, approve: Approval) -> Result<bool, StepError> {
+        Ok(approve.approved && amount > 0)
+    }
+
+    workflow! {
+        /// A refund a person approves.
+        pub workflow Refund(amount: u64) {
+            step assess -> u64 { action: assess(amount), }
+            human approve -> Approval {
+                assignee: "finance",
+                depends_on: [assess],
+                timeout: 24h,
+                on_timeout: abort,
+                prompt: "Refund this amount?",
+            }
+            step pay -> bool { action: pay(amount, approve), }
+        }
+    }
+}
+
+use flows::Refund;
+
+/// Who reads the inbox: admitted for `finance` by the default authorizer.
+const READER: &str = "ana@finance";
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn started(n: usize, at: u64) -> Event {
+    Event::RunStarted {
+        workflow: Refund::NAME.to_owned(),
+        fingerprint: Refund::FINGERPRINT.to_owned(),
+        input: json!({ "amount": 100 + n }),
+        seed: n as u64,
+        trace_id: format!("{n:016x}"),
+        dry_run: false,
+        deadline: None,
+        at,
+    }
+}
+
+/// The journal of run `n`: assessed, and (when `open`) waiting on its approval; a
+/// finished run was approved and paid as well.
+fn journal(n: usize, at: u64, state: RunState) -> Vec<Event> {
+    let mut events = vec![
+        started(n, at),
+        Event::AttemptStarted {
+            step: 0,
+            attempt: 1,
+            at,
+        },
+        Event::StepSucceeded {
+            step: 0,
+            output: json!(100 + n),
+            at,
+        },
+    ];
+    if state == RunState::Running {
+        // Waiting on something else than a person: an attempt of `pay` in flight.
+        events.push(Event::AttemptStarted {
+            step: 2,
+            attempt: 1,
+            at,
+        });
+        return events;
+    }
+    events.push(Event::TaskOpened {
+        step: 1,
+        assignee: "finance".to_owned(),
+        prompt: Some("Refund this amount?".to_owned()),
+        // Deadlines spread over a day, so the page is an ordered slice of the index.
+        deadline: at + 3_600_000 + (n as u64 * 7_919) % 86_400_000,
+        at,
+    });
+    if state == RunState::Finished {
+        events.push(Event::TaskDecided {
+            step: 1,
+            by: READER.to_owned(),
+            decision: json!({ "approved": true, "by": READER, "comment": null }),
+            inbox: None,
+            at,
+        });
+        events.push(Event::StepSucceeded {
+            step: 2,
+            output: json!(true),
+            at,
+        });
+    }
+    events
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunState {
+    Finished,
+    Running,
+    Open,
+}
+
+/// Creates the runs, `batch` writes in flight at a time.
+async fn fill(store: Arc<dyn Store>, finished: usize, running: usize, open: usize) {
+    let spec = serde_json::to_string(Refund::spec()).unwrap_or_default();
+    let at = now();
+    if let Err(error) = store
+        .put_spec(Refund::FINGERPRINT, Refund::NAME, &spec, at)
+        .await
+    {
+        panic!("put_spec: {error}");
+    }
+    let total = finished + running;
+    let started = Instant::now();
+    let batch = 64;
+    let mut n = 0;
+    while n < total {
+        let mut writes = tokio::task::JoinSet::new();
+        for n in n..(n + batch).min(total) {
+            let store = Arc::clone(&store);
+            let state = if n < finished {
+                RunState::Finished
+            } else if n < finished + open {
+                RunState::Open
+            } else {
+                RunState::Running
+            };
+            writes.spawn(async move {
+                let events = journal(n, at, state);
+                let created = store
+                    .create_run(NewRun {
+                        workflow: Refund::NAME,
+                        fingerprint: Refund::FINGERPRINT,
+                        idempotency_key: None,
+                        events: &events,
+                        parent: None,
+                        owner: None,
+                        supersedes: None,
+                        at,
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("create: {e}"));
+                if state == RunState::Finished {
+                    let done = Commit {
+                        status: Some((RunStatus::Completed, None)),
+                        ..Commit::events(created.id(), events.len() as u64, &[], at)
+                    };
+                    store
+                        .commit(done)
+                        .await
+                        .unwrap_or_else(|e| panic!("finish: {e}"));
+                }
+            });
+        }
+        while let Some(done) = writes.join_next().await {
+            if let Err(error) = done {
+                panic!("a write failed: {error}");
+            }
+        }
+        n += batch;
+    }
+    eprintln!(
+        "  filled {total} runs ({open} with an open task) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+async fn serve(engine: &Engine) -> SocketAddr {
+    let router = Server::new(engine.clone())
+        .authenticator(TrustedHeader::new())
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+/// One GET over a fresh loopback connection; its latency, and its body.
+async fn get(addr: SocketAddr, path: &str) -> (Duration, String) {
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap_or_else(|e| panic!("handshake: {e}"));
+    tokio::spawn(connection);
+    let request = Request::get(path)
+        .header("host", addr.to_string())
+        .header("x-forwarded-user", READER)
+        .body(Empty::<Bytes>::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let response = sender
+        .send_request(request)
+        .await
+        .unwrap_or_else(|e| panic!("request: {e}"));
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+        .unwrap_or_default();
+    assert!(status.is_success(), "{path}: {status} {body}");
+    (started.elapsed(), body)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The three measures on one filled store.
+async fn measure(label: &str, store: Arc<dyn Store>, open: usize, requests: usize) {
+    let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
+    let addr = serve(&engine).await;
+    // Warm-up, and a check that the pages hold what they should.
+    let (_, page) = get(addr, "/inbox").await;
+    assert!(
+        page.contains(&format!("{open} open tasks")),
+        "the inbox counts {open} tasks"
+    );
+    let (_, api) = get(addr, "/api/tasks").await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap_or_default();
+    assert_eq!(api["total"], open);
+    assert_eq!(api["tasks"].as_array().map_or(0, Vec::len), 100.min(open));
+
+    let mut inbox = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..requests {
+        inbox.push(get(addr, "/inbox").await.0);
+        tasks.push(get(addr, "/api/tasks").await.0);
+    }
+    // Before the index: every running run loaded and replayed, then filtered.
+    let mut replay = Vec::new();
+    for _ in 0..requests.min(5) {
+        let started = Instant::now();
+        let all = admin::open_tasks(&*store)
+            .await
+            .unwrap_or_else(|e| panic!("open_tasks: {e}"));
+        let mine = all
+            .iter()
+            .filter(|t| engine.authorizes(&t.assignee, READER))
+            .count();
+        replay.push(started.elapsed());
+        assert_eq!(mine, open);
+    }
+    let (inbox, tasks, replay) = (median(inbox), median(tasks), median(replay));
+    println!(
+        "B15 {label}: GET /inbox {:.1} ms, GET /api/tasks {:.1} ms (medians of {requests}); \
+         before (replay every running run) {:.0} ms: {:.0}× and {:.0}× faster",
+        ms(inbox),
+        ms(tasks),
+        ms(replay),
+        ms(replay) / ms(inbox),
+        ms(replay) / ms(tasks),
+    );
+}
+
+async fn sqlite(finished: usize, running: usize, open: usize, requests: usize) {
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("b15-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    {
+        // Filled without syncing (the measure reads only), then reopened as served.
+        let options = SqliteOptions {
+            synchronous: Synchronous::Off,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_with(&path, options)
+            .unwrap_or_else(|e| panic!("open the store: {e}"));
+        fill(Arc::new(store), finished, running, open).await;
+    }
+    let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("reopen the store: {e}"));
+    measure("SQLite", Arc::new(store), open, requests).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+async fn postgres(finished: usize, running: usize, open: usize, requests: usize) {
+    let url = std::env::var("WORKFLOW_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = format!("wfb_b15_{}", std::process::id());
+    let options = PgOptions {
+        schema: schema.clone(),
+        max_connections: 16,
+        ..PgOptions::default()
+    };
+    match PgStore::connect_with(&url, options).await {
+        Ok(store) => {
+            let store: Arc<dyn Store> = Arc::new(store);
+            fill(Arc::clone(&store), finished, running, open).await;
+            measure("PostgreSQL", store, open, requests).await;
+        }
+        Err(error) => eprintln!("B15 PostgreSQL skipped: no server at {url}: {error}"),
+    }
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
+        let _ = conn
+            .execute(format!("DROP SCHEMA IF EXISTS {schema} CASCADE").as_str())
+            .await;
+        let _ = conn.close().await;
+    }
+}
+
+fn main() {
+    let finished = env("B15_FINISHED", 100_000);
+    let running = env("B15_RUNNING", 10_000);
+    let open = env("B15_OPEN", 1_000).min(running);
+    let requests = env("B15_REQUESTS", 25).max(1);
+    let stores = std::env::var("B15_STORES").unwrap_or_else(|_| "sqlite,postgres".to_owned());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    runtime.block_on(async {
+        if stores.contains("sqlite") {
+            sqlite(finished, running, open, requests).await;
+        }
+        if stores.contains("postgres") {
+            postgres(finished, running, open, requests).await;
+        }
+    });
+}
