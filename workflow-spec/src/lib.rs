@@ -37,7 +37,7 @@ pub mod yaml;
 pub use kind::ErrorKind;
 pub use model::{
     format_duration, ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach,
-    HumanStep, Input, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec, Step, StepKind,
+    HumanStep, Input, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, SearchKey, Spec, Step, StepKind,
     DEFAULT_CONCURRENCY,
 };
 pub use retry::{Backoff, Jitter, PolicyError, PolicyField, RetryPolicy};

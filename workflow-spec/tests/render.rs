@@ -88,6 +88,8 @@ fn spec(name: &str, steps: Vec<Step>) -> Spec {
         env: None,
         steps,
         schedule: None,
+        search: Vec::new(),
+        retention: None,
     }
 }
 
@@ -164,6 +166,8 @@ fn onboarding() -> Spec {
             activate_account,
         ],
         schedule: None,
+        search: Vec::new(),
+        retention: None,
     }
 }
 

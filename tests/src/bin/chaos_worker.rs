@@ -139,6 +139,13 @@ impl Store for Reporting {
         self.0.delete_schedule(id)
     }
 
+    fn purge(
+        &self,
+        filter: workflow_core::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.0.purge(filter)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -143,6 +143,13 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.delete_schedule(id).await })
     }
 
+    fn purge(
+        &self,
+        filter: workflow_core::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        Box::pin(async move { self.get().await?.purge(filter).await })
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -36,6 +36,7 @@ pub struct EngineBuilder {
     pub(super) seed: Option<u64>,
     pub(super) fault_hook: Option<FaultHook>,
     pub(super) hibernate: bool,
+    pub(super) retention: Option<Duration>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -63,6 +64,7 @@ impl Default for EngineBuilder {
             seed: None,
             fault_hook: None,
             hibernate: true,
+            retention: None,
         }
     }
 }
@@ -156,6 +158,15 @@ impl EngineBuilder {
         self
     }
 
+    /// How long finished runs (completed, failed, cancelled) are kept before they are
+    /// purged, for every workflow without a `retention:` of its own (default: for ever).
+    /// The engine purges in the background, every [`PURGE_EVERY`](super::PURGE_EVERY),
+    /// in bounded batches; running, waiting and parked runs are never purged.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.retention = Some(keep);
+        self
+    }
+
     #[doc(hidden)]
     /// Crash-test hook, see [`FaultHook`].
     pub fn fault_hook(mut self, hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
@@ -165,7 +176,9 @@ impl EngineBuilder {
 
     /// The engine.
     pub fn build(self) -> Engine {
-        Engine::from_builder(self)
+        let engine = Engine::from_builder(self);
+        engine.ensure_purger();
+        engine
     }
 }
 

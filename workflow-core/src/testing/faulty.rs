@@ -23,6 +23,8 @@ pub enum Write {
     Commit,
     /// [`Store::submit`].
     Submit,
+    /// [`Store::purge`].
+    Purge,
 }
 
 /// Wraps a store and refuses the next writes of a kind with a given error, writing
@@ -215,6 +217,16 @@ impl Store for FaultyStore {
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_schedule(id)
+    }
+
+    fn purge(
+        &self,
+        filter: crate::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        match self.fault(Write::Purge) {
+            Some(error) => refused(error),
+            None => self.inner.purge(filter),
+        }
     }
 
     fn put_spec<'a>(

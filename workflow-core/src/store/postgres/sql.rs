@@ -116,11 +116,7 @@ pub(super) async fn create(
     nonce: &str,
     channel: &str,
 ) -> Answer<CreateAnswer> {
-    let row = sqlx::query(
-        "SELECT o_outcome, o_run, o_token, o_len
-         FROM workflow_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                              $15, $16, $17, $18)",
-    )
+    let row = sqlx::query(super::search::CREATE)
     .bind(new.workflow)
     .bind(new.fingerprint)
     .bind(new.idempotency_key)
@@ -144,6 +140,8 @@ pub(super) async fn create(
     .bind(bits(&sums.events))
     .bind(sums.superseded.map(|(seen, _)| seen))
     .bind(sums.superseded.map(|(_, new)| new))
+    .bind(new.search.iter().map(|(name, _)| name.as_str()).collect::<Vec<&str>>())
+    .bind(new.search.iter().map(|(_, value)| value.as_str()).collect::<Vec<&str>>())
     .fetch_one(&mut *conn)
     .await?;
     Ok(CreateAnswer {

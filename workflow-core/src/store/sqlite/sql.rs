@@ -28,6 +28,7 @@ pub(super) struct NewRunRow {
     pub(super) owner: Option<(String, u64, Timestamp)>,
     pub(super) supersedes: Option<(RunId, String)>,
     pub(super) at: Timestamp,
+    pub(super) search: Vec<(String, String)>,
 }
 
 /// The owned parts of a [`Commit`], moved to the writer thread.
@@ -261,6 +262,7 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
         .and_then(|mut s| s.execute(params![id, crc]))
         .map_err(&fail)?;
     insert_events(db, run, 0, &new.events)?;
+    super::search::insert(db, run, &new.search)?;
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
 
