@@ -127,12 +127,12 @@ fn runs_are_listed_by_search_values_and_finished_ones_purged() {
     let ids: Vec<String> = runs.iter().map(ToString::to_string).collect();
 
     let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "customer_id=c-42"]));
-    assert_eq!(listed(&page), [&ids[2], &ids[1], &ids[0]]);
+    assert_eq!(listed(&page), [ids[2].clone(), ids[1].clone(), ids[0].clone()]);
     let page = json_of(workflow(
         &db,
         &["--json", "runs", "list", "--where", "customer_id=c-42", "--where", "id=2"],
     ));
-    assert_eq!(listed(&page), [&ids[1]]);
+    assert_eq!(listed(&page), [ids[1].clone()]);
     let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "id=9"]));
     assert!(listed(&page).is_empty());
     let bad = workflow(&db, &["runs", "list", "--where", "customer_id"]);
@@ -158,7 +158,7 @@ fn runs_are_listed_by_search_values_and_finished_ones_purged() {
         purged.stderr
     );
     let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "customer_id=c-42"]));
-    assert_eq!(listed(&page), [&ids[2]], "the running run is kept");
+    assert_eq!(listed(&page), [ids[2].clone()], "the running run is kept");
     let checked = workflow(&db, &["check"]);
     assert_eq!(checked.code, 0, "{}\n{}", checked.stdout, checked.stderr);
 
