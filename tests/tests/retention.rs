@@ -76,8 +76,11 @@ async fn grow(store: &SqliteStore) -> BTreeMap<RunId, RunStatus> {
             statuses.insert(run, RunStatus::Running);
             continue;
         }
-        let status = [RunStatus::Completed, RunStatus::Failed, RunStatus::Cancelled]
-            [(n % 3) as usize];
+        let status = [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+        ][(n % 3) as usize];
         let letter = DeadLetter {
             run,
             workflow: "order".into(),
@@ -197,7 +200,10 @@ async fn killed_purges_leave_no_half_run_and_never_touch_a_running_one() {
     assert!(kills >= 5, "only {kills} kills");
     // A new file reclaims the purged runs' pages (`auto_vacuum = INCREMENTAL`).
     let purged = pages(&path);
-    assert!(purged < grown, "{purged} pages after the purge, {grown} before");
+    assert!(
+        purged < grown,
+        "{purged} pages after the purge, {grown} before"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -266,14 +272,35 @@ async fn ids(engine: &Engine, search: &[(&str, &str)]) -> Vec<RunId> {
 async fn runs_are_found_by_the_values_their_spec_names() {
     let engine = Engine::new(MemoryStore::new());
     engine.register::<Charge>(()).expect("register");
-    let a = engine.start::<Charge>(ChargeInput { order: order(1, "c-42") }).await.expect("start");
-    let b = engine.start::<Charge>(ChargeInput { order: order(2, "c-7") }).await.expect("start");
-    let c = engine.start::<Charge>(ChargeInput { order: order(3, "c-42") }).await.expect("start");
+    let a = engine
+        .start::<Charge>(ChargeInput {
+            order: order(1, "c-42"),
+        })
+        .await
+        .expect("start");
+    let b = engine
+        .start::<Charge>(ChargeInput {
+            order: order(2, "c-7"),
+        })
+        .await
+        .expect("start");
+    let c = engine
+        .start::<Charge>(ChargeInput {
+            order: order(3, "c-42"),
+        })
+        .await
+        .expect("start");
     for run in [&a, &b, &c] {
         run.outputs().await.expect("done");
     }
-    assert_eq!(ids(&engine, &[("customer_id", "c-42")]).await, [c.id(), a.id()]);
-    assert_eq!(ids(&engine, &[("customer_id", "c-42"), ("id", "3")]).await, [c.id()]);
+    assert_eq!(
+        ids(&engine, &[("customer_id", "c-42")]).await,
+        [c.id(), a.id()]
+    );
+    assert_eq!(
+        ids(&engine, &[("customer_id", "c-42"), ("id", "3")]).await,
+        [c.id()]
+    );
     assert_eq!(ids(&engine, &[("coupon", "SAVE2")]).await, [b.id()]);
     // An absent value (`coupon: None`) is not stored.
     assert!(ids(&engine, &[("coupon", "")]).await.is_empty());
@@ -290,9 +317,24 @@ async fn the_engine_purges_finished_runs_past_their_retention_in_the_background(
     engine.register::<Charge>(()).expect("register");
     engine.register::<Nightly>(()).expect("register");
     engine.register::<Hang>(()).expect("register");
-    let charge = engine.start::<Charge>(ChargeInput { order: order(1, "c-1") }).await.expect("start");
-    let nightly = engine.start::<Nightly>(NightlyInput { order: order(2, "c-1") }).await.expect("start");
-    let hang = engine.start::<Hang>(HangInput { order: order(3, "c-1") }).await.expect("start");
+    let charge = engine
+        .start::<Charge>(ChargeInput {
+            order: order(1, "c-1"),
+        })
+        .await
+        .expect("start");
+    let nightly = engine
+        .start::<Nightly>(NightlyInput {
+            order: order(2, "c-1"),
+        })
+        .await
+        .expect("start");
+    let hang = engine
+        .start::<Hang>(HangInput {
+            order: order(3, "c-1"),
+        })
+        .await
+        .expect("start");
     charge.outputs().await.expect("done");
     nightly.outputs().await.expect("done");
     let exists = |run: RunId| {
@@ -302,7 +344,10 @@ async fn the_engine_purges_finished_runs_past_their_retention_in_the_background(
     // The engine-wide 30 minutes purge `Nightly`; `Charge` keeps its own 2 hours.
     // Half a period past a pass, so the test never looks at the instant a pass runs.
     tokio::time::sleep(Duration::from_secs(31 * 60 + 30)).await;
-    assert!(!exists(nightly.id()).await, "Nightly is past the default retention");
+    assert!(
+        !exists(nightly.id()).await,
+        "Nightly is past the default retention"
+    );
     assert!(exists(charge.id()).await, "Charge keeps its runs for 2h");
     tokio::time::sleep(Duration::from_secs(90 * 60)).await;
     assert!(!exists(charge.id()).await, "Charge is past its retention");
@@ -311,7 +356,13 @@ async fn the_engine_purges_finished_runs_past_their_retention_in_the_background(
     tokio::time::sleep(Duration::from_secs(10 * 3600)).await;
     assert!(exists(hang.id()).await);
     assert_eq!(
-        store.load(hang.id()).await.expect("load").expect("hang").record.status,
+        store
+            .load(hang.id())
+            .await
+            .expect("load")
+            .expect("hang")
+            .record
+            .status,
         RunStatus::Running
     );
     assert_eq!(engine.purge_expired().await.expect("purge"), 0);

@@ -52,7 +52,11 @@ pub async fn run(store: &dyn Store, args: &PurgeArgs, json: bool) -> Result<Stri
         .workflow
         .as_ref()
         .map_or_else(String::new, |w| format!(" of {w}"));
-    let what = if args.dry_run { "would purge" } else { "purged" };
+    let what = if args.dry_run {
+        "would purge"
+    } else {
+        "purged"
+    };
     let mut out = format!(
         "{what} {} finished run(s){scope} that finished before {}",
         runs.len(),

@@ -126,23 +126,46 @@ fn runs_are_listed_by_search_values_and_finished_ones_purged() {
     let runs = populate(&db, at);
     let ids: Vec<String> = runs.iter().map(ToString::to_string).collect();
 
-    let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "customer_id=c-42"]));
-    assert_eq!(listed(&page), [ids[2].clone(), ids[1].clone(), ids[0].clone()]);
     let page = json_of(workflow(
         &db,
-        &["--json", "runs", "list", "--where", "customer_id=c-42", "--where", "id=2"],
+        &["--json", "runs", "list", "--where", "customer_id=c-42"],
+    ));
+    assert_eq!(
+        listed(&page),
+        [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    let page = json_of(workflow(
+        &db,
+        &[
+            "--json",
+            "runs",
+            "list",
+            "--where",
+            "customer_id=c-42",
+            "--where",
+            "id=2",
+        ],
     ));
     assert_eq!(listed(&page), [ids[1].clone()]);
-    let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "id=9"]));
+    let page = json_of(workflow(
+        &db,
+        &["--json", "runs", "list", "--where", "id=9"],
+    ));
     assert!(listed(&page).is_empty());
     let bad = workflow(&db, &["runs", "list", "--where", "customer_id"]);
     assert_eq!(bad.code, 2, "a usage error: {}", bad.stderr);
     assert!(bad.stderr.contains("name=value"), "{}", bad.stderr);
 
     // Nothing finished more than 30 days ago.
-    let dry = json_of(workflow(&db, &["--json", "runs", "purge", "--before", "30d", "--dry-run"]));
+    let dry = json_of(workflow(
+        &db,
+        &["--json", "runs", "purge", "--before", "30d", "--dry-run"],
+    ));
     assert_eq!(dry["count"], 0);
-    let dry = json_of(workflow(&db, &["--json", "runs", "purge", "--before", "7d", "--dry-run"]));
+    let dry = json_of(workflow(
+        &db,
+        &["--json", "runs", "purge", "--before", "7d", "--dry-run"],
+    ));
     assert_eq!(dry["count"], 2, "{dry}");
     assert_eq!(dry["runs"], json!([&ids[0], &ids[1]]));
     let page = json_of(workflow(&db, &["--json", "runs", "list"]));
@@ -150,14 +173,25 @@ fn runs_are_listed_by_search_values_and_finished_ones_purged() {
 
     let purged = workflow(&db, &["runs", "purge", "--before", "7d", "--batch", "1"]);
     assert_eq!(purged.code, 0, "{}", purged.stderr);
-    assert!(purged.stdout.starts_with("purged 2 finished run(s)"), "{}", purged.stdout);
+    assert!(
+        purged.stdout.starts_with("purged 2 finished run(s)"),
+        "{}",
+        purged.stdout
+    );
     assert_eq!(
-        purged.stderr.lines().filter(|l| l.starts_with("purged 1 run(s)")).count(),
+        purged
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("purged 1 run(s)"))
+            .count(),
         2,
         "one line per batch: {}",
         purged.stderr
     );
-    let page = json_of(workflow(&db, &["--json", "runs", "list", "--where", "customer_id=c-42"]));
+    let page = json_of(workflow(
+        &db,
+        &["--json", "runs", "list", "--where", "customer_id=c-42"],
+    ));
     assert_eq!(listed(&page), [ids[2].clone()], "the running run is kept");
     let checked = workflow(&db, &["check"]);
     assert_eq!(checked.code, 0, "{}\n{}", checked.stdout, checked.stderr);

@@ -42,8 +42,8 @@ pub use context::StepContext;
 pub use engine::FaultHook;
 pub use engine::{
     default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
-    RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS,
-    DEFAULT_LEASE, PURGE_EVERY,
+    RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS, DEFAULT_LEASE,
+    PURGE_EVERY,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};

@@ -31,9 +31,7 @@ fn errors(source: &str) -> Vec<String> {
 }
 
 fn with_keys(keys: &str) -> String {
-    format!(
-        "workflow W(order: Order) {{ {keys} step charge -> () {{ action: f(order) }} }}"
-    )
+    format!("workflow W(order: Order) {{ {keys} step charge -> () {{ action: f(order) }} }}")
 }
 
 fn key(name: &str, path: &str) -> SearchKey {
@@ -78,10 +76,16 @@ fn each_mistake_is_one_error_that_says_what_to_do() {
         ("search: [],", "lists no entries"),
         ("search: [order.id()],", "not an input or a path"),
         ("search: order.id,", "expects a list"),
-        ("search: [order.id], search: [order.x],", "duplicate workflow key `search`"),
+        (
+            "search: [order.id], search: [order.x],",
+            "duplicate workflow key `search`",
+        ),
         ("retention: 30s,", "at least `1m`"),
         ("retention: 30,", "has no unit"),
-        ("retention: 1d, retention: 2d,", "duplicate workflow key `retention`"),
+        (
+            "retention: 1d, retention: 2d,",
+            "duplicate workflow key `retention`",
+        ),
     ] {
         let found = errors(&with_keys(keys));
         assert_eq!(found.len(), 1, "{keys}: {found:#?}");
@@ -137,7 +141,10 @@ steps:
     let spec = checked.spec.expect("checked");
     assert_eq!(
         spec.search,
-        vec![key("customer_id", "order.customer_id"), key("id", "order.id")]
+        vec![
+            key("customer_id", "order.customer_id"),
+            key("id", "order.id")
+        ]
     );
     assert_eq!(spec.retention, Some(Duration::from_secs(30 * 86_400)));
 

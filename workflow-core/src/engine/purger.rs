@@ -44,13 +44,8 @@ impl Engine {
         let retention = self.retention();
         let mut purged = 0;
         for filter in retention.filters(self.now(), DEFAULT_BATCH) {
-            let report = purge_all(
-                &*self.inner.store,
-                filter,
-                Some(BATCHES_PER_PASS),
-                |_| {},
-            )
-            .await?;
+            let report =
+                purge_all(&*self.inner.store, filter, Some(BATCHES_PER_PASS), |_| {}).await?;
             purged += report.runs.len();
         }
         if purged > 0 {

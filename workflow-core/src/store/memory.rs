@@ -5,8 +5,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
-    NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow, ScheduleState,
-    SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;

@@ -19,7 +19,8 @@ impl Gen<'_> {
             let name = entry.name().to_string();
             let root = &entry.root;
             let fields = &entry.fields;
-            let value = quote_spanned!(entry.tokens.span()=> #p::search_value(&__input.#root #(.#fields)*));
+            let value =
+                quote_spanned!(entry.tokens.span()=> #p::search_value(&__input.#root #(.#fields)*));
             quote!((#name, #value))
         });
         quote! {

@@ -57,7 +57,9 @@ pub(super) async fn runs_are_found_by_search_values(store: Arc<dyn Store>) {
         .is_empty());
     // A value is found under its own name only.
     assert!(found(store, &[("id", "c-42")], None).await.is_empty());
-    assert!(found(store, &[("customer_id", "c-4")], None).await.is_empty());
+    assert!(found(store, &[("customer_id", "c-4")], None)
+        .await
+        .is_empty());
     let charges = store
         .runs(RunFilter {
             workflow: Some("charge".into()),
@@ -127,7 +129,10 @@ pub(super) async fn purges_take_finished_runs_whole(store: Arc<dyn Store>) {
     };
     let dry = s.purge(filter(10, true)).await.expect("dry run");
     assert_eq!(dry, [completed, failed, cancelled]);
-    assert!(s.load(completed).await.expect("load").is_some(), "a dry run deletes nothing");
+    assert!(
+        s.load(completed).await.expect("load").is_some(),
+        "a dry run deletes nothing"
+    );
     let paged = s
         .purge(PurgeFilter {
             after: Some(completed),
@@ -137,7 +142,10 @@ pub(super) async fn purges_take_finished_runs_whole(store: Arc<dyn Store>) {
         .expect("dry page");
     assert_eq!(paged, [failed, cancelled]);
 
-    assert_eq!(s.purge(filter(2, false)).await.expect("purge"), [completed, failed]);
+    assert_eq!(
+        s.purge(filter(2, false)).await.expect("purge"),
+        [completed, failed]
+    );
     assert_eq!(s.purge(filter(2, false)).await.expect("purge"), [cancelled]);
     assert!(s.purge(filter(2, false)).await.expect("purge").is_empty());
     for run in [completed, failed, cancelled] {

@@ -61,7 +61,9 @@ pub(super) async fn purge(conn: &mut PgConnection, filter: &PurgeFilter) -> Answ
         let deletes: String = PER_RUN_TABLES
             .iter()
             .map(|table| {
-                format!(", d_{table} AS (DELETE FROM {table} WHERE run_id IN (SELECT id FROM doomed))")
+                format!(
+                    ", d_{table} AS (DELETE FROM {table} WHERE run_id IN (SELECT id FROM doomed))"
+                )
             })
             .collect();
         format!(

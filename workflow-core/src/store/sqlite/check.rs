@@ -274,8 +274,10 @@ fn orphans(db: &Db, verification: &mut Verification) {
             .to_owned(),
     );
     let found = db.conn.prepare(&sql.join(" UNION ALL ")).and_then(|mut s| {
-        s.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)))?
-            .collect::<rusqlite::Result<Vec<(String, u64)>>>()
+        s.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<(String, u64)>>>()
     });
     match found {
         Ok(found) => {

@@ -16,7 +16,9 @@ pub(super) const PER_RUN_TABLES: &[&str] = &["journal", "inbox", "dead_letters",
 pub(super) fn insert(db: &Db, run: RunId, values: &[(String, String)]) -> Result<(), StoreError> {
     let mut statement = db
         .conn
-        .prepare_cached("INSERT OR REPLACE INTO run_search (run_id, name, value) VALUES (?1, ?2, ?3)")
+        .prepare_cached(
+            "INSERT OR REPLACE INTO run_search (run_id, name, value) VALUES (?1, ?2, ?3)",
+        )
         .map_err(db_error(db))?;
     for (name, value) in values {
         statement
