@@ -78,6 +78,7 @@ fn started(n: usize, at: u64) -> Event {
         input: json!({ "amount": 100 + n }),
         seed: n as u64,
         trace_id: format!("{n:016x}"),
+        parent_span: None,
         dry_run: false,
         deadline: None,
         at,
@@ -177,6 +178,7 @@ async fn fill(store: Arc<dyn Store>, finished: usize, running: usize, open: usiz
                         parent: None,
                         owner: None,
                         supersedes: None,
+                        search: &[],
                         at,
                     })
                     .await

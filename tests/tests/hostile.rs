@@ -56,10 +56,10 @@ async fn a_full_disk_stops_new_work_and_the_run_carries_on_when_space_is_freed()
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("full.db");
     let _ = std::fs::remove_file(&path);
-    // Room for the schema and a little more, not for four large outputs.
+    // Room for the schema and a little more, not for four large outputs (48 KB).
     let options = SqliteOptions {
         synchronous: Synchronous::Off,
-        max_size: Some(64 * 1024),
+        max_size: Some(96 * 1024),
         ..SqliteOptions::default()
     };
     let store = Arc::new(SqliteStore::open_with(&path, options).unwrap());

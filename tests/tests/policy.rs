@@ -283,6 +283,7 @@ async fn parked_run(store: &Arc<dyn Store>, engine: &Engine) -> RunId {
             owner: None,
             supersedes: None,
             at: 1,
+            search: &[],
         })
         .await
         .unwrap()

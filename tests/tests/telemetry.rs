@@ -387,6 +387,7 @@ fn a_run_parked_for_its_spec_is_logged_at_warn_with_its_id() {
                 owner: None,
                 supersedes: None,
                 at: 1,
+                search: &[],
             })
             .await
             .unwrap();

@@ -411,6 +411,7 @@ fn an_old_journal_with_a_16_digit_trace_id_resumes_in_the_padded_trace() {
                 parent: None,
                 owner: None,
                 supersedes: None,
+                search: &[],
                 at: 1,
             })
             .await

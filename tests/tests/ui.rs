@@ -22,6 +22,7 @@ const AREAS: &[&str] = &[
     "spawn",
     "yaml",
     "schedule",
+    "search",
 ];
 
 #[test]

@@ -242,6 +242,32 @@ pub enum RunsCommand {
     /// with the same inputs; the parked run is marked cancelled. An engine with the
     /// workflow registered takes the new run up.
     Restart(OperatorArgs),
+
+    /// Delete finished runs (completed, failed, cancelled) that finished before a time,
+    /// with their journals, inboxes, dead letters and search values, in batches (each one
+    /// transaction). Running, waiting and parked runs are never purged.
+    Purge(PurgeArgs),
+}
+
+/// The arguments of `workflow runs purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Runs that finished before this: an RFC 3339 time (`2026-01-05T09:00:00Z`), a date
+    /// (`2026-01-05`, midnight UTC) or an age (`30d`: finished more than 30 days ago).
+    #[arg(long, value_name = "WHEN")]
+    pub before: String,
+
+    /// Only runs of this workflow.
+    #[arg(long, value_name = "W")]
+    pub workflow: Option<String>,
+
+    /// List the runs that would be purged; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// How many runs one batch (one transaction) purges.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub batch: usize,
 }
 
 /// The arguments of operator commands on one run.
@@ -274,6 +300,16 @@ pub struct RunsListArgs {
     /// The page after this run: runs older than it (pass the `next` of the previous page).
     #[arg(long, value_name = "RUN", value_parser = parse_run)]
     pub after: Option<RunId>,
+
+    /// Only runs with this search value (`customer_id=c-42`, a name from the spec's
+    /// `search: [..]`); repeat it for runs with all of them.
+    #[arg(long = "where", value_name = "NAME=VALUE", value_parser = parse_where)]
+    pub conditions: Vec<(String, String)>,
+}
+
+/// Parses `--where name=value`.
+pub fn parse_where(text: &str) -> Result<(String, String), String> {
+    workflow_core::search::parse_condition(text, '=')
 }
 
 /// A run status, as `--status` takes it.

@@ -29,6 +29,7 @@ mod dead;
 mod diagram;
 mod error;
 mod files;
+mod purge;
 mod runs;
 mod schedules;
 mod serve;
@@ -83,6 +84,7 @@ fn run(cli: Cli) -> Result<String> {
                     RunsCommand::Show(args) => runs::show(&*store, args, json).await,
                     RunsCommand::Cancel(args) => runs::cancel(&*store, args, json).await,
                     RunsCommand::Restart(args) => runs::restart(&*store, args, json).await,
+                    RunsCommand::Purge(args) => purge::run(&*store, args, json).await,
                 }
             })
         }

@@ -27,6 +27,7 @@ pub async fn list(store: &dyn Store, args: &RunsListArgs, json: bool) -> Result<
         status: args.status.map(Into::into),
         before: args.after,
         limit: Some(args.limit.saturating_add(1)),
+        search: args.conditions.clone(),
     };
     let mut runs = store.runs(filter).await?;
     let more = runs.len() > args.limit;

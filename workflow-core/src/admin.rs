@@ -194,6 +194,13 @@ pub async fn restart_parked(
         _ => None,
     });
     let events: Vec<Event> = std::iter::once(started).chain(initiated).collect();
+    // The new run is found by the same search values, read from its input by its spec.
+    let search = match store.spec(fingerprint).await {
+        Ok(Some(json)) => serde_json::from_str::<workflow_spec::Spec>(&json)
+            .map(|spec| crate::search::values_from_input(&spec.search, input))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let created = store
         .create_run(NewRun {
             workflow: &record.workflow,
@@ -204,6 +211,7 @@ pub async fn restart_parked(
             owner: None,
             supersedes: Some((run, &note)),
             at: now,
+            search: &search,
         })
         .await?;
     Ok(created.id())

@@ -26,6 +26,7 @@ mod human;
 pub mod journal;
 pub mod machine;
 pub mod schedule;
+pub mod search;
 pub mod store;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
@@ -43,12 +44,14 @@ pub use context::StepContext;
 pub use engine::FaultHook;
 pub use engine::{
     default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
-    RunView, ScheduleApiError, Schedules, StartOptions, StepView, DEFAULT_LEASE,
+    RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS, DEFAULT_LEASE,
+    PURGE_EVERY,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;
 pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
 pub use schedule::Tick;
+pub use search::SearchValue;
 pub use workflow::{
     BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
 };

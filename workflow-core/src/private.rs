@@ -21,6 +21,11 @@ pub use crate::workflow::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+/// The stored text of a `search` entry's value.
+pub fn search_value<T: crate::search::SearchValue + ?Sized>(value: &T) -> Option<String> {
+    value.search_value()
+}
+
 /// The required output of `step`.
 pub fn required<T: DeserializeOwned>(
     outputs: &dyn OutputSource,

@@ -191,6 +191,13 @@ pub trait Workflow: Sized + Send + Sync + 'static {
         None
     }
 
+    /// The values of the spec's `search: [..]` for a run's input, by name, in the order
+    /// written; `None` where a value is absent (an `Option` field). Empty by default.
+    fn search(input: &Self::Input) -> Vec<(&'static str, Option<String>)> {
+        let _ = input;
+        Vec::new()
+    }
+
     /// Runs the action of `step`.
     fn action(
         step: usize,

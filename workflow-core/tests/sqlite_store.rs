@@ -71,6 +71,7 @@ async fn create(store: &SqliteStore, workflow: &str, key: Option<&str>, at: u64)
             owner: None,
             supersedes: None,
             at,
+            search: &[],
         })
         .await
         .expect("create a run")

@@ -103,8 +103,18 @@ async fn list_runs(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
     query: Result<Query<RunsQuery>, QueryRejection>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    let Query(pairs) = pairs.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    // `where=customer_id:c-42`, repeated for runs with all of them.
+    let search = pairs
+        .iter()
+        .filter(|(key, _)| key == "where")
+        .map(|(_, text)| {
+            workflow_core::search::parse_condition(text, ':').map_err(ApiError::bad_request)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
@@ -135,6 +145,7 @@ async fn list_runs(
                 status,
                 before: cursor,
                 limit: Some(limit),
+                search: search.clone(),
             })
             .await?;
         let full = page.len() == limit;

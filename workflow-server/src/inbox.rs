@@ -26,7 +26,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
-use workflow_core::{admin, Approval, TaskInfo};
+use workflow_core::store::{RunFilter, RunStatus};
+use workflow_core::{admin, Approval, RunId, TaskInfo};
 
 use crate::api::{check_comment, decide_as, delegate_as, open_task};
 use crate::auth::Identity;
@@ -127,26 +128,80 @@ async fn inbox(
     State(app): State<Shared>,
     PageCaller(caller): PageCaller,
     query: Result<Query<InboxQuery>, QueryRejection>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let who = caller.identity();
     let fail = fail(&app, who);
+    let requested = query.ok().and_then(|Query(q)| q.page).unwrap_or(1);
+    // `?where=customer_id:c-42` (repeated: all of them): only tasks of runs found by it.
+    let conditions: Vec<String> = pairs
+        .map(|Query(pairs)| pairs)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, value)| key == "where" && !value.trim().is_empty())
+        .map(|(_, value)| value)
+        .collect();
     // From the open-task index, soonest deadline first: what is due next is on the first
     // page, and only this page's runs are read.
     let scope = crate::tasks::scope(&app, &caller, None)
         .await
         .map_err(&fail)?;
-    let total = usize::try_from(scope.total).unwrap_or(usize::MAX);
-    let pages = total.div_ceil(PAGE).max(1);
-    let number = query
-        .ok()
-        .and_then(|Query(q)| q.page)
-        .unwrap_or(1)
-        .clamp(1, pages);
-    let tasks: Vec<TaskInfo> = crate::tasks::page(&app, &scope, None, (number - 1) * PAGE, PAGE)
-        .await
-        .map_err(&fail)?
-        .tasks;
+    let (tasks, total, pages, number): (Vec<TaskInfo>, usize, usize, usize) =
+        if conditions.is_empty() {
+            let total = usize::try_from(scope.total).unwrap_or(usize::MAX);
+            let pages = total.div_ceil(PAGE).max(1);
+            let number = requested.clamp(1, pages);
+            let tasks = crate::tasks::page(&app, &scope, None, (number - 1) * PAGE, PAGE)
+                .await
+                .map_err(&fail)?
+                .tasks;
+            (tasks, total, pages, number)
+        } else {
+            // Filtered: the caller's open tasks of the running runs found by the values.
+            let search = conditions
+                .iter()
+                .map(|text| workflow_core::search::parse_condition(text, ':'))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|message| fail(ApiError::bad_request(message)))?;
+            let runs: std::collections::HashSet<RunId> = app
+                .engine
+                .runs(RunFilter {
+                    status: Some(RunStatus::Running),
+                    search,
+                    ..RunFilter::default()
+                })
+                .await
+                .map_err(|e| fail(e.into()))?
+                .into_iter()
+                .map(|run| run.id)
+                .collect();
+            let mut tasks = crate::tasks::page(&app, &scope, None, 0, usize::MAX)
+                .await
+                .map_err(&fail)?
+                .tasks;
+            tasks.retain(|task| runs.contains(&task.run));
+            let total = tasks.len();
+            let pages = total.div_ceil(PAGE).max(1);
+            let number = requested.clamp(1, pages);
+            let tasks = tasks
+                .into_iter()
+                .skip((number - 1) * PAGE)
+                .take(PAGE)
+                .collect();
+            (tasks, total, pages, number)
+        };
+    let filter_query: String = conditions
+        .iter()
+        .map(|text| format!("&where={}", query_escape(text)))
+        .collect();
     let mut body = Html::new();
+    body.raw(&format!(
+        "<form method=\"get\" action=\"{}/inbox\" id=\"filter\"><label>Find runs by \
+         <input name=\"where\" placeholder=\"customer_id:c-42\" value=\"{}\"></label> \
+         <button>Filter</button></form>",
+        escape(&app.base),
+        escape(&conditions.join(" "))
+    ));
     if tasks.is_empty() {
         body.raw("<p id=\"empty\">No open tasks for you.</p>");
     } else {
@@ -188,14 +243,14 @@ async fn inbox(
         body.raw("<nav class=\"pages\" id=\"pages\">");
         if number > 1 {
             body.link(
-                &format!("{}/inbox?page={}", app.base, number - 1),
+                &format!("{}/inbox?page={}{filter_query}", app.base, number - 1),
                 "← Sooner",
             );
         }
         body.text(&format!(" Page {number} of {pages} "));
         if number < pages {
             body.link(
-                &format!("{}/inbox?page={}", app.base, number + 1),
+                &format!("{}/inbox?page={}{filter_query}", app.base, number + 1),
                 "Later →",
             );
         }
@@ -203,6 +258,18 @@ async fn inbox(
     }
     let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
     Ok(HtmlBody(html).into_response())
+}
+
+/// `text` for a URL's query: everything but unreserved characters percent-encoded.
+fn query_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// One task: prompt, context (payloads if `show`), deadline and escalation, and its

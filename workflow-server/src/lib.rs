@@ -61,9 +61,9 @@ mod json;
 pub mod links;
 pub mod metrics;
 pub mod permissions;
-mod tasks;
-pub mod schedules;
 mod present;
+pub mod schedules;
+mod tasks;
 mod view;
 
 use std::fmt;

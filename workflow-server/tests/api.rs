@@ -135,6 +135,30 @@ async fn start_is_idempotent_and_runs_list_by_status_workflow_and_page() {
         (bad.status, bad.code().as_str()),
         (StatusCode::BAD_REQUEST, "bad_request")
     );
+    // Found by the spec's `search: [ticket.ticket_id]`.
+    let found = get(addr, "/api/runs?where=ticket_id:k-3", Some(LEAD))
+        .await
+        .json();
+    let found: Vec<&str> = found["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, ["run-3"]);
+    let both = get(
+        addr,
+        "/api/runs?where=ticket_id:k-3&where=ticket_id:k-4",
+        Some(LEAD),
+    )
+    .await
+    .json();
+    assert_eq!(both["runs"].as_array().unwrap().len(), 0);
+    let bad = get(addr, "/api/runs?where=ticket_id", Some(LEAD)).await;
+    assert_eq!(
+        (bad.status, bad.code().as_str()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -329,6 +329,19 @@ async fn the_inbox_pages_tasks_soonest_deadline_first() {
     // A page past the end shows the last one.
     let past = get(addr, "/inbox?page=9", Some(LEAD)).await.body;
     assert_eq!(cards(&past), 5);
+    // Filtered by a search value: the one run with it.
+    let found = get(addr, "/inbox?where=ticket_id:T-7", Some(LEAD))
+        .await
+        .body;
+    assert_eq!(cards(&found), 1, "{found}");
+    assert!(found.contains(&format!("id=\"task-{}-approve_alert\"", runs[7])));
+    assert!(found.contains("value=\"ticket_id:T-7\""), "{found}");
+    let none = get(addr, "/inbox?where=ticket_id:T-99", Some(LEAD))
+        .await
+        .body;
+    assert_eq!(cards(&none), 0);
+    let bad = get(addr, "/inbox?where=nonsense", Some(LEAD)).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

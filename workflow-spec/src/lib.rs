@@ -39,8 +39,8 @@ pub mod yaml;
 pub use kind::ErrorKind;
 pub use model::{
     format_duration, ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach,
-    HumanStep, Input, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec, Step, StepKind,
-    DEFAULT_CONCURRENCY,
+    HumanStep, Input, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, SearchKey, Spec, Step,
+    StepKind, DEFAULT_CONCURRENCY,
 };
 pub use retry::{Backoff, Jitter, PolicyError, PolicyField, RetryPolicy};
 pub use schedule::{Catchup, DstGap, Overlap, Schedule, ScheduleError};

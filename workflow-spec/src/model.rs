@@ -34,6 +34,24 @@ pub struct Spec {
     /// behavioural fingerprint: it governs when runs start, not what a run does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<crate::schedule::Schedule>,
+    /// `search: [order.customer_id, order.id]`: the business keys a run is found by, read
+    /// from its inputs when it starts and stored with it. Outside the fingerprint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search: Vec<SearchKey>,
+    /// `retention: 30d`: how long a finished run is kept before it is purged. Outside the
+    /// fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Duration>,
+}
+
+/// One entry of `search: [..]`: a path over the workflow's inputs and the name its value
+/// is stored and found under.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchKey {
+    /// The name: the path's last field (`customer_id`), unique in the workflow.
+    pub name: String,
+    /// The path as written: `order.customer_id`.
+    pub path: String,
 }
 
 /// One journaled workflow input: `signup: Signup`.

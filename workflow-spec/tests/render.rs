@@ -84,6 +84,8 @@ fn spec(name: &str, steps: Vec<Step>) -> Spec {
         env: None,
         steps,
         schedule: None,
+        search: Vec::new(),
+        retention: None,
     }
 }
 
@@ -160,6 +162,8 @@ fn onboarding() -> Spec {
             activate_account,
         ],
         schedule: None,
+        search: Vec::new(),
+        retention: None,
     }
 }
 

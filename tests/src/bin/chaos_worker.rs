@@ -160,6 +160,13 @@ impl Store for Reporting {
         self.0.missed_ticks(id, limit)
     }
 
+    fn purge(
+        &self,
+        filter: workflow_core::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.0.purge(filter)
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

@@ -164,6 +164,13 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.missed_ticks(id, limit).await })
     }
 
+    fn purge(
+        &self,
+        filter: workflow_core::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        Box::pin(async move { self.get().await?.purge(filter).await })
+    }
+
     fn put_spec<'a>(
         &'a self,
         fingerprint: &'a str,

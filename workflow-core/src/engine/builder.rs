@@ -38,6 +38,7 @@ pub struct EngineBuilder {
     pub(super) hibernate: bool,
     pub(super) worker: bool,
     pub(super) max_live_runs: Option<usize>,
+    pub(super) retention: Option<Duration>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -67,6 +68,7 @@ impl Default for EngineBuilder {
             hibernate: true,
             worker: true,
             max_live_runs: None,
+            retention: None,
         }
     }
 }
@@ -160,6 +162,15 @@ impl EngineBuilder {
         self
     }
 
+    /// How long finished runs (completed, failed, cancelled) are kept before they are
+    /// purged, for every workflow without a `retention:` of its own (default: for ever).
+    /// The engine purges in the background, every [`PURGE_EVERY`](super::PURGE_EVERY),
+    /// in bounded batches; running, waiting and parked runs are never purged.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.retention = Some(keep);
+        self
+    }
+
     #[doc(hidden)]
     /// An engine that only takes starts in: it writes them to the store as queued runs
     /// (its `start`, `start_with` and `start_json` enqueue, see [`Engine::enqueue`]) and
@@ -193,7 +204,9 @@ impl EngineBuilder {
 
     /// The engine.
     pub fn build(self) -> Engine {
-        Engine::from_builder(self)
+        let engine = Engine::from_builder(self);
+        engine.ensure_purger();
+        engine
     }
 }
 

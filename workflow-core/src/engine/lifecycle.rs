@@ -46,6 +46,7 @@ impl Engine {
         if let Some(schedule) = W::schedule() {
             self.declare_schedule(W::NAME, schedule);
         }
+        self.ensure_purger();
         Ok(())
     }
 

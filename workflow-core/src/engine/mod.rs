@@ -22,6 +22,7 @@ mod handle;
 mod lifecycle;
 mod plan;
 mod poller;
+mod purger;
 mod queue;
 mod registry;
 mod scheduler;
@@ -42,6 +43,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
+pub use self::purger::{BATCHES_PER_PASS, PURGE_EVERY};
 pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
 
 use self::driver::Msg;
@@ -121,6 +123,10 @@ struct Inner {
     lease: Arc<fence::LeaseWatch>,
     /// The scheduler task, once started.
     scheduler: Mutex<Option<tokio::task::AbortHandle>>,
+    /// The engine-wide retention of finished runs ([`EngineBuilder::retention`]).
+    retention: Option<Duration>,
+    /// The background purge, once started.
+    purger: Mutex<Option<tokio::task::AbortHandle>>,
     /// Wakes the scheduler early (a schedule was created or resumed).
     schedule_notify: Arc<tokio::sync::Notify>,
     /// Schedules of registered workflows not yet recorded in the store.
@@ -233,6 +239,8 @@ impl Engine {
                 damaged: Mutex::new(BTreeMap::new()),
                 lease: Arc::new(fence::LeaseWatch::new(lease_ms, margin)),
                 scheduler: Mutex::new(None),
+                retention: builder.retention,
+                purger: Mutex::new(None),
                 schedule_notify: Arc::new(tokio::sync::Notify::new()),
                 declared: Mutex::new(Vec::new()),
                 compiled_schedules: Mutex::new(HashMap::new()),
@@ -304,6 +312,9 @@ impl Engine {
         }
         if let Some(scheduler) = lock(&self.inner.scheduler).take() {
             scheduler.abort();
+        }
+        if let Some(purger) = lock(&self.inner.purger).take() {
+            purger.abort();
         }
         self.inner.lock_hibernating().clear();
         self.inner.lock_wakeups().clear();

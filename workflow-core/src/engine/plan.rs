@@ -216,6 +216,10 @@ pub(super) async fn create<W: Workflow>(
     }
     let mut starts = Vec::new();
     plan::<W>(&mut machine, &typed, now, &mut events, &mut starts);
+    let search: Vec<(String, String)> = W::search(&typed)
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_owned(), value?)))
+        .collect();
     let sent = engine.inner.lease.now_ms();
     let created = engine
         .inner
@@ -229,6 +233,7 @@ pub(super) async fn create<W: Workflow>(
             owner: Some(engine.claimant()),
             supersedes: None,
             at: now,
+            search: &search,
         })
         .await?;
     if let Created::New { run, token } = created {

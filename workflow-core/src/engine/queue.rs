@@ -170,6 +170,13 @@ impl Engine {
                 at: now,
             });
         }
+        // The run is found by its search values, read from its input by its spec.
+        let search = match self.inner.store.spec(fingerprint).await {
+            Ok(Some(json)) => serde_json::from_str::<workflow_spec::Spec>(&json)
+                .map(|spec| crate::search::values_from_input(&spec.search, &input_of(&events)))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let key = options.idempotency_key.as_deref();
         let created = self
             .inner
@@ -179,6 +186,7 @@ impl Engine {
                 fingerprint,
                 idempotency_key: key,
                 events: &events,
+                search: &search,
                 parent: None,
                 owner: None,
                 supersedes: None,
@@ -306,4 +314,12 @@ fn check_input_names(spec: &workflow_spec::Spec, input: &Value) -> Result<(), Ru
         )));
     }
     Ok(())
+}
+
+/// The input of a run from its `RunStarted`.
+fn input_of(events: &[Event]) -> Value {
+    match events.first() {
+        Some(Event::RunStarted { input, .. }) => input.clone(),
+        _ => Value::Null,
+    }
 }

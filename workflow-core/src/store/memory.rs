@@ -6,8 +6,8 @@ use std::sync::{Mutex, MutexGuard};
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
     Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease,
-    Message, MissedTicks, NewRun, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
-    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
+    ScheduleRow, ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -45,6 +45,8 @@ struct Inner {
     inbox_keys: HashMap<(RunId, String), u64>,
     /// The open-task index: the open tasks of each running run, by step.
     tasks: BTreeMap<RunId, BTreeMap<usize, tasks::Row>>,
+    /// Each run's search values.
+    search: HashMap<RunId, Vec<(String, String)>>,
     appends: u64,
     commits: u64,
     /// Journal entries marked damaged by [`MemoryStore::damage_entry`].
@@ -202,6 +204,9 @@ impl Inner {
         let changes = tasks::changes(new.events, None, RunStatus::Running);
         self.index(id, &changes, new.events);
         self.runs.insert(id, run);
+        if !new.search.is_empty() {
+            self.search.insert(id, new.search.to_vec());
+        }
         Ok(Created::New { run: id, token })
     }
 
@@ -287,6 +292,49 @@ impl Inner {
         })
     }
 
+    /// Whether `run` has every search value of `wanted`.
+    fn has_search(&self, run: RunId, wanted: &[(String, String)]) -> bool {
+        let values = self.search.get(&run).map_or(&[][..], Vec::as_slice);
+        wanted.iter().all(|pair| values.contains(pair))
+    }
+
+    /// The finished runs `filter` takes, lowest id first.
+    fn purgeable(&self, filter: &PurgeFilter) -> Vec<RunId> {
+        self.runs
+            .values()
+            .map(|run| &run.stored.record)
+            .filter(|r| filter.after.is_none_or(|after| r.id > after))
+            .filter(|r| r.status.is_finished() && r.updated_at < filter.before)
+            .filter(|r| filter.workflow.as_ref().is_none_or(|w| *w == r.workflow))
+            .filter(|r| !filter.except.contains(&r.workflow))
+            .filter(|r| {
+                r.parent.is_none_or(|parent| {
+                    self.runs
+                        .get(&parent)
+                        .is_none_or(|p| p.stored.record.status.is_finished())
+                })
+            })
+            .take(filter.limit.max(1))
+            .map(|r| r.id)
+            .collect()
+    }
+
+    /// Removes a run and every row that belongs to it. Every kind of per-run row is
+    /// deleted here, and only here.
+    fn delete_run(&mut self, run: RunId) {
+        if let Some(removed) = self.runs.remove(&run) {
+            if let Some(key) = removed.stored.record.idempotency_key {
+                self.keys.remove(&(removed.stored.record.workflow, key));
+            }
+        }
+        self.dead.remove(&run);
+        self.inbox.retain(|item| item.run != run);
+        self.inbox_keys.retain(|(owner, _), _| *owner != run);
+        self.search.remove(&run);
+        self.tasks.remove(&run);
+        self.damaged.retain(|(owner, _)| *owner != run);
+    }
+
     fn submit(
         &mut self,
         run: RunId,
@@ -348,6 +396,7 @@ impl Store for MemoryStore {
             .filter(|r| filter.workflow.as_ref().is_none_or(|w| *w == r.workflow))
             .filter(|r| filter.status.is_none_or(|s| s == r.status))
             .filter(|r| filter.before.is_none_or(|before| r.id < before))
+            .filter(|r| inner.has_search(r.id, &filter.search))
             .take(filter.limit.unwrap_or(usize::MAX))
             .cloned()
             .collect();
@@ -517,6 +566,17 @@ impl Store for MemoryStore {
             }
         }
         ready(Ok(applied))
+    }
+
+    fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        let mut inner = self.lock();
+        let runs = inner.purgeable(&filter);
+        if !filter.dry_run {
+            for run in &runs {
+                inner.delete_run(*run);
+            }
+        }
+        ready(Ok(runs))
     }
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {

@@ -41,6 +41,14 @@
 //!   journals a task's opening, escalation or end (or stops or restarts its run) changes
 //!   the open-task index in the same transaction, as [`tasks::changes`] says;
 //!   [`Store::open_tasks`] pages the index.
+//! - **Search values are an index.** The `search` values of [`NewRun`] are stored in the
+//!   transaction that creates the run and never change; [`RunFilter::search`] finds runs
+//!   by them. They are derived from the run's input (its first journal entry), so they
+//!   carry no checksum of their own.
+//! - **Purges take whole runs.** [`Store::purge`] deletes finished runs (never running or
+//!   parked ones, nor a child whose parent is unfinished) with everything that belongs to
+//!   them, each batch in one transaction: a run is there whole or gone whole. It is the
+//!   one exception to "entries are never removed".
 //!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
@@ -169,6 +177,9 @@ pub struct NewRun<'a> {
     pub supersedes: Option<(RunId, &'a str)>,
     /// When.
     pub at: Timestamp,
+    /// The run's search values (`search: [..]` of its spec), name and value, stored in the
+    /// same transaction.
+    pub search: &'a [(String, String)],
 }
 
 /// The answer to [`Store::create_run`].
@@ -320,6 +331,25 @@ pub struct RunFilter {
     pub before: Option<RunId>,
     /// At most this many, newest first (all when `None`).
     pub limit: Option<usize>,
+    /// Only runs with every one of these search values (name, value).
+    pub search: Vec<(String, String)>,
+}
+
+/// Which finished runs [`Store::purge`] takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeFilter {
+    /// Only runs whose status last changed (they finished) before this time.
+    pub before: Timestamp,
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+    /// Not runs of these workflows (they keep their runs for a retention of their own).
+    pub except: Vec<String>,
+    /// Only runs with a higher id (to page through a dry run).
+    pub after: Option<RunId>,
+    /// At most this many runs, lowest id first (at least 1).
+    pub limit: usize,
+    /// Name the runs only; delete nothing.
+    pub dry_run: bool,
 }
 
 /// A claim to take runs over: see [`Store::claim`].
@@ -598,6 +628,14 @@ pub trait Store: Send + Sync + 'static {
         version: u64,
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Deletes up to `filter.limit` finished runs (completed, failed or cancelled) that
+    /// match `filter`, lowest id first, with their journals, inboxes, dead letters, search
+    /// values and every other row of theirs, in one transaction; returns their ids (with
+    /// `dry_run`, the runs it would delete, deleting nothing). Never a running or parked
+    /// run, nor a child run whose parent is not finished. A purged run's idempotency key
+    /// is free again.
+    fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
 
     /// Deletes schedule `id`; returns whether it existed. Runs it started are kept; its
     /// missed-tick records go with it.

@@ -23,6 +23,8 @@ pub enum Write {
     Commit,
     /// [`Store::submit`].
     Submit,
+    /// [`Store::purge`].
+    Purge,
 }
 
 /// Wraps a store and refuses the next writes of a kind with a given error, writing
@@ -234,6 +236,16 @@ impl Store for FaultyStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<crate::store::MissedTicks>, StoreError>> {
         self.inner.missed_ticks(id, limit)
+    }
+
+    fn purge(
+        &self,
+        filter: crate::store::PurgeFilter,
+    ) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        match self.fault(Write::Purge) {
+            Some(error) => refused(error),
+            None => self.inner.purge(filter),
+        }
     }
 
     fn put_spec<'a>(

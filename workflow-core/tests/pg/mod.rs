@@ -47,6 +47,7 @@ pub(crate) async fn create(store: &dyn Store, key: Option<&str>) -> workflow_cor
             owner: None,
             supersedes: None,
             at: 1_000,
+            search: &[],
         })
         .await
         .expect("create a run")

@@ -215,6 +215,7 @@ impl Gen<'_> {
         let input_bindings_unused = quote!(let _ = __input;);
         let (schedule_item, tick_check) = self.schedule_items();
         let shown_check = self.shown_check();
+        let search_item = self.search_item();
 
         quote! {
             #tick_check
@@ -255,6 +256,7 @@ impl Gen<'_> {
                 #child_depth_item
 
                 #schedule_item
+                #search_item
 
                 fn spec() -> &'static #p::workflow_spec::Spec {
                     static SPEC: ::std::sync::OnceLock<#p::workflow_spec::Spec> = ::std::sync::OnceLock::new();

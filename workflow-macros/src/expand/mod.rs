@@ -7,6 +7,7 @@
 //!   sources and child workflow starts, each spanned on the spec's tokens;
 //! - [`outputs`]: `Serialize` and `Deserialize` for `…Outputs`;
 //! - [`schedule`]: `Workflow::schedule()` and the `Tick` input check of a scheduled workflow;
+//! - [`search`]: `Workflow::search()`, the values of `search: [..]`;
 //! - [`fallback`]: the `impl Workflow` with unreachable bodies emitted after an error.
 
 mod calls;
@@ -16,6 +17,7 @@ mod imp;
 mod items;
 mod outputs;
 mod schedule;
+mod search;
 mod shown;
 
 use proc_macro2::TokenStream;

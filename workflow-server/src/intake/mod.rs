@@ -46,8 +46,7 @@ type Started = BoxFuture<'static, Result<(RunId, bool, Value), RunError>>;
 /// and returns the start (with the given options) to await; `Err` when it does not parse.
 /// With `true` (the server's `enqueue_starts`) the run is queued for a worker instead of
 /// started here.
-type Starter =
-    dyn Fn(&Engine, &[u8], StartOptions, bool) -> Result<Started, String> + Send + Sync;
+type Starter = dyn Fn(&Engine, &[u8], StartOptions, bool) -> Result<Started, String> + Send + Sync;
 
 /// The longest event id (or API idempotency key) accepted, in bytes.
 pub const MAX_EVENT_ID: usize = 256;
@@ -229,12 +228,13 @@ impl Intake {
             traceparent: traceparent(headers),
             ..StartOptions::key(key)
         };
-        let start = (self.start)(&app.engine, &body, options, app.enqueue_starts).map_err(|error| {
-            ApiError::invalid_payload(format!(
-                "the payload is not what `{}` takes: {error}",
-                self.workflow
-            ))
-        })?;
+        let start =
+            (self.start)(&app.engine, &body, options, app.enqueue_starts).map_err(|error| {
+                ApiError::invalid_payload(format!(
+                    "the payload is not what `{}` takes: {error}",
+                    self.workflow
+                ))
+            })?;
         let (run, created, input) = start.await?;
         if !created {
             same_start(&app.engine, run, &event_id, &input).await?;

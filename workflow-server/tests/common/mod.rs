@@ -89,6 +89,7 @@ pub mod desk {
 workflow! {
     /// Triage a ticket; an urgent alert needs a lead's approval.
     pub workflow Triage(ticket: Ticket) env Desk {
+        search: [ticket.ticket_id],
         step classify -> bool {
             action: desk::classify(ticket),
         }

@@ -40,6 +40,10 @@ pub struct WorkflowAst {
     pub env: Option<Type>,
     /// `schedule: { ... }`, written before the first step.
     pub schedule: Option<super::schedule::ScheduleAst>,
+    /// `search: [..]`, written before the first step.
+    pub search: Option<super::search::SearchAst>,
+    /// `retention: 30d`, written before the first step.
+    pub retention: Option<super::search::RetentionAst>,
     /// The steps, in order.
     pub steps: Vec<StepAst>,
     /// The span of the braces around the steps.
@@ -405,6 +409,8 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
                 inputs,
                 env,
                 schedule: None,
+                search: None,
+                retention: None,
                 steps: Vec::new(),
                 body_span: Span::call_site(),
             });
@@ -444,6 +450,8 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
         inputs,
         env,
         schedule: keys.schedule,
+        search: keys.search,
+        retention: keys.retention,
         steps,
         body_span: brace.span.join(),
     })

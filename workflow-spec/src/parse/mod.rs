@@ -13,6 +13,7 @@ mod fields;
 pub mod human;
 mod nesting;
 pub mod schedule;
+pub mod search;
 mod values;
 
 use proc_macro2::TokenStream;
@@ -306,6 +307,8 @@ fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
         env: ast.env.as_ref().map(tokens_to_string),
         steps,
         schedule: ast.schedule.as_ref().map(lower_schedule),
+        search: search::lower_search(ast),
+        retention: ast.retention.map(|retention| retention.value.value),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Workflow-level keys, written before the first step: today `schedule: { ... }`.
+//! Workflow-level keys, written before the first step: `schedule: { ... }` here,
+//! `search: [..]` and `retention: 30d` in [`search`](super::search).
 //!
 //! The parser here reads syntax only; the values are checked by
 //! [`check::schedule`](super::check) with the same functions the runtime validates a
@@ -17,7 +18,7 @@ use super::values::{first_span, keyed_block, list, one_of, parse_choice, parse_d
 use crate::schedule::{Catchup, DstGap, Overlap};
 
 /// The keys a workflow takes before its first step.
-pub const WORKFLOW_KEYS: &[&str] = &["schedule"];
+pub const WORKFLOW_KEYS: &[&str] = &["schedule", "search", "retention"];
 
 /// The keys of a `schedule: { ... }` block.
 pub const SCHEDULE_KEYS: &[&str] = &[
@@ -52,6 +53,10 @@ pub struct ScheduleAst {
 pub struct WorkflowKeys {
     /// `schedule: { ... }`.
     pub schedule: Option<ScheduleAst>,
+    /// `search: [order.customer_id, ...]`.
+    pub search: Option<super::search::SearchAst>,
+    /// `retention: 30d`.
+    pub retention: Option<super::search::RetentionAst>,
 }
 
 /// Whether the next tokens are `key:` (a workflow-level key) rather than an item.
@@ -93,14 +98,28 @@ pub(super) fn parse_workflow_key(
         );
         return;
     }
-    if keys.schedule.is_some() {
+    let taken = match name.as_str() {
+        "search" => keys.search.is_some(),
+        "retention" => keys.retention.is_some(),
+        _ => keys.schedule.is_some(),
+    };
+    if taken {
+        let help = match name.as_str() {
+            "search" => "list every entry in one `search: [..]`",
+            "retention" => "a workflow has one retention",
+            _ => "a workflow has one schedule; create more at run time with `Engine::schedules()`",
+        };
         cx.error(
             key.span(),
-            "duplicate workflow key `schedule`\nhelp: a workflow has one schedule; create more at run time with `Engine::schedules()`",
+            format!("duplicate workflow key `{name}`\nhelp: {help}"),
         );
         return;
     }
-    keys.schedule = parse_schedule(cx, &key, value);
+    match name.as_str() {
+        "search" => keys.search = super::search::parse_search(cx, &key, value),
+        "retention" => keys.retention = super::search::parse_retention(cx, &key, value),
+        _ => keys.schedule = parse_schedule(cx, &key, value),
+    }
 }
 
 fn parse_schedule(cx: &Ctxt, key: &Ident, value: TokenStream) -> Option<ScheduleAst> {

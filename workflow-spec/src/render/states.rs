@@ -240,6 +240,8 @@ mod tests {
                 step("end", vec![2], false),
             ],
             schedule: None,
+            search: Vec::new(),
+            retention: None,
         }
     }
 

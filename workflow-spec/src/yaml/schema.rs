@@ -114,6 +114,17 @@ pub fn schema() -> Value {
                     "jitter": { "type": "string", "description": "A duration: `30s`." }
                 }
             },
+            "search": {
+                "type": "array",
+                "description": "The business keys runs are found by (`workflow runs list --where customer_id=c-42`): inputs or paths of their fields, e.g. `order.customer_id`; each is named by its last field.",
+                "minItems": 1,
+                "items": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$" }
+            },
+            "retention": {
+                "type": "string",
+                "pattern": "^[0-9]+(ms|s|m|h|d)$",
+                "description": "How long finished runs are kept before they are purged: `30d` (at least `1m`)."
+            },
             "steps": {
                 "type": "array",
                 "items": step

@@ -20,6 +20,7 @@ mod inbox;
 mod owners;
 mod runs;
 mod schedules;
+mod search;
 mod subject;
 mod tasks;
 
@@ -109,6 +110,12 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("missed ticks are recorded with the change that wins", |s| {
         Box::pin(schedules::missed_ticks_go_with_the_winning_change(s.store))
     }),
+    ("runs are found by their search values", |s| {
+        Box::pin(search::runs_are_found_by_search_values(s.store))
+    }),
+    ("purges take finished runs whole", |s| {
+        Box::pin(search::purges_take_finished_runs_whole(s.store))
+    }),
     ("a damaged journal entry is reported, never read", |s| {
         Box::pin(damage::a_damaged_entry_is_reported(s))
     }),
@@ -191,6 +198,7 @@ fn new_run<'a>(workflow: &'a str, key: Option<&'a str>, events: &'a [Event]) -> 
         owner: None,
         supersedes: None,
         at: events.first().map_or(0, Event::at),
+        search: &[],
     }
 }
 

@@ -12,6 +12,7 @@ mod listen;
 mod read;
 mod schedules;
 mod schema;
+mod search;
 mod sql;
 mod tasks;
 #[cfg(feature = "test-util")]
@@ -30,8 +31,8 @@ use self::connect::{open, Retry};
 use self::error::{is_unique_violation, Target};
 use self::sql::{Answer, CommitRow, Failure};
 use super::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
+    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -643,6 +644,21 @@ impl Store for PgStore {
                 )
             })
             .await
+        })
+    }
+
+    fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        Box::pin(async move {
+            let filter = &filter;
+            let runs = self
+                .idempotent(move |mut conn| {
+                    Box::pin(async move { search::purge(&mut conn, filter).await })
+                })
+                .await?;
+            for run in &runs {
+                self.known.forget(*run);
+            }
+            Ok(runs)
         })
     }
 

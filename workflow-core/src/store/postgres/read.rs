@@ -190,18 +190,22 @@ pub(super) async fn list_runs(
     conn: &mut PgConnection,
     filter: &RunFilter,
 ) -> Answer<Vec<RunRecord>> {
-    let rows = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {RUN_COLUMNS} FROM runs r
          WHERE ($1::text IS NULL OR r.workflow = $1) AND ($2::text IS NULL OR r.status = $2)
-           AND ($3::bigint IS NULL OR r.id < $3)
-         ORDER BY r.id DESC LIMIT $4"
-    ))
-    .bind(filter.workflow.as_deref())
-    .bind(filter.status.map(RunStatus::as_str))
-    .bind(filter.before.map(|r| int(r.0)))
-    .bind(filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
-    .fetch_all(&mut *conn)
-    .await?;
+           AND ($3::bigint IS NULL OR r.id < $3){}
+         ORDER BY r.id DESC LIMIT $4",
+        super::search::clause(filter.search.len(), 5)
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(filter.workflow.as_deref())
+        .bind(filter.status.map(RunStatus::as_str))
+        .bind(filter.before.map(|r| int(r.0)))
+        .bind(filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)));
+    for (name, value) in &filter.search {
+        query = query.bind(name.as_str()).bind(value.as_str());
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
     rows.iter()
         .map(|row| RawRun::decode(row)?.record())
         .collect()

@@ -499,6 +499,15 @@ CREATE TABLE schedule_missed (
     crc bigint NOT NULL,
     PRIMARY KEY (schedule, first)
 );
+    // Version 4: search values (`search: [..]`) by run, indexed by name and value.
+    r#"
+CREATE TABLE run_search (
+    run_id bigint NOT NULL REFERENCES runs (id),
+    name text NOT NULL,
+    value text NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE INDEX run_search_value ON run_search (name, value, run_id);
 "#,
 ];
 

@@ -126,36 +126,44 @@ pub(super) async fn create(
     nonce: &str,
     channel: &str,
 ) -> Answer<CreateAnswer> {
-    let row = sqlx::query(
-        "SELECT o_outcome, o_run, o_token, o_len
-         FROM workflow_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                              $15, $16, $17, $18)",
-    )
-    .bind(new.workflow)
-    .bind(new.fingerprint)
-    .bind(new.idempotency_key)
-    .bind(events)
-    .bind(new.parent.map(|p| int(p.0)))
-    .bind(new.owner.map(|c| c.owner))
-    .bind(new.owner.map_or(0, |c| int(c.lease_ms)))
-    .bind(new.supersedes.map(|(old, _)| int(old.0)))
-    .bind(new.supersedes.map(|(_, note)| note))
-    .bind(int(new.at))
-    .bind(nonce)
-    .bind(channel)
-    .bind(stored(sums.run.base))
-    .bind(bits([&sums.run]))
-    .bind(
-        sums.events
-            .iter()
-            .map(|k| stored(k.base))
-            .collect::<Vec<i64>>(),
-    )
-    .bind(bits(&sums.events))
-    .bind(sums.superseded.map(|(seen, _)| seen))
-    .bind(sums.superseded.map(|(_, new)| new))
-    .fetch_one(&mut *conn)
-    .await?;
+    let row = sqlx::query(super::search::CREATE)
+        .bind(new.workflow)
+        .bind(new.fingerprint)
+        .bind(new.idempotency_key)
+        .bind(events)
+        .bind(new.parent.map(|p| int(p.0)))
+        .bind(new.owner.map(|c| c.owner))
+        .bind(new.owner.map_or(0, |c| int(c.lease_ms)))
+        .bind(new.supersedes.map(|(old, _)| int(old.0)))
+        .bind(new.supersedes.map(|(_, note)| note))
+        .bind(int(new.at))
+        .bind(nonce)
+        .bind(channel)
+        .bind(stored(sums.run.base))
+        .bind(bits([&sums.run]))
+        .bind(
+            sums.events
+                .iter()
+                .map(|k| stored(k.base))
+                .collect::<Vec<i64>>(),
+        )
+        .bind(bits(&sums.events))
+        .bind(sums.superseded.map(|(seen, _)| seen))
+        .bind(sums.superseded.map(|(_, new)| new))
+        .bind(
+            new.search
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            new.search
+                .iter()
+                .map(|(_, value)| value.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .fetch_one(&mut *conn)
+        .await?;
     Ok(CreateAnswer {
         outcome: row.try_get(0)?,
         run: row.try_get(1)?,

@@ -251,6 +251,55 @@ pub(super) fn verify(db: &Db) -> Result<Verification, StoreError> {
             );
         }
     }
+    orphans(db, &mut verification);
     verification.rows = rows;
     Ok(verification)
+}
+
+/// Rows whose run is gone, and runs without any journal entry: what a purge that
+/// stopped half-way would leave (each purge is one transaction, so none should exist).
+fn orphans(db: &Db, verification: &mut Verification) {
+    let mut sql: Vec<String> = super::search::PER_RUN_TABLES
+        .iter()
+        .map(|table| {
+            format!(
+                "SELECT DISTINCT '{table}', run_id FROM {table}
+                 WHERE run_id NOT IN (SELECT id FROM runs)"
+            )
+        })
+        .collect();
+    sql.push(
+        "SELECT 'runs', id FROM runs
+         WHERE NOT EXISTS (SELECT 1 FROM journal WHERE run_id = runs.id)"
+            .to_owned(),
+    );
+    let found = db.conn.prepare(&sql.join(" UNION ALL ")).and_then(|mut s| {
+        s.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<(String, u64)>>>()
+    });
+    match found {
+        Ok(found) => {
+            for (table, run) in found {
+                let (key, reason) = if table == "runs" {
+                    (format!("run-{run}"), "the run has no journal")
+                } else {
+                    (format!("run-{run}"), "its run is gone")
+                };
+                verification.damaged.push(Damage {
+                    table,
+                    run: Some(RunId(run)),
+                    key,
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        Err(error) => verification.damaged.push(Damage {
+            table: "runs".to_owned(),
+            run: None,
+            key: "*".to_owned(),
+            reason: format!("the runs' rows cannot be matched: {error}"),
+        }),
+    }
 }

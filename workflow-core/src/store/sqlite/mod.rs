@@ -15,6 +15,7 @@ mod check;
 mod read;
 mod schedules;
 mod schema;
+mod search;
 mod sql;
 mod tasks;
 mod writer;
@@ -33,8 +34,8 @@ use self::schema::{check_header, Db, MIGRATIONS};
 use self::sql::{CommitRow, NewRunRow};
 use self::writer::{write_loop, Job, Request, Stats};
 use super::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
+    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -334,6 +335,7 @@ impl Store for SqliteStore {
             supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
             at: run.at,
             tasks: crate::store::tasks::changes(run.events, None, crate::store::RunStatus::Running),
+            search: run.search.to_vec(),
         };
         self.write(move |db| sql::create(db, &row))
     }
@@ -468,6 +470,14 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let id = id.to_owned();
         self.write(move |db| schedules::update_schedule(db, &id, version, &change))
+    }
+
+    fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        if filter.dry_run {
+            self.read(move |db| search::purgeable(db, &filter))
+        } else {
+            self.write(move |db| search::purge(db, &filter))
+        }
     }
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {

@@ -1,6 +1,7 @@
 //! The store's reads: each function runs on the read connection and verifies every row's
 //! checksum before it hands the row back.
 
+use rusqlite::types::Value;
 use rusqlite::{params, OptionalExtension};
 
 use super::schema::{db_error, Db};
@@ -136,25 +137,30 @@ pub(super) fn list_runs(db: &Db, filter: &RunFilter) -> Result<Vec<RunRecord>, S
     let limit = filter
         .limit
         .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let text = |value: Option<&str>| value.map_or(Value::Null, |v| Value::Text(v.to_owned()));
+    let mut values = vec![
+        text(filter.workflow.as_deref()),
+        text(filter.status.map(RunStatus::as_str)),
+        filter
+            .before
+            .map_or(Value::Null, |r| Value::Integer(r.0 as i64)),
+        Value::Integer(limit),
+    ];
+    for (name, value) in &filter.search {
+        values.extend([Value::Text(name.clone()), Value::Text(value.clone())]);
+    }
     let raws = db
         .conn
         .prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM runs
              WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
-               AND (?3 IS NULL OR id < ?3)
-             ORDER BY id DESC LIMIT ?4"
+               AND (?3 IS NULL OR id < ?3){}
+             ORDER BY id DESC LIMIT ?4",
+            super::search::clause(filter.search.len(), 5)
         ))
         .and_then(|mut s| {
-            s.query_map(
-                params![
-                    filter.workflow,
-                    filter.status.map(RunStatus::as_str),
-                    filter.before.map(|r| r.0),
-                    limit
-                ],
-                raw_run,
-            )?
-            .collect::<rusqlite::Result<Vec<RawRun>>>()
+            s.query_map(rusqlite::params_from_iter(values), raw_run)?
+                .collect::<rusqlite::Result<Vec<RawRun>>>()
         })
         .map_err(&fail)?;
     raws.into_iter().map(|raw| run_record(db, raw)).collect()

@@ -100,6 +100,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         crc INTEGER NOT NULL,
         PRIMARY KEY (schedule, first)
     ) WITHOUT ROWID;",
+    // Version 6: search values (`search: [..]`) by run, indexed by name and value.
+    "CREATE TABLE run_search (
+        run_id INTEGER NOT NULL REFERENCES runs (id),
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX run_search_value ON run_search (name, value, run_id);",
 ];
 
 /// The schema version whose migration adds the checksums.
@@ -205,6 +213,14 @@ impl Db {
             )));
         }
         self.check_version(version)?;
+        if version == 0 && tables.is_empty() {
+            // A new file gives the pages purges free back to the file system
+            // (`PRAGMA incremental_vacuum` after each purge). The mode can only be chosen
+            // before the first table exists: older files keep theirs (README, "Retention").
+            self.conn
+                .pragma_update(None, "auto_vacuum", "INCREMENTAL")
+                .map_err(|e| self.error(e, started))?;
+        }
 
         let mode: String = self
             .conn

@@ -31,6 +31,7 @@ pub(super) struct NewRunRow {
     pub(super) at: Timestamp,
     /// What the run's first entries do to the open-task index.
     pub(super) tasks: Vec<TaskChange>,
+    pub(super) search: Vec<(String, String)>,
 }
 
 /// The owned parts of a [`Commit`], moved to the writer thread.
@@ -274,6 +275,7 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
         .map_err(&fail)?;
     insert_events(db, run, 0, &new.events)?;
     super::tasks::apply(db, run, &new.tasks)?;
+    super::search::insert(db, run, &new.search)?;
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
 

@@ -2,6 +2,7 @@
 //! [`Ctxt`] and never stops the others.
 
 pub mod human;
+pub mod keys;
 pub mod language;
 mod reads;
 pub mod schedule;
@@ -51,6 +52,10 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     schedule::schedule_zone(cx, ast);
     schedule::schedule_bounds(cx, ast);
     schedule::scheduled_inputs(cx, ast);
+    keys::search_not_empty(cx, ast);
+    keys::search_reads_inputs(cx, ast, names);
+    keys::search_names_unique(cx, ast);
+    keys::retention_bounds(cx, ast);
 }
 
 /// A workflow needs at least one step.

@@ -31,6 +31,8 @@ pub const TOP_KEYS: &[&str] = &[
     "env",
     "inputs",
     "schedule",
+    "search",
+    "retention",
     "steps",
 ];
 
@@ -286,6 +288,17 @@ fn header(out: &mut Lowering, top: &Map, options: &Options) {
             "write `schedule:` then `cron: \"0 9 * * MON-FRI\"` and `tz: Europe/Berlin` on lines of their own",
             &["cron", "tz"],
         );
+    }
+    // `search: [order.customer_id]` and `retention: 30d` are copied as written.
+    for name in ["search", "retention"] {
+        if let Some((key, value)) = top.entries.iter().find(|(key, _)| key.text == name) {
+            if copyable(out, value) {
+                out.scalar(key);
+                out.push(": ");
+                raw_or_list(out, value);
+                out.push("\n,\n");
+            }
+        }
     }
 }
 
