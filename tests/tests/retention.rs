@@ -249,7 +249,7 @@ fn order(id: u64, customer: &str) -> Order {
     Order {
         id,
         customer_id: customer.to_owned(),
-        coupon: (id % 2 == 0).then(|| format!("SAVE{id}")),
+        coupon: id.is_multiple_of(2).then(|| format!("SAVE{id}")),
     }
 }
 

@@ -23,6 +23,7 @@ const AREAS: &[&str] = &[
     "yaml",
     "schedule",
     "search",
+    "forms",
 ];
 
 #[test]

@@ -269,7 +269,7 @@ async fn decisions_answer_403_404_409_and_the_run_shows_its_audit() {
         .iter()
         .map(|a| a["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["opened", "decided"]);
+    assert_eq!(actions, ["started", "opened", "decided"]);
     assert!(detail["timeline"].as_array().unwrap().len() >= 6);
     // Payloads are redacted: the engine does not log them.
     assert!(detail["input"].is_null());
@@ -437,5 +437,5 @@ async fn events_cancel_and_dead_letters_go_through_the_engine() {
         .iter()
         .map(|a| a["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["opened", "decided", "retried"]);
+    assert_eq!(actions, ["started", "opened", "decided", "retried"]);
 }
