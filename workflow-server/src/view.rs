@@ -194,7 +194,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
     let record = view.record;
     let queued = record.status == workflow_core::store::RunStatus::Running
         && record.owner.is_none()
-        && events.len() <= 1;
+        && workflow_core::store::queued_journal(&events);
     Ok(Loaded {
         detail: RunDetail {
             run: record.id.to_string(),

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
-use workflow_core::store::{RunStatus, StoredRun};
+use workflow_core::store::StoredRun;
 use workflow_core::Tick;
 
 use super::{decision_text, mark, record_json};
@@ -128,10 +128,7 @@ impl<'a> Report<'a> {
     /// Whether the run waits for a worker: queued, nobody owns it and nothing but its
     /// start is journaled.
     fn queued(&self) -> bool {
-        let record = &self.stored.record;
-        record.status == RunStatus::Running
-            && record.owner.is_none()
-            && self.stored.events.len() <= 1
+        self.stored.is_queued()
     }
 
     pub(super) fn text(&self) -> String {

@@ -299,6 +299,24 @@ pub struct StoredRun {
     pub events: Vec<Event>,
 }
 
+impl StoredRun {
+    /// Whether the run waits for a worker to admit it ([`Claimable::Queued`]): running,
+    /// owned by nobody, its journal only its start (and who initiated it).
+    pub fn is_queued(&self) -> bool {
+        self.record.status == RunStatus::Running
+            && self.record.owner.is_none()
+            && queued_journal(&self.events)
+    }
+}
+
+/// Whether a journal is only a start: `RunStarted`, then at most who initiated it.
+pub fn queued_journal(events: &[Event]) -> bool {
+    events
+        .iter()
+        .skip(1)
+        .all(|event| matches!(event, Event::Initiated { .. }))
+}
+
 /// A run that failed for good, with what an operator needs to act on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
