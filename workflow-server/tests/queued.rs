@@ -81,7 +81,11 @@ async fn an_intake_only_server_queues_starts_for_a_worker() {
         assert_eq!(detail.json()["queued"], true, "{}", detail.body);
         let stored = store.load(queued).await.unwrap().unwrap();
         assert_eq!(stored.record.owner, None);
-        assert!(stored.is_queued(), "nothing but the start: {:?}", stored.events);
+        assert!(
+            stored.is_queued(),
+            "nothing but the start: {:?}",
+            stored.events
+        );
     }
 
     // A worker admits both and drives them to their human step.

@@ -85,7 +85,7 @@ impl Run {
 
     /// Nobody owns it and its journal holds only its start.
     fn is_queued(&self) -> bool {
-self.stored.record.owner.is_none() && super::queued_journal(&self.stored.events)
+        self.stored.record.owner.is_none() && super::queued_journal(&self.stored.events)
     }
 
     fn take(&mut self, claimant: Claimant<'_>) -> Lease {
