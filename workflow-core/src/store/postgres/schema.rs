@@ -499,7 +499,8 @@ CREATE TABLE schedule_missed (
     crc bigint NOT NULL,
     PRIMARY KEY (schedule, first)
 );
-    // Version 4: search values (`search: [..]`) by run, indexed by name and value.
+"#,
+    // Search values (`search: [..]`) by run, indexed by name and value.
     r#"
 CREATE TABLE run_search (
     run_id bigint NOT NULL REFERENCES runs (id),

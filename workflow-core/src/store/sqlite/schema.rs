@@ -100,7 +100,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         crc INTEGER NOT NULL,
         PRIMARY KEY (schedule, first)
     ) WITHOUT ROWID;",
-    // Version 6: search values (`search: [..]`) by run, indexed by name and value.
+    // Search values (`search: [..]`) by run, indexed by name and value.
     "CREATE TABLE run_search (
         run_id INTEGER NOT NULL REFERENCES runs (id),
         name TEXT NOT NULL,
