@@ -364,7 +364,7 @@ impl Store for SqliteStore {
         let versions: Option<Vec<String>> = claim
             .versions
             .map(|v| v.iter().map(|f| (*f).to_owned()).collect());
-        self.write(move |db| {
+        let write = self.write(move |db| {
             let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
             let versions: Option<Vec<&str>> = versions
                 .as_ref()
@@ -385,6 +385,22 @@ impl Store for SqliteStore {
                     versions: versions.as_deref(),
                 },
             )
+        });
+        // Looking for queued runs is a read until there is one: an idle worker's
+        // admission pass costs the writer nothing.
+        let any_unowned = self.read(|db| {
+            db.conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'running' AND owner IS NULL)",
+                )
+                .and_then(|mut s| s.query_row([], |row| row.get::<_, bool>(0)))
+                .map_err(self::schema::db_error(db))
+        });
+        Box::pin(async move {
+            if claimable == super::Claimable::Queued && !any_unowned.await? {
+                return Ok(Vec::new());
+            }
+            write.await
         })
     }
 
