@@ -364,30 +364,33 @@ impl Store for SqliteStore {
         let versions: Option<Vec<String>> = claim
             .versions
             .map(|v| v.iter().map(|f| (*f).to_owned()).collect());
-        let write = self.write(move |db| {
-            let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
-            let versions: Option<Vec<&str>> = versions
-                .as_ref()
-                .map(|v| v.iter().map(String::as_str).collect());
-            sql::claim(
-                db,
-                &Claim {
-                    claimant: Claimant {
-                        owner: &owner,
-                        lease_ms,
-                        now,
+        let write = move || {
+            self.write(move |db| {
+                let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
+                let versions: Option<Vec<&str>> = versions
+                    .as_ref()
+                    .map(|v| v.iter().map(String::as_str).collect());
+                sql::claim(
+                    db,
+                    &Claim {
+                        claimant: Claimant {
+                            owner: &owner,
+                            lease_ms,
+                            now,
+                        },
+                        workflows: &workflows,
+                        run,
+                        reclaim_own,
+                        limit,
+                        claimable,
+                        versions: versions.as_deref(),
                     },
-                    workflows: &workflows,
-                    run,
-                    reclaim_own,
-                    limit,
-                    claimable,
-                    versions: versions.as_deref(),
-                },
-            )
-        });
+                )
+            })
+        };
         // Looking for queued runs is a read until there is one: an idle worker's
-        // admission pass costs the writer nothing.
+        // admission pass costs the writer nothing. (A write is queued to the writer as
+        // soon as it is made, so it is made only after the read.)
         let any_unowned = self.read(|db| {
             db.conn
                 .prepare_cached(
@@ -400,7 +403,7 @@ impl Store for SqliteStore {
             if claimable == super::Claimable::Queued && !any_unowned.await? {
                 return Ok(Vec::new());
             }
-            write.await
+            write().await
         })
     }
 
