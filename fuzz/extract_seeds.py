@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the body of every `workflow! { ... }` call in tests/ui/**/*.rs to its own seed
+"""Writes the body of every `workflow! { ... }` call in compile-tests/ui/**/*.rs to its own seed
 file in fuzz/seeds/parse_spec/ (named after the test, e.g. `retry-bad-backoff.txt`).
 
 Run from anywhere: `python3 fuzz/extract_seeds.py`. Re-run it when UI tests are added.
@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-UI = ROOT / "tests" / "ui"
+UI = ROOT / "compile-tests" / "ui"
 OUT = ROOT / "fuzz" / "seeds" / "parse_spec"
 OPEN = {"{": "}", "(": ")", "[": "]"}
 

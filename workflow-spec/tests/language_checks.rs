@@ -1,6 +1,6 @@
 //! The checks of map steps, child workflows and events, without rustc: the message of
 //! every mistake (one error per mistake, with a `help:`). The trybuild cases in
-//! `tests/ui/{map,child,event}` check the spans.
+//! `compile-tests/ui/{map,child,event}` check the spans.
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! The validator without rustc: spec texts go through `parse_str`, and the tests assert on
 //! the lowered model of good specs and on the messages of bad ones (one error per mistake,
-//! every mistake reported, no panic on any input). The trybuild cases in `tests/ui` check
+//! every mistake reported, no panic on any input). The trybuild cases in `compile-tests/ui` check
 //! the spans; these check the logic, fast.
 
 mod support;

@@ -1,7 +1,7 @@
 //! Compile-time checks of `workflow!`: one mistake per compile-fail case, each with the
-//! exact error rustc prints (`tests/ui/<area>/<case>.stderr`), and specs that must compile.
+//! exact error rustc prints (`ui/<area>/<case>.stderr`), and specs that must compile.
 //!
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p tests --test ui`
+//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p compile-tests`
 //! and read every diff.
 
 /// The folders of compile-fail cases, one per family of checks.
