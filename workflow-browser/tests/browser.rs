@@ -230,6 +230,17 @@ workflow! {
 }
 
 workflow! {
+    /// A hung page that outlasts any test: it ends by cancellation or shutdown, never by
+    /// its timeout, however slow the machine.
+    pub workflow LongHang(site: String) env Browser {
+        step hang -> () {
+            action: steps::hang(env, ctx, site),
+            timeout: 10m,
+        }
+    }
+}
+
+workflow! {
     /// A browser step with an external effect.
     pub workflow Publish(site: String) env Browser {
         step publish -> () {
@@ -463,7 +474,9 @@ async fn no_browser_process_outlives_a_hung_step_a_cancelled_run_or_the_engine()
     assert_eq!(owned(), 1, "chromedriver alone");
     let engine = Engine::builder().build();
     engine.register::<Hang>(browser.clone()).unwrap();
+    engine.register::<LongHang>(browser.clone()).unwrap();
     let input = || HangInput { site: site.url("") };
+    let long = || LongHangInput { site: site.url("") };
 
     // A hung page is bounded by the step's timeout (3 s), not the navigation's (60 s);
     // its Chromium is gone with the attempt.
@@ -482,7 +495,7 @@ async fn no_browser_process_outlives_a_hung_step_a_cancelled_run_or_the_engine()
     drop(run);
 
     // A cancelled run: its page is gone once the run is.
-    let run = engine.start::<Hang>(input()).await.unwrap();
+    let run = engine.start::<LongHang>(long()).await.unwrap();
     eventually("the page opening", || owned() > 3).await;
     run.cancel("operator").await.unwrap();
     assert!(matches!(
@@ -494,7 +507,7 @@ async fn no_browser_process_outlives_a_hung_step_a_cancelled_run_or_the_engine()
 
     // The engine: a run in flight, then shutdown; dropping the engine (whose env holds
     // the last browser) leaves no chromedriver and no Chromium.
-    let run = engine.start::<Hang>(input()).await.unwrap();
+    let run = engine.start::<LongHang>(long()).await.unwrap();
     eventually("the page opening", || owned() > 3).await;
     drop(browser);
     engine.shutdown();
