@@ -157,9 +157,11 @@ pub(super) async fn load_many(
     runs: &[RunId],
 ) -> Answer<Vec<(StoredRun, RawRun)>> {
     let ids: Vec<i64> = runs.iter().map(|run| int(run.0)).collect();
+    // The journal's own `run_id = ANY($1)` lets the planner read it by its key even
+    // without statistics (a freshly filled table), instead of scanning it whole.
     let rows = sqlx::query(&format!(
         "SELECT {RUN_COLUMNS}, r.journal_len, j.seq, j.event, j.crc AS entry_crc
-         FROM runs r LEFT JOIN journal j ON j.run_id = r.id
+         FROM runs r LEFT JOIN journal j ON j.run_id = r.id AND j.run_id = ANY($1)
          WHERE r.id = ANY($1) ORDER BY r.id, j.seq"
     ))
     .bind(&ids)
