@@ -284,6 +284,11 @@ async fn overlap_allow_runs_every_tick_alongside() {
     // Each run takes 130 s and one starts every 60 s: they overlap, and none is skipped.
     assert_eq!(ran, (1..=10).collect::<Vec<_>>());
     assert_eq!(row.state.skipped, 0);
+    assert!(
+        row.state.active.is_empty(),
+        "under `allow` no run in flight is tracked (none is read per tick): {:?}",
+        row.state.active
+    );
     let runs = runs(&store).await;
     assert_eq!(runs.len(), 10);
     assert!(runs.iter().all(|r| r.status == RunStatus::Completed));

@@ -7,7 +7,8 @@
 //! - [`restart_parked`]: a parked run is replaced by a new run of the current spec.
 //! - [`submit_decision`], [`submit_cancel`]: requests for a run another engine drives,
 //!   left in its inbox for that engine to admit with its own authorizer.
-//! - [`task_page`]: a page of the open human tasks of a store, from its open-task index.
+//! - [`task_page`]: a page of the open human tasks of a store, from its open-task index
+//!   ([`loaded_task_page`] keeps the runs and specs it read).
 //! - [`open_tasks`]: the open human tasks of every running run in a store, by replaying
 //!   every one of them (what [`task_page`] avoids).
 //!
@@ -327,47 +328,79 @@ pub async fn submit_cancel(
 
 /// One page of the store's open tasks (`filter` as [`Store::open_tasks`] takes it,
 /// soonest deadline first), read from its open-task index, each with what its run's
-/// machine says of it: only the runs on the page are loaded and replayed, on the spec
-/// recorded for them. Returns the index rows of the page (for its cursor) and the tasks;
-/// a row whose run or spec cannot be found, or whose machine has the task closed, is
-/// left out of the tasks.
+/// machine says of it: only the runs on the page are loaded (in one read,
+/// [`Store::load_many`]) and replayed, on the spec recorded for them (each read once).
+/// Returns the index rows of the page (for its cursor) and the tasks; a row whose run or
+/// spec cannot be found, or whose machine has the task closed, is left out of the tasks.
 pub async fn task_page(
     store: &dyn Store,
     filter: TaskFilter,
 ) -> Result<(Vec<OpenTask>, Vec<TaskInfo>), StoreError> {
+    let page = loaded_task_page(store, filter).await?;
+    Ok((page.rows, page.tasks))
+}
+
+/// A page of open tasks with what was read to make it: the runs and their specs, for
+/// whoever shows more of each task (an inbox card) without reading them again.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    /// The index rows of the page, soonest deadline first.
+    pub rows: Vec<OpenTask>,
+    /// The tasks their runs' machines have open, in the rows' order.
+    pub tasks: Vec<TaskInfo>,
+    /// The running runs of the page, by id.
+    pub runs: HashMap<RunId, StoredRun>,
+    /// The specs of those runs, by fingerprint.
+    pub specs: HashMap<String, Spec>,
+}
+
+/// [`task_page`], keeping the runs and specs it read.
+pub async fn loaded_task_page(
+    store: &dyn Store,
+    filter: TaskFilter,
+) -> Result<TaskPage, StoreError> {
     let rows = store.open_tasks(filter).await?;
-    let mut specs: HashMap<String, Option<Spec>> = HashMap::new();
+    let mut ids: Vec<RunId> = rows.iter().map(|row| row.run).collect();
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|run| seen.insert(*run));
+    let mut specs: HashMap<String, Spec> = HashMap::new();
+    let mut absent: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut open: HashMap<(RunId, usize), TaskInfo> = HashMap::new();
-    let mut loaded: std::collections::HashSet<RunId> = std::collections::HashSet::new();
-    for row in &rows {
-        if !loaded.insert(row.run) {
-            continue;
-        }
-        let Some(stored) = store.load(row.run).await? else {
-            continue;
-        };
+    let mut runs = HashMap::new();
+    for stored in store.load_many(&ids).await? {
         if stored.record.status != RunStatus::Running {
             continue;
         }
         let fingerprint = &stored.record.fingerprint;
-        if !specs.contains_key(fingerprint) {
-            let spec = stored_spec(store, fingerprint).await?;
-            specs.insert(fingerprint.clone(), spec);
+        if !specs.contains_key(fingerprint) && !absent.contains(fingerprint) {
+            match stored_spec(store, fingerprint).await? {
+                Some(spec) => specs.insert(fingerprint.clone(), spec),
+                None => {
+                    absent.insert(fingerprint.clone());
+                    None
+                }
+            };
         }
-        let Some(Some(spec)) = specs.get(fingerprint) else {
+        let Some(spec) = specs.get(fingerprint) else {
             continue;
         };
         for task in tasks_of(spec, &stored) {
-            if let Some(step) = spec.steps.iter().position(|s| s.id == task.step) {
-                open.insert((row.run, step), task);
+            if let Some(step) = spec.step_index(&task.step) {
+                open.insert((stored.record.id, step), task);
             }
         }
+        runs.insert(stored.record.id, stored);
     }
     let tasks = rows
         .iter()
         .filter_map(|row| open.remove(&(row.run, row.step)))
         .collect();
-    Ok((rows, tasks))
+    Ok(TaskPage {
+        rows,
+        tasks,
+        runs,
+        specs,
+    })
 }
 
 /// The open human tasks of every running run in the store, oldest run first, from each

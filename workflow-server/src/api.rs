@@ -486,19 +486,18 @@ async fn tasks(
         .transpose()?;
     let limit = query.limit.unwrap_or(TASK_PAGE.0).clamp(1, TASK_PAGE.1);
     let scope = crate::tasks::scope(&app, &caller, query.workflow.as_deref()).await?;
-    let page = crate::tasks::page(&app, &scope, after, 0, limit).await?;
-    let store = &**app.engine.store();
+    let page = crate::tasks::page(&app, &scope, None, after, 0, limit).await?;
+    // The page read its runs and specs once; each workflow's payload permission is asked
+    // once.
+    let mut payloads = crate::tasks::Payloads::default();
     let mut listed = Vec::with_capacity(page.tasks.len());
     for task in &page.tasks {
         let mut value = task_json(task);
-        if let (Some(stored), Some(object)) = (store.load(task.run).await?, value.as_object_mut()) {
-            if let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? {
-                let payloads = app.show_payloads
-                    && app
-                        .allows(&caller, Action::ViewPayloads, &task.workflow, true)
-                        .await?;
-                crate::present::present(&spec, &stored.events, &task.step, payloads).extend(object);
-            }
+        let stored = page.runs.get(&task.run);
+        let spec = stored.and_then(|stored| page.specs.get(&stored.record.fingerprint));
+        if let (Some(stored), Some(spec), Some(object)) = (stored, spec, value.as_object_mut()) {
+            let shown = payloads.shown(&app, &caller, &task.workflow).await?;
+            crate::present::present(spec, &stored.events, &task.step, shown).extend(object);
         }
         listed.push(value);
     }

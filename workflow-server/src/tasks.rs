@@ -3,10 +3,11 @@
 //! workflows the policy lets it view and decide) comes from the index's counts, and a page
 //! loads and replays only the runs of its tasks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use axum::http::StatusCode;
-use workflow_core::store::{TaskFilter, TaskKey};
+use workflow_core::spec::Spec;
+use workflow_core::store::{StoredRun, TaskFilter, TaskKey};
 use workflow_core::{admin, RunId, TaskInfo};
 
 use crate::error::ApiError;
@@ -22,13 +23,17 @@ pub(crate) struct Scope {
     pub(crate) total: u64,
 }
 
-/// One page of a caller's tasks.
+/// One page of a caller's tasks, with the runs and specs read to make it.
 #[derive(Debug, Clone)]
 pub(crate) struct Page {
     /// The tasks, soonest deadline first.
     pub(crate) tasks: Vec<TaskInfo>,
     /// Where the next page starts, when the page was full.
     pub(crate) next: Option<TaskKey>,
+    /// The runs of the tasks (read once for the page, in one store read).
+    pub(crate) runs: HashMap<RunId, StoredRun>,
+    /// Their specs, by fingerprint (each read once).
+    pub(crate) specs: HashMap<String, Spec>,
 }
 
 /// The tasks `caller` may decide (by the engine's authorizer) of workflows the policy lets
@@ -75,10 +80,12 @@ pub(crate) async fn scope(
     Ok(Scope { filter, total })
 }
 
-/// A page of the scope's tasks: after `after`, skipping `offset`, at most `limit`.
+/// A page of the scope's tasks (only those of `runs`, when given): after `after`,
+/// skipping `offset`, at most `limit`.
 pub(crate) async fn page(
     app: &App,
     scope: &Scope,
+    runs: Option<Vec<RunId>>,
     after: Option<TaskKey>,
     offset: usize,
     limit: usize,
@@ -87,20 +94,67 @@ pub(crate) async fn page(
         return Ok(Page {
             tasks: Vec::new(),
             next: None,
+            runs: HashMap::new(),
+            specs: HashMap::new(),
         });
     };
     let filter = TaskFilter {
+        runs,
         after,
         offset,
         limit: Some(limit),
         ..filter.clone()
     };
-    let (rows, tasks) = admin::task_page(&**app.engine.store(), filter).await?;
-    let next = rows
+    let page = admin::loaded_task_page(&**app.engine.store(), filter).await?;
+    let next = page
+        .rows
         .last()
-        .filter(|_| rows.len() == limit)
+        .filter(|_| page.rows.len() == limit)
         .map(|row| row.key());
-    Ok(Page { tasks, next })
+    Ok(Page {
+        tasks: page.tasks,
+        next,
+        runs: page.runs,
+        specs: page.specs,
+    })
+}
+
+/// How many of the scope's tasks belong to `runs`: read from the index, loading no run.
+pub(crate) async fn count_of(app: &App, scope: &Scope, runs: Vec<RunId>) -> Result<u64, ApiError> {
+    let Some(filter) = &scope.filter else {
+        return Ok(0);
+    };
+    let filter = TaskFilter {
+        runs: Some(runs),
+        ..filter.clone()
+    };
+    let rows = app.engine.store().open_tasks(filter).await?;
+    Ok(rows.len() as u64)
+}
+
+/// Whether a caller sees the payloads of each workflow's tasks, asked of the policy once
+/// per workflow for a page.
+#[derive(Debug, Default)]
+pub(crate) struct Payloads(HashMap<String, bool>);
+
+impl Payloads {
+    /// Whether `caller` sees payloads of `workflow` (never when the server hides them).
+    pub(crate) async fn shown(
+        &mut self,
+        app: &App,
+        caller: &Caller,
+        workflow: &str,
+    ) -> Result<bool, ApiError> {
+        if let Some(&shown) = self.0.get(workflow) {
+            return Ok(shown);
+        }
+        let shown = app.show_payloads
+            && app
+                .allows(caller, Action::ViewPayloads, workflow, true)
+                .await?;
+        self.0.insert(workflow.to_owned(), shown);
+        Ok(shown)
+    }
 }
 
 /// A task list's cursor as text: `DEADLINE-RUN-STEP` (`1767225600000-17-2`).

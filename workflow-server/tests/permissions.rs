@@ -1,8 +1,9 @@
 //! One permission policy for every API route and inbox page, over real loopback TCP: the
-//! matrix of every route (runs, tasks, dead letters, schedules, `/metrics`, the inbox) ×
-//! {anonymous, outsider, approver, viewer, operator, another workflow's operator}, lists filtered to what the caller may see, a run the caller may not
-//! see answering exactly as one that does not exist, and a policy that cannot answer
-//! answering 503 with nothing changed.
+//! matrix of every route (runs, tasks and their delegation, dead letters, schedules,
+//! `/metrics`, the inbox, signed decision links) × {anonymous, outsider, approver,
+//! viewer, operator, another workflow's operator}, lists filtered to what the caller may
+//! see, a run the caller may not see answering exactly as one that does not exist, and a
+//! policy that cannot answer answering 503 with nothing changed.
 
 mod common;
 
@@ -15,7 +16,10 @@ use serde_json::json;
 use workflow_core::schedule::Schedule;
 use workflow_core::store::RunStatus;
 use workflow_core::{Approval, Engine, RunId};
-use workflow_server::{Action, Csrf, Identity, PolicyError, Roles, Server, TrustedHeader};
+use workflow_server::{
+    Action, Csrf, DecisionLink, DecisionLinks, Identity, LinkVerdict, PolicyError, Roles, Server,
+    TrustedHeader,
+};
 
 /// The runs every caller meets: two Triage runs waiting for a lead (one decided over the
 /// API, one in the inbox), a Triage run that failed (a dead letter) and a Shipment run
@@ -27,11 +31,23 @@ struct Fixture {
     inbox: RunId,
     failed: RunId,
     shipment: RunId,
+    /// A Triage run waiting for a lead, for delegation.
+    delegated: RunId,
+    /// A Triage run waiting for a lead, decided through a signed link.
+    linked: RunId,
 }
+
+/// The key of the fixture's decision links.
+const LINK_KEY: [u8; 32] = [7; 32];
 
 async fn fixture() -> Fixture {
     let (engine, desk) = engine(false);
-    let addr = serve(server(&engine, standard()).router()).await;
+    let addr = serve(
+        server(&engine, standard())
+            .decision_links(DecisionLinks::new(LINK_KEY))
+            .router(),
+    )
+    .await;
     let start = |text: &'static str| {
         let engine = engine.clone();
         async move {
@@ -47,7 +63,9 @@ async fn fixture() -> Fixture {
     let waiting = start("locked out").await;
     let inbox = start("locked out").await;
     let failed = start("locked out").await;
-    for run in [waiting, inbox, failed] {
+    let delegated = start("locked out").await;
+    let linked = start("locked out").await;
+    for run in [waiting, inbox, failed, delegated, linked] {
         wait_for_task(&engine, run, "approve_alert").await;
     }
     desk.broken.store(true, Ordering::SeqCst);
@@ -83,6 +101,8 @@ async fn fixture() -> Fixture {
         inbox,
         failed,
         shipment,
+        delegated,
+        linked,
     }
 }
 
@@ -223,7 +243,13 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 .collect();
             seen.sort();
             let triage = {
-                let mut all = vec![a.to_string(), b.to_string(), failed.to_string()];
+                let mut all = vec![
+                    a.to_string(),
+                    b.to_string(),
+                    failed.to_string(),
+                    f.delegated.to_string(),
+                    f.linked.to_string(),
+                ];
                 all.sort();
                 all
             };
@@ -240,7 +266,7 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 .await
                 .json();
             let tasks = tasks["tasks"].as_array().unwrap().len();
-            assert_eq!(tasks, [0, 0, 2, 0, 0, 0][column], "tasks of {}", name(who));
+            assert_eq!(tasks, [0, 0, 4, 0, 0, 0][column], "tasks of {}", name(who));
             let letters = call(addr, Method::GET, "/api/dead-letters", who, None)
                 .await
                 .json();
@@ -331,6 +357,108 @@ async fn every_route_answers_each_caller_by_the_policy() {
             let answer = call(addr, Method::POST, &path, who, body).await;
             check(&format!("POST {path}"), who, &answer, row[column]);
         }
+        // Delegating takes what deciding takes: a caller the authorizer admits for the task.
+        let d = f.delegated;
+        let path = format!("/api/runs/{d}/tasks/approve_alert/delegate");
+        let answer = call(addr, Method::POST, &path, who, Some(json!({"to": LEAD}))).await;
+        let row: Row = [
+            UNAUTH,
+            HIDDEN,
+            OK,
+            (403, "not_admitted"),
+            (403, "not_admitted"),
+            HIDDEN,
+        ];
+        check(&format!("POST {path}"), who, &answer, row[column]);
+        let delegated_to = f
+            .engine
+            .events(d)
+            .await
+            .unwrap()
+            .iter()
+            .find_map(|e| match e {
+                workflow_core::journal::Event::TaskDelegated { to, .. } => Some(to.clone()),
+                _ => None,
+            });
+        let expected = (column == 2).then(|| LEAD.to_owned());
+        assert_eq!(delegated_to, expected, "delegation by {}", name(who));
+
+        // A signed link is its own credential: whoever holds it (signed in or not, with any
+        // role) gets the same answers, and a forged one decides nothing.
+        let links = DecisionLinks::new(LINK_KEY);
+        let link = DecisionLink {
+            run: f.linked,
+            step: "approve_alert".into(),
+            by: LEAD.into(),
+            verdict: LinkVerdict::Approve,
+            expires_at: f.engine.now() + 3_600_000,
+        };
+        let token = links.token(&link);
+        let forged = DecisionLinks::new([8; 32]).token(&link);
+        let form = |who: Option<&str>, token: String| {
+            let mut headers = vec![(
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            )];
+            if let Some(who) = who {
+                headers.push(("x-forwarded-user", who.to_owned()));
+            }
+            async move {
+                request(
+                    addr,
+                    Method::POST,
+                    &format!("/links/{token}"),
+                    &headers,
+                    b"verdict=approve".to_vec(),
+                )
+                .await
+            }
+        };
+        let same = |answer: (u16, &'static str)| -> Row { [answer; 6] };
+        let answer = call(addr, Method::GET, &format!("/links/{token}"), who, None).await;
+        check("GET /links/{token}", who, &answer, same(OK)[column]);
+        let answer = call(addr, Method::GET, &format!("/links/{forged}"), who, None).await;
+        check(
+            "GET /links/{forged}",
+            who,
+            &answer,
+            same((403, "link_invalid"))[column],
+        );
+        let answer = form(who, forged).await;
+        check(
+            "POST /links/{forged}",
+            who,
+            &answer,
+            same((403, "link_invalid"))[column],
+        );
+        let answer = form(who, token.clone()).await;
+        check("POST /links/{token}", who, &answer, same(OK)[column]);
+        let answer = form(who, token.clone()).await;
+        check(
+            "POST /links/{token} again",
+            who,
+            &answer,
+            same((409, "link_used"))[column],
+        );
+        let answer = call(addr, Method::GET, &format!("/links/{token}"), who, None).await;
+        check(
+            "GET /links/{used}",
+            who,
+            &answer,
+            same((409, "link_used"))[column],
+        );
+        let deciders: Vec<String> = f
+            .engine
+            .events(f.linked)
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                workflow_core::journal::Event::TaskDecided { by, .. } => Some(by.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deciders, [LEAD], "one decision, as the link's identity");
         // Schedules: seeing one takes a viewer of its workflow, changing it an operator;
         // one the caller may not see answers as a missing one.
         let change: Row = [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, FORBIDDEN, OK, NO_SCHEDULE];

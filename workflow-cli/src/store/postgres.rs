@@ -64,6 +64,13 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.load(run).await })
     }
 
+    fn load_many<'a>(
+        &'a self,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<StoredRun>, StoreError>> {
+        Box::pin(async move { self.get().await?.load_many(runs).await })
+    }
+
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
         Box::pin(async move { self.get().await?.runs(filter).await })
     }

@@ -140,16 +140,9 @@ struct Inner {
     claiming: tokio::sync::Mutex<()>,
     /// Specs this engine recorded for its queued starts.
     queued_specs: queue::RecordedSpecs,
-    /// Compiled schedules by id, with the definition they were compiled from.
-    compiled_schedules: Mutex<
-        HashMap<
-            String,
-            (
-                workflow_spec::Schedule,
-                Arc<crate::schedule::CompiledSchedule>,
-            ),
-        >,
-    >,
+    /// Compiled schedules by definition, shared by every schedule with that definition,
+    /// kept for the definitions the last pass met.
+    compiled_schedules: Mutex<scheduler::Compiled>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -243,7 +236,7 @@ impl Engine {
                 purger: Mutex::new(None),
                 schedule_notify: Arc::new(tokio::sync::Notify::new()),
                 declared: Mutex::new(Vec::new()),
-                compiled_schedules: Mutex::new(HashMap::new()),
+                compiled_schedules: Mutex::new(scheduler::Compiled::default()),
                 worker: builder.worker,
                 max_live_runs: builder.max_live_runs,
                 claiming: tokio::sync::Mutex::new(()),

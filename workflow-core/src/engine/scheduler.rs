@@ -18,6 +18,7 @@
 //! each run's lag (fire time − scheduled time) is recorded once (by the start that created
 //! it) in `workflow_schedule_lag_seconds`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ use crate::clock::until;
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::schedule::{
-    catch_up, decide_overlap, fire_time, CompiledSchedule, OverlapDecision, Tick,
+    catch_up, decide_overlap, fire_time, CompiledSchedule, Overlap, OverlapDecision, Schedule, Tick,
 };
 use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState, StoreError};
 
@@ -97,11 +98,12 @@ impl Engine {
         let mut next: Option<Timestamp> = None;
         let limit = Arc::new(tokio::sync::Semaphore::new(FIRING_AT_ONCE));
         let mut firing = tokio::task::JoinSet::new();
+        let mut fresh = Compiled::default();
         for row in rows {
             if row.paused || self.inner.registry.any(&row.workflow).is_none() {
                 continue;
             }
-            let Some(compiled) = self.compiled(&row) else {
+            let Some(compiled) = self.compiled(&mut fresh, &row) else {
                 continue;
             };
             let now = self.now();
@@ -136,33 +138,33 @@ impl Engine {
                 next = Some(next.map_or(soon, |n| n.min(soon)));
             }
         }
+        // Only the definitions this pass met stay compiled (deleted or changed schedules'
+        // go).
+        *lock(&self.inner.compiled_schedules) = fresh;
         while firing.join_next().await.is_some() {}
         next
     }
 
-    /// The compiled form of a row's schedule, kept until its definition changes, so an
-    /// idle pass parses no pattern.
-    fn compiled(&self, row: &ScheduleRow) -> Option<Arc<CompiledSchedule>> {
-        let mut cache = lock(&self.inner.compiled_schedules);
-        if let Some((definition, compiled)) = cache.get(&row.id) {
-            if *definition == row.schedule {
-                return Some(Arc::clone(compiled));
-            }
+    /// The compiled form of a row's schedule, from `fresh` (this pass's), else from the
+    /// previous pass's cache, else compiled now: an idle pass parses no pattern, and one
+    /// compiled pattern and zone serve every schedule with the same definition.
+    fn compiled(&self, fresh: &mut Compiled, row: &ScheduleRow) -> Option<Arc<CompiledSchedule>> {
+        if let Some(compiled) = fresh.get(&row.schedule) {
+            return Some(compiled);
         }
-        match CompiledSchedule::new(row.schedule.clone()) {
-            Ok(compiled) => {
-                let compiled = Arc::new(compiled);
-                cache.insert(
-                    row.id.clone(),
-                    (row.schedule.clone(), Arc::clone(&compiled)),
-                );
-                Some(compiled)
-            }
-            Err(error) => {
-                tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
-                None
-            }
-        }
+        let known = lock(&self.inner.compiled_schedules).get(&row.schedule);
+        let compiled = match known {
+            Some(compiled) => compiled,
+            None => match CompiledSchedule::new(row.schedule.clone()) {
+                Ok(compiled) => Arc::new(compiled),
+                Err(error) => {
+                    tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
+                    return None;
+                }
+            },
+        };
+        fresh.insert(&row.schedule, Arc::clone(&compiled));
+        Some(compiled)
     }
 
     /// Records the schedule of every registered scheduled workflow (once per engine, and
@@ -214,7 +216,14 @@ impl Engine {
         if decision.last.is_none() && row.state.buffered.is_none() {
             return Ok(());
         }
-        let active = self.unfinished(&row.state.active).await;
+        // Under `overlap: allow` runs in flight change nothing, so none is tracked or read
+        // (a schedule switched from `allow` to another policy sees runs from its next tick).
+        let policy = row.schedule.overlap;
+        let active = if policy == Overlap::Allow {
+            Vec::new()
+        } else {
+            self.unfinished(&row.state.active).await
+        };
         let buffered_ready = row.state.buffered.filter(|_| active.is_empty());
         if decision.last.is_none() && buffered_ready.is_none() {
             return Ok(());
@@ -229,7 +238,6 @@ impl Engine {
         }
         // Overlap is decided against the runs in flight before this pass (and a buffered
         // tick started by it): the ticks one catch-up decides to run start together.
-        let policy = row.schedule.overlap;
         let running = state.active.len() + state.pending.len();
         for &tick in &decision.run {
             match decide_overlap(policy, running, state.buffered.is_some()) {
@@ -298,7 +306,9 @@ impl Engine {
         let mut state = row.state.clone();
         for &scheduled in &row.state.pending {
             let (run, fired, _) = self.start_tick(row, scheduled).await?;
-            state.active.push(run);
+            if row.schedule.overlap != Overlap::Allow {
+                state.active.push(run);
+            }
             state.last_run = Some(run);
             state.last_tick = Some(scheduled);
             state.last_fired = Some(fired);
@@ -380,17 +390,52 @@ impl Engine {
         Ok(serde_json::Value::Object(fields))
     }
 
-    /// The runs of `runs` that have not finished.
+    /// The runs of `runs` that have not finished, read in one store read.
     async fn unfinished(&self, runs: &[RunId]) -> Vec<RunId> {
-        let mut out = Vec::with_capacity(runs.len());
-        for &run in runs {
-            match self.inner.store.load(run).await {
-                Ok(Some(stored)) if stored.record.status.is_finished() => {}
-                Ok(None) => {}
-                // Unknown (a store error): keep it, so overlap errs on the side of waiting.
-                _ => out.push(run),
-            }
+        if runs.is_empty() {
+            return Vec::new();
         }
-        out
+        match self.inner.store.load_many(runs).await {
+            Ok(loaded) => {
+                let finished: std::collections::HashSet<RunId> = loaded
+                    .iter()
+                    .filter(|stored| stored.record.status.is_finished())
+                    .map(|stored| stored.record.id)
+                    .collect();
+                let found: std::collections::HashSet<RunId> =
+                    loaded.iter().map(|stored| stored.record.id).collect();
+                // A run that is gone (purged) is not in flight either.
+                runs.iter()
+                    .copied()
+                    .filter(|run| found.contains(run) && !finished.contains(run))
+                    .collect()
+            }
+            // Unknown (a store error): keep them, so overlap errs on the side of waiting.
+            Err(_) => runs.to_vec(),
+        }
+    }
+}
+
+/// Compiled schedules by definition: one compiled cron pattern and zone for every
+/// schedule with the same definition.
+#[derive(Debug, Default)]
+pub(super) struct Compiled(HashMap<String, Vec<(Schedule, Arc<CompiledSchedule>)>>);
+
+impl Compiled {
+    /// The compiled form of `schedule`, if known.
+    fn get(&self, schedule: &Schedule) -> Option<Arc<CompiledSchedule>> {
+        self.0
+            .get(schedule.cron.as_str())?
+            .iter()
+            .find(|(definition, _)| definition == schedule)
+            .map(|(_, compiled)| Arc::clone(compiled))
+    }
+
+    /// Notes the compiled form of `schedule`.
+    fn insert(&mut self, schedule: &Schedule, compiled: Arc<CompiledSchedule>) {
+        self.0
+            .entry(schedule.cron.clone())
+            .or_default()
+            .push((schedule.clone(), compiled));
     }
 }

@@ -562,6 +562,27 @@ pub trait Store: Send + Sync + 'static {
     /// A run with its journal.
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>>;
 
+    /// Several runs with their journals, in the order of `runs`, leaving out those that do
+    /// not exist (and repeats): what a page of runs costs in one read instead of one per
+    /// run. The default loads them one by one.
+    fn load_many<'a>(
+        &'a self,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<StoredRun>, StoreError>> {
+        Box::pin(async move {
+            let mut seen = std::collections::HashSet::new();
+            let mut out = Vec::with_capacity(runs.len());
+            for &run in runs {
+                if seen.insert(run) {
+                    if let Some(stored) = self.load(run).await? {
+                        out.push(stored);
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Runs matching a filter, newest first.
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>>;
 

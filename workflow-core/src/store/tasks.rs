@@ -71,6 +71,8 @@ pub struct TaskFilter {
     pub workflows: Option<Vec<String>>,
     /// Only tasks assigned to one of these (all when `None`).
     pub assignees: Option<Vec<String>>,
+    /// Only tasks of these runs (all when `None`).
+    pub runs: Option<Vec<RunId>>,
     /// Only tasks after this one (for paging: pass the last key of the previous page).
     pub after: Option<TaskKey>,
     /// Skip this many (after `after`).
@@ -89,6 +91,7 @@ impl TaskFilter {
                 .assignees
                 .as_ref()
                 .is_none_or(|a| a.contains(&task.assignee))
+            && self.runs.as_ref().is_none_or(|r| r.contains(&task.run))
             && self.after.is_none_or(|after| task.key() > after)
     }
 

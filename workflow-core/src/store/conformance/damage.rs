@@ -16,6 +16,11 @@ pub(super) async fn a_damaged_entry_is_reported(subject: Subject) {
     (subject.damage)(run, 2).await;
     let damaged = StoreError::Corrupt { run, seq: 2 };
     assert_eq!(store.load(run).await.expect_err("damaged"), damaged);
+    assert_eq!(
+        store.load_many(&[other, run]).await.expect_err("damaged"),
+        damaged,
+        "a page holding the damaged run reports it"
+    );
     // The failed read changed nothing: the damage is still there to be reported.
     assert_eq!(store.load(run).await.expect_err("still damaged"), damaged);
     assert_eq!(

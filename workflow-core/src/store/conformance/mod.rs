@@ -48,6 +48,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("a created run loads back", |s| {
         Box::pin(runs::created_runs_load_back(s.store))
     }),
+    ("several runs load at once, in the order asked", |s| {
+        Box::pin(runs::several_runs_load_at_once(s.store))
+    }),
     ("idempotency keys name one run per workflow", |s| {
         Box::pin(runs::idempotency_keys(s.store))
     }),

@@ -31,6 +31,38 @@ pub(super) async fn created_runs_load_back(store: Arc<dyn Store>) {
     assert_eq!(store.load(RunId(run.0 + 1000)).await, Ok(None));
 }
 
+pub(super) async fn several_runs_load_at_once(store: Arc<dyn Store>) {
+    let a = create(&*store, "onboard", None).await.id();
+    let b = create(&*store, "onboard", None).await.id();
+    let c = create(&*store, "other", None).await.id();
+    let more = [attempt(0, 1_100), attempt(1, 1_200)];
+    store
+        .commit(Commit::events(b, 1, &more, 1_100))
+        .await
+        .expect("append");
+    store
+        .commit(with_status(c, 1, RunStatus::Completed, None))
+        .await
+        .expect("finish");
+    let missing = RunId(a.0.max(b.0).max(c.0) + 1_000);
+    let loaded = store
+        .load_many(&[c, missing, b, a, b])
+        .await
+        .expect("load many");
+    let mut one_by_one = Vec::new();
+    for run in [c, b, a] {
+        one_by_one.push(store.load(run).await.expect("load").expect("exists"));
+    }
+    assert_eq!(
+        loaded, one_by_one,
+        "in the order asked, each as `load` reads it, without the missing run or repeats"
+    );
+    assert_eq!(loaded[1].events.len(), 3, "the whole journal");
+    assert_eq!(loaded[0].record.status, RunStatus::Completed);
+    assert_eq!(store.load_many(&[]).await, Ok(Vec::new()));
+    assert_eq!(store.load_many(&[missing]).await, Ok(Vec::new()));
+}
+
 pub(super) async fn idempotency_keys(store: Arc<dyn Store>) {
     let first = create(&*store, "onboard", Some("evt-1")).await;
     let again = create(&*store, "onboard", Some("evt-1")).await;

@@ -141,6 +141,24 @@ pub(super) async fn tasks_are_indexed(store: Arc<dyn Store>) {
     )
     .await;
     assert_eq!(keys(&skipped), [(b.0, 2)]);
+    let of_a = open(
+        store,
+        TaskFilter {
+            runs: Some(vec![a, RunId(a.0 + 1_000)]),
+            ..TaskFilter::default()
+        },
+    )
+    .await;
+    assert_eq!(keys(&of_a), [(a.0, 1)], "only the tasks of the runs named");
+    let of_none = open(
+        store,
+        TaskFilter {
+            runs: Some(Vec::new()),
+            ..TaskFilter::default()
+        },
+    )
+    .await;
+    assert!(of_none.is_empty(), "no run named, no task: {of_none:?}");
 
     // An escalation moves the task (new assignee and deadline, first opening kept).
     append(

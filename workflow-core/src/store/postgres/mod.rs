@@ -465,6 +465,20 @@ impl Store for PgStore {
         })
     }
 
+    fn load_many<'a>(
+        &'a self,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<StoredRun>, StoreError>> {
+        Box::pin(async move {
+            let loaded = self
+                .idempotent(move |mut conn| {
+                    Box::pin(async move { read::load_many(&mut conn, runs).await })
+                })
+                .await?;
+            Ok(loaded.into_iter().map(|(stored, _)| stored).collect())
+        })
+    }
+
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
         Box::pin(async move {
             let filter = &filter;

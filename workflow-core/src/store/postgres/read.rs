@@ -144,14 +144,55 @@ pub(super) async fn load(
     .bind(int(run.0))
     .fetch_all(&mut *conn)
     .await?;
-    let Some(first) = rows.first() else {
+    if rows.is_empty() {
         return Ok(None);
+    }
+    decode_run(run, &rows).map(Some)
+}
+
+/// Several runs with their journals (in the order asked, without those that do not exist
+/// or repeat), and their rows as stored (verified): one statement, one snapshot.
+pub(super) async fn load_many(
+    conn: &mut PgConnection,
+    runs: &[RunId],
+) -> Answer<Vec<(StoredRun, RawRun)>> {
+    let ids: Vec<i64> = runs.iter().map(|run| int(run.0)).collect();
+    // The journal's own `run_id = ANY($1)` lets the planner read it by its key even
+    // without statistics (a freshly filled table), instead of scanning it whole.
+    let rows = sqlx::query(&format!(
+        "SELECT {RUN_COLUMNS}, r.journal_len, j.seq, j.event, j.crc AS entry_crc
+         FROM runs r LEFT JOIN journal j ON j.run_id = r.id AND j.run_id = ANY($1)
+         WHERE r.id = ANY($1) ORDER BY r.id, j.seq"
+    ))
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut loaded = std::collections::HashMap::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let id: i64 = rows[start].try_get("id")?;
+        let mut end = start + 1;
+        while end < rows.len() && rows[end].try_get::<i64, _>("id")? == id {
+            end += 1;
+        }
+        let run = RunId(uint(id));
+        loaded.insert(run, decode_run(run, &rows[start..end])?);
+        start = end;
+    }
+    Ok(runs.iter().filter_map(|run| loaded.remove(run)).collect())
+}
+
+/// One run from its rows (the run's columns joined with each journal entry, by `seq`):
+/// every checksum verified, every entry present.
+fn decode_run(run: RunId, rows: &[PgRow]) -> Answer<(StoredRun, RawRun)> {
+    let Some(first) = rows.first() else {
+        return Err(damaged("runs", run.to_string()));
     };
     let raw = RawRun::decode(first)?.verified()?;
     let record = raw.clone().record()?;
     let length = uint(first.try_get("journal_len")?);
     let mut events = Vec::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         let Some(seq) = row.try_get::<Option<i64>, _>("seq")? else {
             break;
         };
@@ -183,7 +224,7 @@ pub(super) async fn load(
         let seq = length.min(events.len() as u64);
         return Err(Failure::Store(StoreError::Corrupt { run, seq }));
     }
-    Ok(Some((StoredRun { record, events }, raw)))
+    Ok((StoredRun { record, events }, raw))
 }
 
 pub(super) async fn list_runs(

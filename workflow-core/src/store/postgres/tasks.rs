@@ -236,6 +236,7 @@ pub(super) async fn list(conn: &mut PgConnection, filter: &TaskFilter) -> Answer
          WHERE ($1::text[] IS NULL OR workflow = ANY($1))
            AND ($2::text[] IS NULL OR assignee = ANY($2))
            AND ($3::bigint IS NULL OR (deadline, run_id, step) > ($3, $4, $5))
+           AND ($8::bigint[] IS NULL OR run_id = ANY($8))
          ORDER BY deadline, run_id, step LIMIT $6 OFFSET $7",
     )
     .bind(filter.workflows.as_ref())
@@ -245,6 +246,12 @@ pub(super) async fn list(conn: &mut PgConnection, filter: &TaskFilter) -> Answer
     .bind(after.map_or(0, |k| k.step as i64))
     .bind(filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
     .bind(i64::try_from(filter.offset).unwrap_or(i64::MAX))
+    .bind(
+        filter
+            .runs
+            .as_ref()
+            .map(|runs| runs.iter().map(|run| int(run.0)).collect::<Vec<i64>>()),
+    )
     .fetch_all(&mut *conn)
     .await?;
     rows.iter()

@@ -351,6 +351,14 @@ impl Store for SqliteStore {
         self.read(move |db| read::load(db, run))
     }
 
+    fn load_many<'a>(
+        &'a self,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<StoredRun>, StoreError>> {
+        let runs = runs.to_vec();
+        self.read(move |db| read::load_many(db, &runs))
+    }
+
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
         self.read(move |db| read::list_runs(db, &filter))
     }

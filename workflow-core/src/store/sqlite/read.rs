@@ -90,6 +90,32 @@ pub(super) fn load(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError>
     let fail = db_error(db);
     // One read transaction: the row and the journal from the same snapshot.
     let snapshot = db.conn.unchecked_transaction().map_err(&fail)?;
+    let loaded = load_in(db, run)?;
+    snapshot.commit().map_err(&fail)?;
+    Ok(loaded)
+}
+
+/// Several runs with their journals, in the order asked, without those that do not exist
+/// or repeat: one read transaction, so every run from the same snapshot.
+pub(super) fn load_many(db: &Db, runs: &[RunId]) -> Result<Vec<StoredRun>, StoreError> {
+    let fail = db_error(db);
+    let snapshot = db.conn.unchecked_transaction().map_err(&fail)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(runs.len());
+    for &run in runs {
+        if seen.insert(run) {
+            if let Some(stored) = load_in(db, run)? {
+                out.push(stored);
+            }
+        }
+    }
+    snapshot.commit().map_err(&fail)?;
+    Ok(out)
+}
+
+/// A run with its journal, read inside the caller's transaction.
+fn load_in(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError> {
+    let fail = db_error(db);
     let raw = db
         .conn
         .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
@@ -126,9 +152,6 @@ pub(super) fn load(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError>
         let bad = |reason: String| StoreError::BadRow { run, seq, reason };
         events.push(serde_json::from_str::<Event>(text).map_err(|e| bad(e.to_string()))?);
     }
-    drop(rows);
-    drop(statement);
-    snapshot.commit().map_err(&fail)?;
     Ok(Some(StoredRun { record, events }))
 }
 

@@ -183,6 +183,7 @@ pub(super) fn list(db: &Db, filter: &TaskFilter) -> Result<Vec<OpenTask>, StoreE
              WHERE (?1 IS NULL OR workflow IN (SELECT value FROM json_each(?1)))
                AND (?2 IS NULL OR assignee IN (SELECT value FROM json_each(?2)))
                AND (?3 IS NULL OR (deadline, run_id, step) > (?3, ?4, ?5))
+               AND (?8 IS NULL OR run_id IN (SELECT value FROM json_each(?8)))
              ORDER BY deadline, run_id, step LIMIT ?6 OFFSET ?7",
         )
         .and_then(|mut s| {
@@ -194,7 +195,11 @@ pub(super) fn list(db: &Db, filter: &TaskFilter) -> Result<Vec<OpenTask>, StoreE
                     after.map(|k| k.run.0),
                     after.map(|k| k.step),
                     limit,
-                    offset
+                    offset,
+                    filter.runs.as_ref().map(|runs| {
+                        serde_json::to_string(&runs.iter().map(|run| run.0).collect::<Vec<u64>>())
+                            .unwrap_or_else(|_| "[]".to_owned())
+                    })
                 ],
                 |row| {
                     Ok(OpenTask {

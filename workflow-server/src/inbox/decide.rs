@@ -1,0 +1,140 @@
+//! `POST /inbox/runs/{run}/tasks/{step}`: a decision (or a delegation) from a task's form.
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use workflow_core::Approval;
+
+use super::{fail, PageCaller, PageError, MAX_FORM};
+use crate::api::{check_comment, decide_as, delegate_as, open_task};
+use crate::error::ApiError;
+use crate::view::parse_run;
+use crate::Shared;
+
+/// `text` for a URL's query: letters, digits, `-`, `_`, `.` as they are, the rest
+/// percent-encoded.
+fn query_text(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The inputs of a task's form, as posted: the fixed ones by name, a decision form's
+/// fields (`field.NAME`) kept as posted.
+#[derive(Debug)]
+struct DecisionForm {
+    csrf: String,
+    verdict: String,
+    comment: Option<String>,
+    decision: Option<String>,
+    to: Option<String>,
+    posted: Vec<(String, String)>,
+}
+
+impl DecisionForm {
+    fn from_pairs(posted: Vec<(String, String)>) -> Self {
+        let get = |name: &str| {
+            posted
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.clone())
+        };
+        DecisionForm {
+            csrf: get("csrf").unwrap_or_default(),
+            verdict: get("verdict").unwrap_or_default(),
+            comment: get("comment"),
+            decision: get("decision"),
+            to: get("to"),
+            posted,
+        }
+    }
+}
+
+pub(super) async fn decide(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path((run, step)): Path<(String, String)>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = fail(&app, who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let form = form.map(|Form(pairs)| DecisionForm::from_pairs(pairs));
+    let form = form.map_err(|rejection| {
+        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_FORM)
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        })
+    })?;
+    if !app.csrf.verify(who, &form.csrf) {
+        return Err(fail(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "the form's CSRF token is missing or not yours; reload the page and try again",
+        )));
+    }
+    check_comment(form.comment.as_deref()).map_err(&fail)?;
+    let comment = form.comment.filter(|c| !c.trim().is_empty());
+    if form.verdict == "delegate" {
+        let to = form.to.unwrap_or_default();
+        delegate_as(&app, &caller, run, &step, &to)
+            .await
+            .map_err(&fail)?;
+        let target = format!("{}/inbox/runs/{run}", app.base);
+        return Ok(Redirect::to(&target).into_response());
+    }
+    let decision = match form.verdict.as_str() {
+        "approve" | "reject" => {
+            let approval = if form.verdict == "approve" {
+                Approval::approve(comment)
+            } else {
+                Approval::reject(comment)
+            };
+            serde_json::to_value(approval)
+                .map_err(|e| fail(ApiError::bad_request(e.to_string())))?
+        }
+        "form" => {
+            let task = open_task(&app, run, &step).await.map_err(&fail)?;
+            let fields = task
+                .and_then(|task| app.engine.decision_form(&task.workflow, &step))
+                .ok_or_else(|| {
+                    fail(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "unknown_task",
+                        format!("{run} has no open task `{step}` with a form"),
+                    ))
+                })?;
+            crate::form::read(&fields, &form.posted).map_err(&fail)?
+        }
+        "decide" => serde_json::from_str(form.decision.as_deref().unwrap_or("")).map_err(|e| {
+            fail(ApiError::invalid_payload(format!(
+                "the decision is not JSON: {e}"
+            )))
+        })?,
+        other => {
+            return Err(fail(ApiError::bad_request(format!(
+                "unknown verdict `{other}`"
+            ))))
+        }
+    };
+    decide_as(&app, &caller, run, &step, decision)
+        .await
+        .map_err(&fail)?;
+    let target = format!(
+        "{}/inbox/runs/{run}?decided={}",
+        app.base,
+        query_text(&step)
+    );
+    let mut response = Redirect::to(&target).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
+}
