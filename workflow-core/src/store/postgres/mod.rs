@@ -7,7 +7,9 @@
 
 mod check;
 mod connect;
+mod conns;
 mod error;
+mod group;
 mod known;
 mod listen;
 mod read;
@@ -24,8 +26,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
 use tokio::sync::watch;
 
 pub use self::connect::PgOptions;
@@ -82,7 +82,7 @@ use crate::workflow::BoxFuture;
 /// ```
 ///
 pub struct PgStore {
-    pool: PgPool,
+    conns: conns::Conns,
     target: Target,
     schema: String,
     channel: String,
@@ -92,6 +92,7 @@ pub struct PgStore {
     nonce_prefix: String,
     stats: Stats,
     known: known::Known,
+    group: group::Group,
 }
 
 #[derive(Debug, Default)]
@@ -186,7 +187,7 @@ impl PgStore {
     /// the second time), through lost connections.
     async fn idempotent<'a, T>(
         &'a self,
-        op: impl Fn(PoolConnection<Postgres>) -> BoxFuture<'a, Answer<T>>,
+        op: impl Fn(conns::Conn<'a>) -> BoxFuture<'a, Answer<T>>,
     ) -> Result<T, StoreError> {
         let mut retry = self.retry();
         loop {

@@ -193,7 +193,7 @@ pub(super) struct CommitRow<'a> {
     pub(super) commit: &'a Commit<'a>,
     pub(super) events: Vec<String>,
     pub(super) inboxes: Vec<Option<i64>>,
-    crcs: Vec<i64>,
+    pub(super) crcs: Vec<i64>,
     /// The run's row as read and as changed, when the commit changes it (a status or the
     /// inbox cursor): the server writes the new checksum only over the row it was
     /// computed from.

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::error::{is_unique_violation, Target};
+use super::group::Turn;
 use super::sql::{self, CommitRow, Failure};
 use super::{tasks, unknown_outcome, PgStore};
 use crate::error::RunId;
@@ -80,6 +81,7 @@ impl PgStore {
     pub(super) async fn append(&self, commit: Commit<'_>) -> Result<(), StoreError> {
         let mut row = CommitRow::new(&commit)?;
         let mut outcome = None;
+        let mut grouped = false;
         for _ in 0..STALE_TRIES {
             let mut changed = None;
             if row.changes_run() {
@@ -94,7 +96,11 @@ impl PgStore {
                 row.run_row = Some((raw.crc, after.crc));
                 changed = Some(after);
             }
-            let found = self.commit_once(&row).await;
+            let found = self.commit_grouped(&row).await;
+            let found = found.map(|(outcome, was_grouped)| {
+                grouped = was_grouped;
+                outcome
+            });
             match (found.as_deref(), changed) {
                 (Ok("ok"), Some(after)) if after.status == "running" => self.known.put(after),
                 (Ok("ok"), None) => {}
@@ -117,7 +123,10 @@ impl PgStore {
                     self.stats
                         .journal_writes
                         .fetch_add(commit.events.len() as u64, Ordering::Relaxed);
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    // A group's transaction was counted once, by the group.
+                    if !grouped {
+                        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 Ok(())
             }
@@ -196,12 +205,30 @@ impl PgStore {
         }
     }
 
-    /// One try of a commit, through lost connections: a commit whose answer was lost is
-    /// looked up by its entries before it is sent again.
-    async fn commit_once(&self, row: &CommitRow<'_>) -> Result<String, StoreError> {
+    /// One try of a commit, with other runs' commits ready at the same time when it may
+    /// go in a group: its outcome, and whether it shared its transaction.
+    async fn commit_grouped(&self, row: &CommitRow<'_>) -> Result<(String, bool), StoreError> {
+        let Some(entry) = row.entry() else {
+            return Ok((self.commit_once(row, false).await?, false));
+        };
+        match self.commit_in_group(entry).await {
+            Turn::Done { outcome, grouped } => Ok((outcome, grouped)),
+            Turn::Alone { ambiguous } => Ok((self.commit_once(row, ambiguous).await?, false)),
+            // Never answered (a leader's place is taken inside the group): as a lost answer.
+            Turn::Lead(_) => Ok((self.commit_once(row, true).await?, false)),
+        }
+    }
+
+    /// One try of a commit, through lost connections: a commit whose answer was lost (or
+    /// may have been: `ambiguous`) is looked up by its entries before it is sent again.
+    async fn commit_once(
+        &self,
+        row: &CommitRow<'_>,
+        ambiguous: bool,
+    ) -> Result<String, StoreError> {
         let commit = row.commit;
         let mut retry = self.retry();
-        let mut ambiguous = false;
+        let mut ambiguous = ambiguous;
         loop {
             let mut conn = retry.conn().await?;
             if ambiguous {
