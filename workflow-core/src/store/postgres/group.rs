@@ -29,31 +29,124 @@ use crate::store::DeadLetterChange;
 /// The most commits one statement carries.
 const MAX_GROUP: usize = 128;
 
-/// The migration that adds `workflow_commit_group`.
+/// The migration that adds `workflow_commit_group`, and lets `workflow_commit` close
+/// open tasks itself.
 pub(super) const MIGRATION: &str = r#"
+-- workflow_commit keeps the open-task index itself when a commit only closes tasks (the
+-- steps of p_close, when the run was running; all of the run's, when it ends), so such a
+-- commit is one statement: the index no longer needs a transaction of its own for it.
+DROP FUNCTION workflow_commit(bigint, bigint, text[], bigint[], bigint[], text, bigint, text,
+                              text, bigint, bigint, smallint, text, text, bigint, text, text,
+                              text, bigint, bigint, bigint, bigint, text);
+
+-- Appends entries and applies a run's changes, all or nothing. Outcomes: ok, unknown,
+-- fenced (the owner or token is not the fence's), conflict (the journal is not p_seq
+-- long), stale (the run's row is not the one p_run_crc was computed from: read it
+-- again). p_run_crc is the row's new checksum, given when the status or the inbox
+-- cursor changes.
+CREATE FUNCTION workflow_commit(
+    p_run bigint, p_seq bigint, p_events text[], p_inboxes bigint[], p_crcs bigint[],
+    p_fence_owner text, p_fence_token bigint, p_status text, p_note text,
+    p_run_seen bigint, p_run_crc bigint, p_letter smallint, p_letter_workflow text,
+    p_letter_step text, p_letter_attempts bigint, p_letter_kind text,
+    p_letter_message text, p_letter_trace text, p_letter_at bigint, p_letter_crc bigint,
+    p_cursor bigint, p_at bigint, p_channel text, p_close bigint[])
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner text;
+    v_token bigint;
+    v_len bigint;
+    v_crc bigint;
+    v_status text;
+    v_count bigint := coalesce(cardinality(p_events), 0);
+BEGIN
+    SELECT r.owner, r.lease_token, r.journal_len, r.crc, r.status
+    INTO v_owner, v_token, v_len, v_crc, v_status
+    FROM runs r WHERE r.id = p_run FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'unknown';
+    END IF;
+    IF p_fence_owner IS NOT NULL
+       AND (v_owner IS DISTINCT FROM p_fence_owner OR v_token <> p_fence_token) THEN
+        RETURN 'fenced';
+    END IF;
+    IF v_len <> p_seq THEN
+        RETURN 'conflict';
+    END IF;
+    IF p_run_crc IS NOT NULL AND v_crc IS DISTINCT FROM p_run_seen THEN
+        RETURN 'stale';
+    END IF;
+    IF v_count > 0 THEN
+        INSERT INTO journal (run_id, seq, event, inbox, crc)
+        SELECT p_run, p_seq + t.ord - 1, t.event, t.inbox, t.crc
+        FROM unnest(p_events, p_inboxes, p_crcs) WITH ORDINALITY AS t(event, inbox, crc, ord);
+    END IF;
+    UPDATE runs SET
+        journal_len = v_len + v_count,
+        status = coalesce(p_status, status),
+        note = CASE WHEN p_status IS NULL THEN note ELSE p_note END,
+        updated_at = CASE WHEN p_status IS NULL THEN updated_at ELSE p_at END,
+        owner = CASE WHEN p_status IS NULL OR p_status = 'running' THEN owner ELSE NULL END,
+        inbox_cursor = greatest(inbox_cursor, coalesce(p_cursor, 0)),
+        crc = coalesce(p_run_crc, crc)
+    WHERE id = p_run;
+    IF p_status IS NOT NULL AND p_status <> 'running' THEN
+        DELETE FROM open_tasks WHERE run_id = p_run;
+    ELSIF v_status = 'running' AND cardinality(p_close) > 0 THEN
+        DELETE FROM open_tasks WHERE run_id = p_run AND step = ANY(p_close);
+    END IF;
+    IF p_status = 'running' AND v_owner IS NULL THEN
+        -- An operator put the run back to work: any worker may claim it.
+        PERFORM pg_notify(p_channel, 'run');
+    END IF;
+    IF p_letter = 1 THEN
+        INSERT INTO dead_letters (run_id, workflow, step, attempts, kind, message,
+                                  trace_id, at, crc)
+        VALUES (p_run, p_letter_workflow, p_letter_step, p_letter_attempts, p_letter_kind,
+                p_letter_message, p_letter_trace, p_letter_at, p_letter_crc)
+        ON CONFLICT (run_id) DO UPDATE SET
+            workflow = excluded.workflow, step = excluded.step,
+            attempts = excluded.attempts, kind = excluded.kind,
+            message = excluded.message, trace_id = excluded.trace_id, at = excluded.at,
+            crc = excluded.crc;
+    ELSIF p_letter = 2 THEN
+        DELETE FROM dead_letters WHERE run_id = p_run;
+    END IF;
+    RETURN 'ok';
+END
+$$;
+
 -- Commits of several runs, each checked and applied by workflow_commit (without dead
 -- letters) in the order given: the outcome of each, in that order. Entry i appends
--- p_counts[i] events, the next ones of p_events, p_inboxes and p_crcs.
+-- p_counts[i] events, the next ones of p_events, p_inboxes and p_crcs, and closes
+-- p_close_counts[i] tasks, the next steps of p_closes.
 CREATE FUNCTION workflow_commit_group(
     p_runs bigint[], p_seqs bigint[], p_counts bigint[], p_events text[],
     p_inboxes bigint[], p_crcs bigint[], p_owners text[], p_tokens bigint[],
     p_statuses text[], p_notes text[], p_seen bigint[], p_new bigint[],
-    p_cursors bigint[], p_ats bigint[], p_channel text)
+    p_cursors bigint[], p_ats bigint[], p_channel text, p_close_counts bigint[],
+    p_closes bigint[])
 RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
     v_out text[] := '{}';
     v_from bigint := 1;
     v_to bigint;
+    v_close_from bigint := 1;
+    v_close_to bigint;
 BEGIN
     FOR i IN 1 .. coalesce(cardinality(p_runs), 0) LOOP
         v_to := v_from + p_counts[i] - 1;
+        v_close_to := v_close_from + p_close_counts[i] - 1;
         v_out := v_out || workflow_commit(
             p_runs[i], p_seqs[i], p_events[v_from : v_to], p_inboxes[v_from : v_to],
             p_crcs[v_from : v_to], p_owners[i], p_tokens[i], p_statuses[i], p_notes[i],
             p_seen[i], p_new[i], 0::smallint, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-            NULL, p_cursors[i], p_ats[i], p_channel);
+            NULL, p_cursors[i], p_ats[i], p_channel,
+            coalesce(p_closes[v_close_from : v_close_to], '{}'));
         v_from := v_to + 1;
+        v_close_from := v_close_to + 1;
     END LOOP;
     RETURN v_out;
 END
@@ -76,11 +169,12 @@ pub(super) struct Entry {
     run_crc: Option<i64>,
     cursor: Option<i64>,
     at: i64,
+    closes: Vec<i64>,
 }
 
 impl CommitRow<'_> {
-    /// The commit as a group carries it, when it may go in one: not when it changes the
-    /// open-task index or a dead letter (those go alone, in transactions of their own).
+    /// The commit as a group carries it, when it may go in one: not when it opens or
+    /// moves open tasks or changes a dead letter (those go alone).
     pub(super) fn entry(&self) -> Option<Entry> {
         let commit = self.commit;
         if self.changes_tasks() || !matches!(commit.dead_letter, DeadLetterChange::Keep) {
@@ -100,6 +194,7 @@ impl CommitRow<'_> {
             run_crc: self.run_row.map(|(_, new)| new),
             cursor: commit.inbox_cursor.map(int),
             at: int(commit.at),
+            closes: self.closes.clone(),
         })
     }
 }
@@ -288,6 +383,7 @@ impl PgStore {
             Err(Failure::Sql(error @ sqlx::Error::Database(_)))
                 if classify(&error) != Class::Connection =>
             {
+                tracing::debug!(error = %error, commits = batch.len(), "a group of commits was refused whole; sending each alone");
                 alone(false)
             }
             Err(Failure::Sql(error)) => {
@@ -305,7 +401,8 @@ impl PgStore {
 async fn commit_one(conn: &mut PgConnection, e: &Entry, channel: &str) -> Answer<String> {
     let outcome: String = sqlx::query(
         "SELECT workflow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 0::smallint,
-                                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, $12, $13, $14)",
+                                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, $12, $13, $14,
+                                $15)",
     )
     .bind(e.run)
     .bind(e.seq)
@@ -321,6 +418,7 @@ async fn commit_one(conn: &mut PgConnection, e: &Entry, channel: &str) -> Answer
     .bind(e.cursor)
     .bind(e.at)
     .bind(channel)
+    .bind(&e.closes)
     .fetch_one(&mut *conn)
     .await?
     .try_get(0)?;
@@ -348,9 +446,13 @@ async fn commit_many(
         .flat_map(|e| e.inboxes.iter().copied())
         .collect();
     let crcs: Vec<i64> = sorted.iter().flat_map(|e| e.crcs.iter().copied()).collect();
+    let closes: Vec<i64> = sorted
+        .iter()
+        .flat_map(|e| e.closes.iter().copied())
+        .collect();
     let outcomes: Vec<String> = sqlx::query(
         "SELECT workflow_commit_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                                      $14, $15)",
+                                      $14, $15, $16, $17)",
     )
     .bind(column(|e| e.run))
     .bind(column(|e| e.seq))
@@ -397,6 +499,8 @@ async fn commit_many(
     )
     .bind(column(|e| e.at))
     .bind(channel)
+    .bind(column(|e| e.closes.len() as i64))
+    .bind(closes)
     .fetch_one(&mut *conn)
     .await?
     .try_get(0)?;

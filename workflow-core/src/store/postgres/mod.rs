@@ -52,6 +52,11 @@ use crate::workflow::BoxFuture;
 /// - **Fenced writes.** Every commit runs in one server-side function that locks the run's
 ///   row, checks owner, token and journal length, and appends, so a worker whose run was
 ///   taken over cannot write to it ([`StoreError::Fenced`]).
+/// - **Group commit.** A commit alone is sent at once, by the task that makes it, on a
+///   connection of the store's own (one round trip, a prepared statement). Commits of
+///   different runs that are ready while others are on their way go to the server
+///   together, in one statement and one transaction; each run is checked alone inside it,
+///   so a fenced or conflicting commit fails alone and the others commit.
 /// - **Uniqueness in the database.** Start idempotency keys, inbox keys (events) and the
 ///   inbox message each journal entry takes in are unique indexes: two workers that get the
 ///   same webhook create one run, and a message is taken in once.
@@ -156,7 +161,8 @@ impl PgStore {
         self.stats.journal_writes.load(Ordering::Relaxed)
     }
 
-    /// How many creations and commits with entries this store wrote.
+    /// How many transactions with entries this store wrote: creations, and commits (the
+    /// commits of several runs sent together in one transaction count once).
     pub fn commits(&self) -> u64 {
         self.stats.commits.load(Ordering::Relaxed)
     }
