@@ -94,7 +94,7 @@ async fn commits_when_quiet(stats_url: &str, database: &str) -> u64 {
     .expect("xact_commit")
 }
 
-async fn launched(url: &str) -> (DBOS, dbos::WorkflowRef<(), u32, dbos::Error>) {
+async fn launched(url: &str) -> (DBOS, dbos::WorkflowRef<(), u32>) {
     let dbos = DBOS::new(Config {
         // The one setting without a default: launch refuses to start without a version.
         app_version: Some("b19".to_owned()),
@@ -104,8 +104,7 @@ async fn launched(url: &str) -> (DBOS, dbos::WorkflowRef<(), u32, dbos::Error>) 
         .register_workflow("chain10", |_: ()| async {
             let mut x = 0u32;
             for name in STEPS {
-                x = dbos::step(name, move || async move { Ok::<u32, dbos::EngineOnly>(x + 1) })
-                    .await?;
+                x = dbos::step(name, move || async move { dbos::Result::<u32>::Ok(x + 1) }).await?;
             }
             dbos::Result::<u32>::Ok(x)
         })
@@ -114,11 +113,7 @@ async fn launched(url: &str) -> (DBOS, dbos::WorkflowRef<(), u32, dbos::Error>) 
     (dbos, chain)
 }
 
-async fn drive(
-    chain: dbos::WorkflowRef<(), u32, dbos::Error>,
-    runs: usize,
-    in_flight: usize,
-) -> Vec<Duration> {
+async fn drive(chain: dbos::WorkflowRef<(), u32>, runs: usize, in_flight: usize) -> Vec<Duration> {
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..in_flight.max(1) {
@@ -143,7 +138,10 @@ async fn drive(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let url = flag("--database-url", "postgres://postgres@127.0.0.1:5432/dbos_b19");
+    let url = flag(
+        "--database-url",
+        "postgres://postgres@127.0.0.1:5432/dbos_b19",
+    );
     let stats_url = flag("--stats-url", "postgres://postgres@127.0.0.1:5432/test");
     let database = url
         .rsplit('/')
