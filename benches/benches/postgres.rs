@@ -5,6 +5,7 @@
 //! cargo bench -p benches --bench postgres -- b9       [--runs 2000] [--in-flight 16]
 //! cargo bench -p benches --bench postgres -- takeover [--trials 5] [--leases 1000,2000,5000]
 //! cargo bench -p benches --bench postgres -- b5       [--runs 200] [--concurrency 32] [--warmup 10]
+//! cargo bench -p benches --bench postgres -- b19      --database-url URL [--runs 1000] [--concurrency 32] [--warmup 20]
 //! ```
 //!
 //! The server comes from `WORKFLOW_TEST_DATABASE_URL` (default
@@ -21,6 +22,12 @@
 //!   attempt, against the lease (target: lease + 1 s).
 //! - `b5`: the shape of `dbos_pg_compare.sh`'s comparison: the chain sequentially and with
 //!   `--concurrency` in flight on one engine, with `RESULT {json}` for the script.
+//! - `b19`: the shape of `dbos_rust_compare.sh`'s comparison with DBOS Transact for Rust:
+//!   each phase (sequential, `--concurrency` in flight) on a fresh store after a warm-up on
+//!   another, in a database of its own (`--database-url`, which the script creates), so
+//!   its `xact_commit` in `pg_stat_database` counts this phase's commits alone (read once
+//!   every connection to it has closed); round trips by the store's count of statements;
+//!   the server's autocommit insert (the floor) before and after, on the default server.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -474,6 +481,99 @@ async fn b5(url: &str) {
     schema.drop().await;
 }
 
+/// The committed transactions of `database`, read over `psql` on `stats_url` once no
+/// connection to `database` is left (so every backend has reported its counts).
+async fn commits_when_quiet(stats_url: &str, database: &str) -> u64 {
+    let out = |sql: String| {
+        let output = std::process::Command::new("psql")
+            .args([stats_url, "-XAtc", &sql])
+            .output()
+            .expect("psql");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    for _ in 0..200 {
+        let left = out(format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}'"
+        ));
+        if left == "0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    out(format!(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = '{database}'"
+    ))
+    .parse()
+    .expect("xact_commit")
+}
+
+async fn b19(url: &str) {
+    let db_url = flag("--database-url", url);
+    let database = db_url
+        .rsplit('/')
+        .next()
+        .and_then(|d| d.split('?').next())
+        .unwrap_or_default()
+        .to_owned();
+    let runs = number("--runs", 1000);
+    let concurrency = number("--concurrency", 32);
+    let warmup = number("--warmup", 20);
+    let schema = Schema::new(&db_url, "b19");
+    let raw_before = raw_commit_ms(url, 300).await;
+    let mut phases = Vec::new();
+    for (name, in_flight) in [("sequential", 1), ("concurrent", concurrency)] {
+        {
+            let store = Arc::new(store(&schema, 16).await);
+            let engine = engine(store as Arc<dyn Store>, "b19", Duration::from_secs(30));
+            drive(engine.clone(), warmup, in_flight).await;
+            engine.shutdown();
+        }
+        let before = commits_when_quiet(url, &database).await;
+        let store = Arc::new(store(&schema, 16).await);
+        let engine = engine(
+            Arc::clone(&store) as Arc<dyn Store>,
+            "b19",
+            Duration::from_secs(30),
+        );
+        let trips = store.round_trips();
+        let started = Instant::now();
+        let mut latencies = drive(engine.clone(), runs, in_flight).await;
+        let seconds = started.elapsed().as_secs_f64();
+        let trips = store.round_trips() - trips;
+        engine.shutdown();
+        drop(engine);
+        drop(store);
+        let commits = commits_when_quiet(url, &database).await - before;
+        latencies.sort_unstable();
+        let per_run = |n: u64| n as f64 / runs as f64;
+        println!(
+            "ours {name:<10} runs={runs:<5} in_flight={in_flight:<3} {:9.1} workflows/s  p50 {:8.3} ms  p99 {:8.3} ms  commits/run {:.2}  round trips/run {:.2}",
+            runs as f64 / seconds,
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99),
+            per_run(commits),
+            per_run(trips),
+        );
+        phases.push(format!(
+            "{{\"phase\": \"{name}\", \"runs\": {runs}, \"in_flight\": {in_flight}, \"seconds\": {seconds}, \
+             \"workflows_per_s\": {}, \"p50_ms\": {}, \"p99_ms\": {}, \"commits_per_run\": {}, \
+             \"round_trips_per_run\": {}}}",
+            runs as f64 / seconds,
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99),
+            per_run(commits),
+            per_run(trips),
+        ));
+    }
+    let raw = (raw_before + raw_commit_ms(url, 300).await) / 2.0;
+    println!("server: one autocommit insert takes {raw:.3} ms (median, before and after)");
+    println!(
+        "RESULT {{\"sequential\": {}, \"concurrent\": {}, \"raw_commit_ms\": {raw}}}",
+        phases[0], phases[1]
+    );
+    schema.drop().await;
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -482,7 +582,7 @@ fn main() {
         .expect("a tokio runtime");
     let mode = std::env::args()
         .skip(1)
-        .find(|a| !a.starts_with("--") && ["b9", "takeover", "b5"].contains(&a.as_str()))
+        .find(|a| !a.starts_with("--") && ["b9", "takeover", "b5", "b19"].contains(&a.as_str()))
         .unwrap_or_else(|| "b9".to_owned());
     runtime.block_on(async {
         let Some(url) = server().await else {
@@ -491,6 +591,7 @@ fn main() {
         match mode.as_str() {
             "takeover" => takeover(&url).await,
             "b5" => b5(&url).await,
+            "b19" => b19(&url).await,
             _ => b9(&url).await,
         }
     });

@@ -6,11 +6,11 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgConnection, Postgres};
+use sqlx::{ConnectOptions, Connection, PgConnection};
 use tokio::sync::watch;
 
+use super::conns::{Conn, Conns};
 use super::error::{classify, Class, Target};
 use super::{listen, schema, PgStore, Stats};
 use crate::store::StoreError;
@@ -81,14 +81,14 @@ pub(super) fn open(
         schema::prepare(&mut first, &options.schema, &target).await?;
         let _ = first.close().await;
 
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
-            .acquire_timeout(options.connect_timeout)
-            // No ping before each use (it doubles the round trips): a connection that died
-            // while idle fails its statement, which the store retries on a new one, after
-            // looking up whether a write was applied.
-            .test_before_acquire(false)
-            .connect_lazy_with(connect.clone());
+        // No ping before or after each use (each would be a round trip of its own): a
+        // connection that died while idle fails its statement, which the store retries on a
+        // new one, after looking up whether a write was applied.
+        let conns = Conns::new(
+            connect.clone(),
+            options.max_connections,
+            options.connect_timeout,
+        );
         let channel = channel_for(&options.schema);
         let (wake, _) = watch::channel(0);
         let listener = options.listen.then(|| {
@@ -99,8 +99,11 @@ pub(super) fn open(
             tokio::spawn(listen::listen(pool, channel.clone(), wake.clone())).abort_handle()
         });
         tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
+        // A quarter of the connections carry groups of commits; the others serve claims,
+        // creations and reads meanwhile.
+        let leaders = options.max_connections as usize / 4;
         Ok(PgStore {
-            pool,
+            conns,
             target,
             schema: options.schema.clone(),
             channel,
@@ -110,6 +113,7 @@ pub(super) fn open(
             nonce_prefix: nonce_prefix(),
             stats: Stats::default(),
             known: super::known::Known::default(),
+            group: super::group::Group::new(leaders),
         })
     })
 }
@@ -121,11 +125,11 @@ pub(super) struct Retry<'s> {
     pub(super) pause: Duration,
 }
 
-impl Retry<'_> {
-    /// A connection from the pool, waiting for the server to come back if it is gone.
-    pub(super) async fn conn(&mut self) -> Result<PoolConnection<Postgres>, StoreError> {
+impl<'s> Retry<'s> {
+    /// A connection of the store's, waiting for the server to come back if it is gone.
+    pub(super) async fn conn(&mut self) -> Result<Conn<'s>, StoreError> {
         loop {
-            match self.store.pool.acquire().await {
+            match self.store.conns.take().await {
                 Ok(conn) => return Ok(conn),
                 Err(error) => self.again(error).await?,
             }
@@ -136,6 +140,9 @@ impl Retry<'_> {
     /// failure as a store error.
     pub(super) async fn again(&mut self, error: sqlx::Error) -> Result<(), StoreError> {
         let class = classify(&error);
+        if class == Class::Connection {
+            self.store.conns.forget_idle();
+        }
         if class == Class::Final
             || self.started.elapsed() + self.pause > self.store.options.retry_for
         {

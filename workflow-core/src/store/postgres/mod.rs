@@ -1,12 +1,15 @@
 //! `PgStore`: the store for many engine processes on one PostgreSQL database (feature
 //! `postgres`). Its documentation says what it guarantees; `connect` opens it, `sql` and
-//! `schema` hold its statements and tables, `read` its verified reads, `check` the
-//! checksums of a whole schema (computed at migration, verified for `workflow check`),
-//! `known` the run rows it last saw, `listen` its wake-ups.
+//! `schema` hold its statements and tables, `write` its creations and commits, `read` its
+//! verified reads, `check` the checksums of a whole schema (computed at migration,
+//! verified for `workflow check`), `known` the run rows it last saw, `listen` its
+//! wake-ups.
 
 mod check;
 mod connect;
+mod conns;
 mod error;
+mod group;
 mod known;
 mod listen;
 mod read;
@@ -17,19 +20,18 @@ mod sql;
 mod tasks;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod write;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
 use tokio::sync::watch;
 
 pub use self::connect::PgOptions;
 use self::connect::{open, Retry};
-use self::error::{is_unique_violation, Target};
-use self::sql::{Answer, CommitRow, Failure};
+use self::error::Target;
+use self::sql::{Answer, Failure};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
     RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
@@ -50,6 +52,11 @@ use crate::workflow::BoxFuture;
 /// - **Fenced writes.** Every commit runs in one server-side function that locks the run's
 ///   row, checks owner, token and journal length, and appends, so a worker whose run was
 ///   taken over cannot write to it ([`StoreError::Fenced`]).
+/// - **Group commit.** A commit alone is sent at once, by the task that makes it, on a
+///   connection of the store's own (one round trip, a prepared statement). Commits of
+///   different runs that are ready while others are on their way go to the server
+///   together, in one statement and one transaction; each run is checked alone inside it,
+///   so a fenced or conflicting commit fails alone and the others commit.
 /// - **Uniqueness in the database.** Start idempotency keys, inbox keys (events) and the
 ///   inbox message each journal entry takes in are unique indexes: two workers that get the
 ///   same webhook create one run, and a message is taken in once.
@@ -80,7 +87,7 @@ use crate::workflow::BoxFuture;
 /// ```
 ///
 pub struct PgStore {
-    pool: PgPool,
+    conns: conns::Conns,
     target: Target,
     schema: String,
     channel: String,
@@ -90,6 +97,7 @@ pub struct PgStore {
     nonce_prefix: String,
     stats: Stats,
     known: known::Known,
+    group: group::Group,
 }
 
 #[derive(Debug, Default)]
@@ -153,7 +161,8 @@ impl PgStore {
         self.stats.journal_writes.load(Ordering::Relaxed)
     }
 
-    /// How many creations and commits with entries this store wrote.
+    /// How many transactions with entries this store wrote: creations, and commits (the
+    /// commits of several runs sent together in one transaction count once).
     pub fn commits(&self) -> u64 {
         self.stats.commits.load(Ordering::Relaxed)
     }
@@ -184,7 +193,7 @@ impl PgStore {
     /// the second time), through lost connections.
     async fn idempotent<'a, T>(
         &'a self,
-        op: impl Fn(PoolConnection<Postgres>) -> BoxFuture<'a, Answer<T>>,
+        op: impl Fn(conns::Conn<'a>) -> BoxFuture<'a, Answer<T>>,
     ) -> Result<T, StoreError> {
         let mut retry = self.retry();
         loop {
@@ -206,107 +215,6 @@ impl PgStore {
         })
         .await
     }
-
-    /// One try of a creation, through lost connections: a creation whose answer was lost
-    /// is looked up by its nonce before it is sent again.
-    async fn create_once(
-        &self,
-        run: &NewRun<'_>,
-        events: &[String],
-        sums: &sql::CreateSums,
-        nonce: &str,
-    ) -> Result<sql::CreateAnswer, StoreError> {
-        let mut retry = self.retry();
-        let mut ambiguous = false;
-        loop {
-            let mut conn = retry.conn().await?;
-            if ambiguous {
-                self.sent();
-                match sql::created_by(&mut conn, nonce).await {
-                    Ok(Some(lease)) => {
-                        return Ok(sql::CreateAnswer {
-                            outcome: "new".to_owned(),
-                            run: Some(lease.run.0 as i64),
-                            token: lease.token as i64,
-                            len: events.len() as i64,
-                        })
-                    }
-                    Ok(None) => {}
-                    Err(Failure::Store(error)) => return Err(error),
-                    Err(Failure::Sql(error)) => {
-                        retry.again(error).await?;
-                        continue;
-                    }
-                }
-            }
-            self.sent();
-            let changes = super::tasks::changes(run.events, None, super::RunStatus::Running);
-            let sent = if changes.is_empty() {
-                sql::create(&mut conn, run, events, sums, nonce, &self.channel).await
-            } else {
-                let create = sql::Create {
-                    new: run,
-                    events,
-                    sums,
-                    nonce,
-                    channel: &self.channel,
-                };
-                tasks::create(&mut conn, create, &changes).await
-            };
-            match sent {
-                Ok(answer) => return Ok(answer),
-                Err(Failure::Store(error)) => return Err(error),
-                Err(Failure::Sql(error)) => {
-                    ambiguous = true;
-                    retry.again(error).await?;
-                }
-            }
-        }
-    }
-
-    /// One try of a commit, through lost connections: a commit whose answer was lost is
-    /// looked up by its entries before it is sent again.
-    async fn commit_once(&self, row: &CommitRow<'_>) -> Result<String, StoreError> {
-        let commit = row.commit;
-        let mut retry = self.retry();
-        let mut ambiguous = false;
-        loop {
-            let mut conn = retry.conn().await?;
-            if ambiguous {
-                self.sent();
-                match sql::committed(&mut conn, row).await {
-                    Ok(true) => return Ok("ok".to_owned()),
-                    Ok(false) => {}
-                    Err(Failure::Store(error)) => return Err(error),
-                    Err(Failure::Sql(error)) => {
-                        retry.again(error).await?;
-                        continue;
-                    }
-                }
-            }
-            self.sent();
-            let sent = if row.changes_tasks() {
-                tasks::commit(&mut conn, row, &self.channel).await
-            } else {
-                sql::commit(&mut conn, row, &self.channel).await
-            };
-            match sent {
-                Ok(outcome) => return Ok(outcome),
-                Err(Failure::Store(error)) => return Err(error),
-                Err(Failure::Sql(error)) if is_unique_violation(&error) => {
-                    // An inbox message this commit takes in was taken in already.
-                    return Err(StoreError::Conflict {
-                        run: commit.run,
-                        seq: commit.seq,
-                    });
-                }
-                Err(Failure::Sql(error)) => {
-                    ambiguous = true;
-                    retry.again(error).await?;
-                }
-            }
-        }
-    }
 }
 
 impl Drop for PgStore {
@@ -317,138 +225,18 @@ impl Drop for PgStore {
     }
 }
 
-/// How many times a write that changes a run's row is tried when the row keeps changing
-/// between the read its checksum is computed from and the write.
-const STALE_TRIES: usize = 8;
-
-fn kept_changing(target: &Target, run: Option<RunId>) -> StoreError {
-    let run = run.map_or_else(String::new, |run| format!(" of {run}"));
-    StoreError::Io(format!(
-        "{target}: the row{run} kept changing while a write computed its checksum"
-    ))
-}
-
+/// An outcome a server-side function is not known to answer.
 fn unknown_outcome(target: &Target, what: &str, outcome: &str) -> StoreError {
     StoreError::Io(format!("{target}: {what} answered `{outcome}`"))
 }
 
 impl Store for PgStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
-        Box::pin(async move {
-            let events: Vec<String> = run
-                .events
-                .iter()
-                .map(sql::to_json)
-                .collect::<Result<_, _>>()?;
-            let nonce = self.nonce();
-            let mut sums = sql::CreateSums::new(&run, &events);
-            let mut answer = None;
-            for _ in 0..STALE_TRIES {
-                if let Some((old, note)) = run.supersedes {
-                    sums.superseded = self
-                        .run_row(old)
-                        .await?
-                        .map(|raw| sql::cancelled(&raw, note, run.at));
-                }
-                let found = self.create_once(&run, &events, &sums, &nonce).await?;
-                if found.outcome != "stale" {
-                    answer = Some(found);
-                    break;
-                }
-            }
-            let Some(answer) = answer else {
-                return Err(kept_changing(
-                    &self.target,
-                    run.supersedes.map(|(old, _)| old),
-                ));
-            };
-            let run_id = |answer: &sql::CreateAnswer| RunId(answer.run.map_or(0, |id| id as u64));
-            match answer.outcome.as_str() {
-                "new" => {
-                    self.known
-                        .put(sql::created_row(&run, &sums, run_id(&answer)));
-                    self.stats
-                        .journal_writes
-                        .fetch_add(events.len() as u64, Ordering::Relaxed);
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    Ok(Created::New {
-                        run: run_id(&answer),
-                        token: answer.token as u64,
-                    })
-                }
-                "existing" => Ok(Created::Existing(run_id(&answer))),
-                "unknown" => Err(StoreError::UnknownRun(run_id(&answer))),
-                "conflict" => Err(StoreError::Conflict {
-                    run: run_id(&answer),
-                    seq: answer.len as u64,
-                }),
-                other => Err(unknown_outcome(&self.target, "workflow_create", other)),
-            }
-        })
+        Box::pin(self.create(run))
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut row = CommitRow::new(&commit)?;
-            let mut outcome = None;
-            for _ in 0..STALE_TRIES {
-                let mut changed = None;
-                if row.changes_run() {
-                    let raw = match self.known.get(commit.run) {
-                        Some(raw) => raw,
-                        None => self
-                            .run_row(commit.run)
-                            .await?
-                            .ok_or(StoreError::UnknownRun(commit.run))?,
-                    };
-                    let after = row.changed(&raw);
-                    row.run_row = Some((raw.crc, after.crc));
-                    changed = Some(after);
-                }
-                let found = self.commit_once(&row).await;
-                match (found.as_deref(), changed) {
-                    (Ok("ok"), Some(after)) if after.status == "running" => self.known.put(after),
-                    (Ok("ok"), None) => {}
-                    // The row changed since this store saw it: read it again.
-                    (Ok("stale"), _) => {
-                        self.known.forget(commit.run);
-                        continue;
-                    }
-                    _ => self.known.forget(commit.run),
-                }
-                outcome = Some(found?);
-                break;
-            }
-            let Some(outcome) = outcome else {
-                return Err(kept_changing(&self.target, Some(commit.run)));
-            };
-            match outcome.as_str() {
-                "ok" => {
-                    if !commit.events.is_empty() {
-                        self.stats
-                            .journal_writes
-                            .fetch_add(commit.events.len() as u64, Ordering::Relaxed);
-                        self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(())
-                }
-                "unknown" => Err(StoreError::UnknownRun(commit.run)),
-                "fenced" => {
-                    self.stats.fenced.fetch_add(1, Ordering::Relaxed);
-                    Err(StoreError::Fenced {
-                        run: commit.run,
-                        owner: commit
-                            .fence
-                            .map_or_else(String::new, |f| f.owner.to_owned()),
-                    })
-                }
-                "conflict" => Err(StoreError::Conflict {
-                    run: commit.run,
-                    seq: commit.seq,
-                }),
-                other => Err(unknown_outcome(&self.target, "workflow_commit", other)),
-            }
-        })
+        Box::pin(self.append(commit))
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {

@@ -510,6 +510,8 @@ CREATE TABLE run_search (
 );
 CREATE INDEX run_search_value ON run_search (name, value, run_id);
 "#,
+    // Group commit: several runs' commits in one statement.
+    super::group::MIGRATION,
 ];
 
 /// The newest schema version this library knows.

@@ -193,13 +193,17 @@ pub(super) struct CommitRow<'a> {
     pub(super) commit: &'a Commit<'a>,
     pub(super) events: Vec<String>,
     pub(super) inboxes: Vec<Option<i64>>,
-    crcs: Vec<i64>,
+    pub(super) crcs: Vec<i64>,
     /// The run's row as read and as changed, when the commit changes it (a status or the
     /// inbox cursor): the server writes the new checksum only over the row it was
     /// computed from.
     pub(super) run_row: Option<(i64, i64)>,
     /// What the commit does to the open-task index if the run is running, and if not.
     tasks: (Vec<TaskChange>, Vec<TaskChange>),
+    /// The steps whose tasks the commit closes if the run is running, when closing tasks
+    /// is all it does to the index (`workflow_commit` then does it, and closes them all
+    /// when the run ends).
+    pub(super) closes: Vec<i64>,
 }
 
 impl<'a> CommitRow<'a> {
@@ -213,24 +217,36 @@ impl<'a> CommitRow<'a> {
             .zip(&events)
             .map(|(seq, event)| stored(checksum::entry(commit.run, seq, event)))
             .collect();
+        let status = commit.status.map(|(status, _)| status);
+        let mut tasks = (
+            tasks::changes(commit.events, status, RunStatus::Running),
+            // A run that is not running has no rows, whatever its entries.
+            tasks::changes(&[], status, RunStatus::Parked),
+        );
+        let closing = |c: &TaskChange| matches!(c, TaskChange::Close { .. } | TaskChange::CloseAll);
+        let mut closes = Vec::new();
+        if tasks.0.iter().chain(&tasks.1).all(closing) {
+            // Closing tasks only: `workflow_commit` does it.
+            for change in std::mem::take(&mut tasks.0) {
+                if let TaskChange::Close { step } = change {
+                    closes.push(step as i64);
+                }
+            }
+            tasks.1.clear();
+        }
         Ok(CommitRow {
             commit,
             events,
             inboxes: commit.events.iter().map(|e| e.inbox().map(int)).collect(),
             crcs,
             run_row: None,
-            tasks: {
-                let status = commit.status.map(|(status, _)| status);
-                (
-                    tasks::changes(commit.events, status, RunStatus::Running),
-                    // A run that is not running has no rows, whatever its entries.
-                    tasks::changes(&[], status, RunStatus::Parked),
-                )
-            },
+            tasks,
+            closes,
         })
     }
 
-    /// Whether the commit may change the open-task index.
+    /// Whether the commit changes the open-task index beyond closing tasks (it then goes
+    /// in a transaction with its index changes).
     pub(super) fn changes_tasks(&self) -> bool {
         !self.tasks.0.is_empty() || !self.tasks.1.is_empty()
     }
@@ -300,7 +316,7 @@ pub(super) async fn commit(
     };
     let outcome: String = sqlx::query(
         "SELECT workflow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                                $15, $16, $17, $18, $19, $20, $21, $22, $23)",
+                                $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)",
     )
     .bind(int(commit.run.0))
     .bind(int(commit.seq))
@@ -325,6 +341,7 @@ pub(super) async fn commit(
     .bind(commit.inbox_cursor.map(int))
     .bind(int(commit.at))
     .bind(channel)
+    .bind(&row.closes)
     .fetch_one(&mut *conn)
     .await?
     .try_get(0)?;
