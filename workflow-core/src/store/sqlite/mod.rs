@@ -388,28 +388,33 @@ impl Store for SqliteStore {
         let versions: Option<Vec<String>> = claim
             .versions
             .map(|v| v.iter().map(|f| (*f).to_owned()).collect());
-        let write = self.write(move |db| {
-            let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
-            let versions: Option<Vec<&str>> = versions
-                .as_ref()
-                .map(|v| v.iter().map(String::as_str).collect());
-            sql::claim(
-                db,
-                &Claim {
-                    claimant: Claimant {
-                        owner: &owner,
-                        lease_ms,
-                        now,
+        let write = move || {
+            self.write(move |db| {
+                let workflows: Vec<&str> = workflows.iter().map(String::as_str).collect();
+                let versions: Option<Vec<&str>> = versions
+                    .as_ref()
+                    .map(|v| v.iter().map(String::as_str).collect());
+                sql::claim(
+                    db,
+                    &Claim {
+                        claimant: Claimant {
+                            owner: &owner,
+                            lease_ms,
+                            now,
+                        },
+                        workflows: &workflows,
+                        run,
+                        reclaim_own,
+                        limit,
+                        claimable,
+                        versions: versions.as_deref(),
                     },
-                    workflows: &workflows,
-                    run,
-                    reclaim_own,
-                    limit,
-                    claimable,
-                    versions: versions.as_deref(),
-                },
-            )
-        });
+                )
+            })
+        };
+        if claimable != super::Claimable::Queued {
+            return write();
+        }
         // Looking for queued runs is a read until there is one: an idle worker's
         // admission pass costs the writer nothing.
         let any_unowned = self.read(|db| {
@@ -421,10 +426,10 @@ impl Store for SqliteStore {
                 .map_err(self::schema::db_error(db))
         });
         Box::pin(async move {
-            if claimable == super::Claimable::Queued && !any_unowned.await? {
+            if !any_unowned.await? {
                 return Ok(Vec::new());
             }
-            write.await
+            write().await
         })
     }
 
