@@ -1,7 +1,8 @@
 //! The driver of one run: it asks the machine what to do, journals what the machine
 //! decided in one commit per step boundary (a step's result together with the starts it
 //! makes ready), and only then runs the attempts and compensations that commit started.
-//! It decides nothing itself.
+//! It decides nothing itself. Its commits are `commit.rs`'s, the requests it answers
+//! `requests.rs`'s, the work it starts `steps.rs`'s and `work.rs`'s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,13 +12,13 @@ use tracing::Instrument;
 use workflow_spec::Spec;
 
 use super::plan::{plan, Launch, Start};
-use super::registry::{Shared, WorkflowHooks};
+use super::registry::Shared;
 use super::{Engine, Finished, Live};
 use crate::clock::until;
 use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Machine, Status, StepState};
-use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
+use crate::store::StoreError;
 use crate::workflow::Workflow;
 
 /// A request to a run's driver from the engine's API.
@@ -57,15 +58,6 @@ enum DriveEnd {
     /// The journal could not be written, the run was lost to another owner, or the engine
     /// stopped.
     Stopped,
-}
-
-/// The longest pause between two tries of a write the store refused.
-const MAX_STORE_PAUSE: Duration = Duration::from_secs(5);
-
-/// Whether a store failure may clear without anyone touching the run: the disk fills up
-/// and frees, a file system or a server comes back.
-fn clears_by_itself(error: &StoreError) -> bool {
-    error.is_transient()
 }
 
 /// Starts driving a run this engine owns under `token`, from `launch` (its journal
@@ -332,7 +324,7 @@ impl<W: Workflow> Driver<W> {
     /// Asks the machine until it has nothing more to decide now, commits everything it
     /// decided in one transaction, then starts the work that commit journaled. Returns the
     /// terminal status once the run finished.
-    async fn step(&mut self) -> Result<Option<Status>, StoreError> {
+    pub(super) async fn step(&mut self) -> Result<Option<Status>, StoreError> {
         let finish = self.plan();
         self.commit(finish).await?;
         Ok(finish)
@@ -453,270 +445,12 @@ impl<W: Workflow> Driver<W> {
         }
     }
 
-    /// Commits the pending events (with the run's end, when it finished) under this
-    /// engine's fence, then broadcasts them and starts the work they journaled.
-    async fn commit(&mut self, finish: Option<Status>) -> Result<(), StoreError> {
-        let cursor = self.pending.iter().filter_map(Event::inbox).max();
-        if self.pending.is_empty() && finish.is_none() {
-            return Ok(());
-        }
-        // Nothing is committed (so no attempt starts) with less than the margin of the
-        // lease left: the journal is replayed by whoever drives the run next.
-        if self.engine.inner.lease_ms > 0 && self.engine.inner.lease.tripped(self.run) {
-            self.self_fenced = true;
-            return Err(self.fenced_self());
-        }
-        let failure = finish.and_then(|_| self.machine.failure());
-        let letter = failure.map(|(step, attempts, kind, message)| DeadLetter {
-            run: self.run,
-            workflow: W::NAME.to_owned(),
-            step,
-            attempts,
-            kind,
-            message,
-            trace_id: self.trace_id.clone(),
-            at: self.now(),
-        });
-        let note = letter.as_ref().map(|d| {
-            format!(
-                "failed at `{}` after {} attempt(s): {}: {}",
-                d.step, d.attempts, d.kind, d.message
-            )
-        });
-        let results = self
-            .pending
-            .iter()
-            .any(|e| matches!(e, Event::StepSucceeded { .. }));
-        let items = self
-            .pending
-            .iter()
-            .any(|e| matches!(e, Event::ItemSucceeded { .. }));
-        let children = self
-            .pending
-            .iter()
-            .any(|e| matches!(e, Event::ChildStarted { .. }));
-        if results {
-            self.engine.inner.fault("before_result_append");
-        }
-        if items {
-            self.engine.inner.fault("before_item_append");
-        }
-        let commit = Commit {
-            run: self.run,
-            seq: self.seq,
-            events: &self.pending,
-            fence: Some(Fence {
-                owner: &self.engine.inner.owner,
-                token: self.token,
-            }),
-            status: finish.map(|_| (self.machine.run_status(), note.as_deref())),
-            dead_letter: letter
-                .as_ref()
-                .map_or(DeadLetterChange::Keep, DeadLetterChange::Put),
-            inbox_cursor: cursor,
-            at: self.now(),
-        };
-        let started = tokio::time::Instant::now();
-        self.commit_until_durable(commit).await?;
-        metrics::histogram!("workflow_store_commit_seconds", "workflow" => W::NAME)
-            .record(started.elapsed().as_secs_f64());
-        if results {
-            self.engine.inner.fault("after_result_append");
-        }
-        if children {
-            self.engine.inner.fault("after_child_start");
-        }
-        self.seq += self.pending.len() as u64;
-        // Drained, not taken: the buffers keep their capacity from one commit to the next.
-        if self.engine.inner.events.receiver_count() > 0 {
-            for event in self.pending.drain(..) {
-                let _ = self.engine.inner.events.send((self.run, event));
-            }
-        } else {
-            self.pending.clear();
-        }
-        match &letter {
-            Some(letter) => tracing::error!(
-                step = letter.step.as_str(),
-                error_type = letter.kind.as_str(),
-                "run failed; recorded as a dead letter"
-            ),
-            None if finish.is_some() => {
-                tracing::info!(status = self.machine.status().as_str(), "run finished");
-            }
-            None => {}
-        }
-        let mut starts = std::mem::take(&mut self.starts);
-        for start in starts.drain(..) {
-            self.start(start);
-        }
-        self.starts = starts;
-        Ok(())
-    }
-
-    /// Commits, waiting out failures of the store that clear by themselves (a full disk,
-    /// a read-only or unreachable store, a lock): nothing is started or acknowledged until
-    /// the commit lands, and the run carries on from where it was when it does. Failures
-    /// that do not clear (the run was taken over, its history is damaged) stop the driver.
-    async fn commit_until_durable(&self, commit: Commit<'_>) -> Result<(), StoreError> {
-        let mut pause = Duration::from_millis(100);
-        let mut failures = 0u32;
-        loop {
-            match self.engine.inner.store.commit(commit).await {
-                Ok(()) => {
-                    if failures > 0 {
-                        tracing::warn!(run = %self.run, failures, "the store accepts writes again; the run carries on");
-                    }
-                    return Ok(());
-                }
-                Err(error) if clears_by_itself(&error) => {
-                    if failures == 0 {
-                        tracing::error!(run = %self.run, error = %error, "the store refused a write; retrying until it accepts writes again");
-                    }
-                    failures += 1;
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_STORE_PAUSE);
-                }
-                Err(error) => return Err(error),
-            }
-        }
-    }
-
-    /// The error a self-fenced driver stops with.
-    fn fenced_self(&self) -> StoreError {
-        StoreError::Fenced {
-            run: self.run,
-            owner: self.engine.inner.owner.clone(),
-        }
-    }
-
     fn finished(&self, status: Status) -> Finished {
         Finished {
             status,
             outputs: self.machine.outputs().to_vec(),
             stop: self.machine.stop().cloned(),
         }
-    }
-
-    async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {
-        let now = self.now();
-        match msg {
-            Msg::Decide {
-                step,
-                by,
-                decision,
-                reply,
-            } => {
-                let authorize = &*self.engine.inner.authorizer;
-                let ruled = {
-                    let hooks = WorkflowHooks::<W> { input: &self.input };
-                    self.machine
-                        .decide(self.run, &step, &by, decision, now, authorize, &hooks)
-                };
-                if let Err(refusal) = &ruled {
-                    tracing::warn!(
-                        step = step.as_str(),
-                        by = by.as_str(),
-                        code = refusal.code(),
-                        "decision refused"
-                    );
-                }
-                self.carry_out(ruled.map(Some), reply).await
-            }
-            Msg::Event {
-                step,
-                event_id,
-                payload,
-                reply,
-            } => {
-                let ruled = {
-                    let hooks = WorkflowHooks::<W> { input: &self.input };
-                    self.machine
-                        .accept_event(self.run, &step, &event_id, payload, &hooks)
-                };
-                let ruled = match ruled {
-                    Ok(accepted) => Ok(Some(
-                        self.machine.event_taken(accepted, &event_id, None, now),
-                    )),
-                    // The same event again: taken once already.
-                    Err(EventError::Duplicate { .. }) => Ok(None),
-                    Err(error) => Err(error),
-                };
-                self.carry_out(ruled, reply).await
-            }
-            Msg::Cancel { by, reply } => {
-                let ruled = self
-                    .machine
-                    .cancel(&by, now)
-                    .map(Some)
-                    .ok_or(RunError::Finished(self.run));
-                self.carry_out(ruled, reply).await
-            }
-            Msg::Inbox => self.take_inbox().await,
-            Msg::Delegate {
-                step,
-                by,
-                to,
-                reply,
-            } => {
-                let authorize = &*self.engine.inner.authorizer;
-                let ruled = self
-                    .machine
-                    .delegate(self.run, &step, &by, &to, now, Some(authorize));
-                self.carry_out(ruled.map(Some), reply).await
-            }
-        }
-    }
-
-    /// Carries out what the machine ruled on a request: journals the event it returned
-    /// (committing it with what follows), then answers; a refusal is answered as it is.
-    async fn carry_out<E: From<StoreError>>(
-        &mut self,
-        ruled: Result<Option<Event>, E>,
-        reply: oneshot::Sender<Result<(), E>>,
-    ) -> Result<(), StoreError> {
-        match ruled {
-            Ok(Some(event)) => {
-                self.record(event);
-                let stepped = self.step().await;
-                let _ = reply.send(stepped.clone().map(drop).map_err(E::from));
-                stepped.map(drop)
-            }
-            Ok(None) => {
-                let _ = reply.send(Ok(()));
-                Ok(())
-            }
-            Err(refusal) => {
-                let _ = reply.send(Err(refusal));
-                Ok(())
-            }
-        }
-    }
-
-    /// Takes in the messages other processes left in the run's inbox: each becomes the
-    /// decision, cancellation or event it asks for, or a refusal, as the machine rules.
-    async fn take_inbox(&mut self) -> Result<(), StoreError> {
-        let items = self
-            .engine
-            .inner
-            .store
-            .inbox(self.run, self.machine.inbox_cursor())
-            .await?;
-        for item in items {
-            let now = self.now();
-            let authorize = &*self.engine.inner.authorizer;
-            let event = {
-                let hooks = WorkflowHooks::<W> { input: &self.input };
-                self.machine
-                    .take_in(self.run, &item, now, authorize, &hooks)
-            };
-            tracing::info!(
-                inbox = item.id,
-                "took in a message sent from outside the run"
-            );
-            self.record(event);
-        }
-        Ok(())
     }
 
     fn index_task(&self, step: usize, assignee: &str, deadline: Timestamp, escalated: bool) {

@@ -15,6 +15,7 @@
 mod api;
 mod builder;
 mod children;
+mod commit;
 mod driver;
 mod fence;
 mod gauges;
@@ -25,6 +26,7 @@ mod poller;
 mod purger;
 mod queue;
 mod registry;
+mod requests;
 mod scheduler;
 mod schedules;
 mod steps;

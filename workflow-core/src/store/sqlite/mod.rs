@@ -1,17 +1,22 @@
 //! The embedded default store: one SQLite file in WAL mode.
 //!
-//! Writes go through one dedicated writer thread that owns the write connection. It
-//! drains every request already queued into one transaction (each request inside its own
-//! savepoint, so a failing request is rolled back alone), commits once and then answers
-//! every request: concurrent runs share fsyncs instead of paying one per step (group
-//! commit). Reads use a second connection on the blocking pool; WAL lets them run beside
-//! the writer.
+//! Writes go through one write connection. A write that finds nothing else pending is
+//! written by its caller, on the caller's thread, with no hand-off to another thread;
+//! writes that queue up meanwhile are written together in one transaction (each request
+//! inside its own savepoint, so a failing request is rolled back alone), by the caller
+//! that leads or by a writer thread that takes over under load: concurrent runs share
+//! fsyncs instead of paying one per step (group commit). The write connection keeps
+//! each running run's owner, token and journal length in memory, so a step's commit is
+//! inserts only. Reads use a second connection on the blocking pool; WAL lets them run
+//! beside the writer.
 //!
 //! Opening checks the file before writing anything: a file that is not a SQLite database,
 //! a database of another application, a corrupt database or one written by a newer
 //! version of this library is refused and left untouched.
 
 mod check;
+mod commits;
+mod known;
 mod read;
 mod schedules;
 mod schema;
@@ -23,16 +28,17 @@ mod writer;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::OpenFlags;
 use tokio::sync::oneshot;
 
+use self::commits::{Commits, Pending};
 use self::schema::{check_header, Db, MIGRATIONS};
 use self::sql::{CommitRow, NewRunRow};
-use self::writer::{write_loop, Job, Request, Stats};
+use self::writer::{Job, Request, Writer};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
     RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
@@ -112,8 +118,14 @@ impl Default for SqliteOptions {
 /// mode). Appends from concurrent runs share commits (group commit); every future
 /// resolves only once its write is committed.
 ///
-/// A write is queued when the method is called, not when its future is first polled.
-/// Dropping the store lets the writer finish what is queued, then stops it.
+/// A write is queued when the method is called, not when its future is first polled; a
+/// write whose future is dropped is still made. Dropping the store lets the writer finish
+/// what is queued, then stops it.
+///
+/// A write that finds nothing else pending is made on the thread that awaits it, which
+/// blocks that thread for the transaction and its fsync (as a blocking step would); under
+/// load the writer thread takes over, and a write never waits on the caller's thread for
+/// another process's lock.
 ///
 /// Under tokio's paused test clock, prefer [`MemoryStore`](super::MemoryStore): the
 /// runtime does not know that a write is in flight on the writer thread and may advance
@@ -123,10 +135,9 @@ pub struct SqliteStore {
     /// The path as error messages show it.
     shown: Arc<str>,
     options: SqliteOptions,
-    writer: Option<mpsc::Sender<Box<dyn Job>>>,
+    commits: Arc<Commits>,
     writer_thread: Option<JoinHandle<()>>,
     reader: Arc<Mutex<Db>>,
-    stats: Arc<Stats>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -183,13 +194,14 @@ impl SqliteStore {
             .pragma_update(None, "query_only", true)
             .map_err(|e| reader.error(e, started))?;
 
-        let stats = Arc::new(Stats::default());
-        let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
-        let max_batch = options.max_batch.max(1);
-        let thread_stats = Arc::clone(&stats);
+        let commits = Arc::new(Commits::new(
+            Writer::new(writer, options.busy_timeout),
+            options.max_batch,
+        ));
+        let thread_commits = Arc::clone(&commits);
         let writer_thread = std::thread::Builder::new()
             .name("workflow-sqlite-writer".to_owned())
-            .spawn(move || write_loop(writer, receiver, max_batch, &thread_stats))
+            .spawn(move || thread_commits.writer_thread())
             .map_err(|e| StoreError::Io(format!("{shown}: cannot start the writer thread: {e}")))?;
 
         tracing::debug!(path = %shown, "opened the SQLite store");
@@ -197,10 +209,9 @@ impl SqliteStore {
             path,
             shown: Arc::from(shown),
             options,
-            writer: Some(sender),
+            commits,
             writer_thread: Some(writer_thread),
             reader: Arc::new(Mutex::new(reader)),
-            stats,
         })
     }
 
@@ -212,13 +223,13 @@ impl SqliteStore {
     /// How many journal entries this store wrote since it was opened (run creations
     /// included), counted when their transaction commits.
     pub fn journal_writes(&self) -> u64 {
-        self.stats.journal_writes.load(Ordering::Relaxed)
+        self.commits.stats.journal_writes.load(Ordering::Relaxed)
     }
 
     /// How many write transactions this store committed since it was opened. With
     /// concurrent runs it stays below the number of writes: they share commits.
     pub fn commits(&self) -> u64 {
-        self.stats.commits.load(Ordering::Relaxed)
+        self.commits.stats.commits.load(Ordering::Relaxed)
     }
 
     /// Changes the largest size the file may grow to (`None`: no limit), at once.
@@ -229,27 +240,40 @@ impl SqliteStore {
         self.write(move |db| db.set_max_size(max_size).map(|()| ((), 0)))
     }
 
-    /// Queues `work` for the writer thread; the future resolves once its batch commits.
+    /// Queues `work`; the future resolves once its batch commits. Awaited while nobody
+    /// writes, it is written on the awaiting thread (see [`SqliteStore`]).
     fn write<T, F>(&self, work: F) -> BoxFuture<'static, Result<T, StoreError>>
     where
         T: Send + 'static,
-        F: FnOnce(&Db) -> Result<(T, u64), StoreError> + Send + 'static,
+        F: FnOnce(&Writer) -> Result<(T, u64), StoreError> + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
         let request: Box<dyn Job> = Box::new(Request {
             work: Some(work),
             result: None,
             reply,
         });
-        let sent = match &self.writer {
-            Some(sender) => sender.send(request).is_ok(),
-            None => false,
-        };
+        let queued = self.commits.push(request);
+        let mut pending = Pending::new(Arc::clone(&self.commits));
         let shown = Arc::clone(&self.shown);
-        let stopped = move || StoreError::Io(format!("{shown}: the store's writer thread stopped"));
+        let stopped = move || StoreError::Io(format!("{shown}: the store's writer stopped"));
         Box::pin(async move {
-            if !sent {
+            if !queued {
                 return Err(stopped());
+            }
+            let mut answered = None;
+            pending
+                .settle(|| match answer.try_recv() {
+                    Ok(result) => {
+                        answered = Some(result);
+                        true
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => false,
+                    Err(oneshot::error::TryRecvError::Closed) => true,
+                })
+                .await;
+            if let Some(result) = answered {
+                return result;
             }
             wait_for_writer(answer).await.ok_or_else(stopped)?
         })
@@ -310,8 +334,8 @@ async fn wait_for_writer<T>(answer: oneshot::Receiver<T>) -> Option<T> {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // Closing the channel ends the writer loop once the queued requests are written.
-        drop(self.writer.take());
+        // The writer thread ends once what was handed to it is written.
+        self.commits.close();
         if let Some(thread) = self.writer_thread.take() {
             if thread.join().is_err() {
                 tracing::error!(path = %self.path.display(), "the SQLite writer thread panicked");
@@ -396,6 +420,9 @@ impl Store for SqliteStore {
                 )
             })
         };
+        if claimable != super::Claimable::Queued {
+            return write();
+        }
         // Looking for queued runs is a read until there is one: an idle worker's
         // admission pass costs the writer nothing. (A write is queued to the writer as
         // soon as it is made, so it is made only after the read.)
@@ -408,7 +435,7 @@ impl Store for SqliteStore {
                 .map_err(self::schema::db_error(db))
         });
         Box::pin(async move {
-            if claimable == super::Claimable::Queued && !any_unowned.await? {
+            if !any_unowned.await? {
                 return Ok(Vec::new());
             }
             write().await
@@ -503,7 +530,12 @@ impl Store for SqliteStore {
         if filter.dry_run {
             self.read(move |db| search::purgeable(db, &filter))
         } else {
-            self.write(move |db| search::purge(db, &filter))
+            self.write(move |writer| {
+                let purged = search::purge(writer, &filter)?;
+                let mut known = writer.known.borrow_mut();
+                purged.0.iter().for_each(|run| known.forget(*run));
+                Ok(purged)
+            })
         }
     }
 

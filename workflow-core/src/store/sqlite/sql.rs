@@ -3,7 +3,9 @@
 
 use rusqlite::{params, ErrorCode, OptionalExtension};
 
+use super::known::KnownRun;
 use super::schema::{db_error, Db};
+use super::writer::Writer;
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::store::checksum;
@@ -193,7 +195,8 @@ fn insert_events(db: &Db, run: RunId, from: u64, events: &[String]) -> Result<()
     Ok(())
 }
 
-pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreError> {
+pub(super) fn create(writer: &Writer, new: &NewRunRow) -> Result<(Created, u64), StoreError> {
+    let db: &Db = writer;
     let fail = db_error(db);
     if let Some(key) = &new.key {
         let existing = db
@@ -276,6 +279,19 @@ pub(super) fn create(db: &Db, new: &NewRunRow) -> Result<(Created, u64), StoreEr
     insert_events(db, run, 0, &new.events)?;
     super::tasks::apply(db, run, &new.tasks)?;
     super::search::insert(db, run, &new.search)?;
+    let mut known = writer.known.borrow_mut();
+    if let Some((old, _)) = &new.supersedes {
+        known.forget(*old);
+    }
+    known.put(
+        run,
+        KnownRun {
+            owner: owner.map(str::to_owned),
+            token,
+            next: new.events.len() as u64,
+            running: true,
+        },
+    );
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
 
@@ -320,42 +336,28 @@ fn update_run(db: &Db, raw: &RawRun, release: bool) -> Result<(), StoreError> {
         .map_err(db_error(db))
 }
 
-pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreError> {
+pub(super) fn commit(writer: &Writer, commit: &CommitRow) -> Result<((), u64), StoreError> {
+    let db: &Db = writer;
     let fail = db_error(db);
     let run = commit.run;
     // The next entry is the journal's length: a taken or skipped sequence number is a
-    // conflict. The owner and token are read with it.
-    let found: Option<(Option<String>, u64, u64, String)> = db
-        .conn
-        .prepare_cached(
-            "SELECT owner, lease_token,
-                    (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1), status
-             FROM runs WHERE id = ?1",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![run.0], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-            })
-            .optional()
-        })
-        .map_err(&fail)?;
-    let Some((owner, token, next, before)) = found else {
-        return Err(StoreError::UnknownRun(run));
-    };
-    if let Some((fence_owner, fence_token)) = &commit.fence {
-        if owner.as_deref() != Some(fence_owner.as_str()) || token != *fence_token {
-            return Err(StoreError::Fenced {
-                run,
-                owner: fence_owner.clone(),
-            });
+    // conflict. What the connection knows of the run answers when it agrees; a refusal is
+    // checked against the run's row first.
+    let remembered = writer
+        .known
+        .borrow()
+        .get(run)
+        .and_then(|known| admits(known, commit).ok());
+    let running = match remembered {
+        Some(running) => running,
+        None => {
+            writer.known.borrow_mut().forget(run);
+            let known = read_known(db, run)?;
+            let running = admits(&known, commit)?;
+            writer.known.borrow_mut().put(run, known);
+            running
         }
-    }
-    if next != commit.seq {
-        return Err(StoreError::Conflict {
-            run,
-            seq: commit.seq,
-        });
-    }
+    };
     insert_events(db, run, commit.seq, &commit.events)?;
     // The run's row changes only with its status or its inbox cursor: a plain append
     // writes the journal alone.
@@ -385,13 +387,65 @@ pub(super) fn commit(db: &Db, commit: &CommitRow) -> Result<((), u64), StoreErro
         }
     }
     let (if_running, if_stopped) = &commit.tasks;
-    let changes = if before == RunStatus::Running.as_str() {
-        if_running
-    } else {
-        if_stopped
-    };
+    let changes = if running { if_running } else { if_stopped };
     super::tasks::apply(db, run, changes)?;
+    let mut known = writer.known.borrow_mut();
+    match &commit.status {
+        // A run that is not driven any more is written rarely: read again if it is.
+        Some((status, _)) if !status.is_driven() => known.forget(run),
+        status => {
+            if let Some(known) = known.get_mut(run) {
+                known.next = commit.seq + commit.events.len() as u64;
+                if let Some((status, _)) = status {
+                    known.running = *status == RunStatus::Running;
+                }
+            }
+        }
+    }
     Ok(((), commit.events.len() as u64))
+}
+
+/// Whether `commit` may be written to the run `known` describes: its fence holds and its
+/// first entry comes next. Answers whether the run is running.
+fn admits(known: &KnownRun, commit: &CommitRow) -> Result<bool, StoreError> {
+    if let Some((fence_owner, fence_token)) = &commit.fence {
+        if known.owner.as_deref() != Some(fence_owner.as_str()) || known.token != *fence_token {
+            return Err(StoreError::Fenced {
+                run: commit.run,
+                owner: fence_owner.clone(),
+            });
+        }
+    }
+    if known.next != commit.seq {
+        return Err(StoreError::Conflict {
+            run: commit.run,
+            seq: commit.seq,
+        });
+    }
+    Ok(known.running)
+}
+
+/// A run's owner, token, journal length and status, as stored.
+fn read_known(db: &Db, run: RunId) -> Result<KnownRun, StoreError> {
+    db.conn
+        .prepare_cached(
+            "SELECT owner, lease_token,
+                    (SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1), status
+             FROM runs WHERE id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![run.0], |row| {
+                Ok(KnownRun {
+                    owner: row.get(0)?,
+                    token: row.get(1)?,
+                    next: row.get(2)?,
+                    running: row.get::<_, String>(3)? == RunStatus::Running.as_str(),
+                })
+            })
+            .optional()
+        })
+        .map_err(db_error(db))?
+        .ok_or(StoreError::UnknownRun(run))
 }
 
 fn put_dead_letter(db: &Db, letter: &DeadLetter) -> Result<(), StoreError> {
@@ -423,7 +477,8 @@ fn json_list<T: serde::Serialize>(items: &[T]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
 }
 
-pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), StoreError> {
+pub(super) fn claim(writer: &Writer, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), StoreError> {
+    let db: &Db = writer;
     let Claimant {
         owner,
         lease_ms,
@@ -475,6 +530,10 @@ pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), Sto
         })
         .map_err(db_error(db))?;
     leases.sort_unstable_by_key(|lease| lease.run);
+    let mut known = writer.known.borrow_mut();
+    for lease in &leases {
+        known.claimed(lease.run, owner, lease.token);
+    }
     Ok((leases, 0))
 }
 
@@ -496,10 +555,11 @@ pub(super) fn renew(
 }
 
 pub(super) fn release(
-    db: &Db,
+    writer: &Writer,
     owner: &str,
     runs: Option<&[RunId]>,
 ) -> Result<((), u64), StoreError> {
+    let db: &Db = writer;
     let ids = runs.map(|runs| json_list(&runs.iter().map(|r| r.0).collect::<Vec<_>>()));
     db.conn
         .prepare_cached(
@@ -508,6 +568,7 @@ pub(super) fn release(
         )
         .and_then(|mut s| s.execute(params![owner, ids]))
         .map_err(db_error(db))?;
+    writer.known.borrow_mut().released(owner, runs);
     Ok(((), 0))
 }
 
