@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
+pub use workflow_spec::OnLimit;
 
 use super::{Claimant, Fence, Lease};
 use crate::error::RunId;
@@ -120,9 +121,13 @@ pub struct Admission {
     /// Runs finished as cancelled because their key was at its limit (`on_limit: skip`),
     /// with the note recorded.
     pub skipped: Vec<(RunId, String)>,
-    /// Runs in flight to be asked to cancel (`on_limit: cancel_previous`), each with the
-    /// waiting run that asks.
+    /// Runs in flight to be asked to cancel (`on_limit: cancel_previous`: for each waiting
+    /// run, the oldest holder of its key not asked by another), each with the waiting run
+    /// that asks.
     pub cancel: Vec<(RunId, RunId)>,
+    /// The soonest a gated run of these versions that waits for its time (a debounce)
+    /// may start, and that run: when to admit again.
+    pub next_ready: Option<(Timestamp, RunId)>,
 }
 
 /// One admitted run.
@@ -234,9 +239,15 @@ pub fn plan(
             OnLimit::Skip => plan
                 .skip
                 .push((c.run, skipped_note(&c.workflow, key, limit.limit, &holders))),
-            OnLimit::CancelPrevious => plan
-                .cancel
-                .extend(holders.iter().map(|holder| (*holder, c.run))),
+            // The oldest holder not yet asked by another waiting run of this pass.
+            OnLimit::CancelPrevious => {
+                if let Some(holder) = holders
+                    .iter()
+                    .find(|h| !plan.cancel.iter().any(|(asked, _)| asked == *h))
+                {
+                    plan.cancel.push((*holder, c.run));
+                }
+            }
         }
     }
     plan
@@ -546,17 +557,4 @@ mod tests {
         let (_, got) = Bucket { units: 0, at: 0 }.take(&rate, 0);
         assert_eq!(got, Err(334));
     }
-}
-
-/// What a start does when its workflow-level concurrency key is at its limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnLimit {
-    /// Wait.
-    #[default]
-    Queue,
-    /// Finish at once as skipped.
-    Skip,
-    /// Ask the holders to cancel, and wait.
-    CancelPrevious,
 }

@@ -175,6 +175,22 @@ impl Inner {
         );
         let mut admission = Admission {
             cancel: plan.cancel,
+            next_ready: self
+                .flow
+                .gates
+                .iter()
+                .filter(|(id, row)| {
+                    !row.admitted
+                        && row.not_before > now
+                        && self.runs.get(id).is_some_and(|r| {
+                            r.stored.record.status == RunStatus::Running
+                                && admit
+                                    .versions
+                                    .contains(&r.stored.record.fingerprint.as_str())
+                        })
+                })
+                .map(|(id, row)| (row.not_before, *id))
+                .min(),
             ..Admission::default()
         };
         for id in plan.admit {

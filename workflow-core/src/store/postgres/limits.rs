@@ -336,8 +336,26 @@ impl PgStore {
                 })
             })
             .collect::<Result<Vec<Candidate>, sqlx::Error>>()?;
+        let next_ready = sqlx::query(
+            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
+             WHERE NOT g.admitted AND g.not_before > $1 AND r.status = 'running'
+               AND r.fingerprint = ANY($2)
+             ORDER BY g.not_before, g.run_id LIMIT 1",
+        )
+        .bind(int(now))
+        .bind(admit.versions.to_vec())
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| Ok::<_, sqlx::Error>((uint(row.try_get(0)?), RunId(uint(row.try_get(1)?)))))
+        .transpose()?;
         if candidates.is_empty() {
-            return Ok((Admission::default(), Vec::new()));
+            return Ok((
+                Admission {
+                    next_ready,
+                    ..Admission::default()
+                },
+                Vec::new(),
+            ));
         }
         let mut held = HashMap::new();
         for key in candidates.iter().filter_map(|c| c.key.clone()) {
@@ -356,6 +374,7 @@ impl PgStore {
         );
         let mut admission = Admission {
             cancel: plan.cancel,
+            next_ready,
             ..Admission::default()
         };
         for id in plan.admit {

@@ -184,6 +184,15 @@ fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> 
         .map_err(db_error(db))
 }
 
+/// On the read connection: whether any gated run waits for an admission (an admission
+/// pass without one costs the writer nothing).
+pub(super) fn any_gated(db: &Db) -> Result<bool, StoreError> {
+    db.conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM flow_gates WHERE admitted = 0)")
+        .and_then(|mut s| s.query_row([], |row| row.get(0)))
+        .map_err(db_error(db))
+}
+
 /// Inside the writer's transaction: one admission.
 pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
     let fail = db_error(db);
@@ -218,8 +227,30 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
             .collect()
         })
         .map_err(&fail)?;
+    let next_ready: Option<(u64, u64)> = db
+        .conn
+        .prepare_cached(
+            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
+             WHERE g.admitted = 0 AND g.not_before > ?1 AND r.status = 'running'
+               AND r.fingerprint IN (SELECT value FROM json_each(?2))
+             ORDER BY g.not_before, g.run_id LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![admit.now, versions], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(&fail)?;
+    let next_ready = next_ready.map(|(at, run)| (at, RunId(run)));
     if candidates.is_empty() {
-        return Ok((Admission::default(), 0));
+        return Ok((
+            Admission {
+                next_ready,
+                ..Admission::default()
+            },
+            0,
+        ));
     }
     let mut held = HashMap::new();
     for key in candidates.iter().filter_map(|c| c.key.clone()) {
@@ -247,6 +278,7 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
     );
     let mut admission = Admission {
         cancel: plan.cancel,
+        next_ready,
         ..Admission::default()
     };
     for id in plan.admit {

@@ -352,7 +352,14 @@ impl Store for SqliteStore {
         admit: super::limits::Admit<'a>,
     ) -> BoxFuture<'a, Result<super::limits::Admission, StoreError>> {
         let row = limits::AdmitRow::new(&admit);
-        self.write(move |db| limits::admit(db, &row))
+        let any = self.read(limits::any_gated);
+        let write = self.write(move |db| limits::admit(db, &row));
+        Box::pin(async move {
+            if !any.await? {
+                return Ok(super::limits::Admission::default());
+            }
+            write.await
+        })
     }
 
     fn acquire_slot<'a>(
