@@ -604,3 +604,59 @@ fn limit_metrics_are_labelled_by_the_limit_name_only() {
     assert_eq!(waits, 3, "one wait per attempt");
     assert_eq!(in_use, Some(0.0), "every slot given back");
 }
+
+async fn pay(env: &Env, customer: String, merchant: String) -> Result<String, StepError> {
+    work(env, format!("{customer}/{merchant}")).await
+}
+
+workflow! {
+    /// The keys as written in a spec: one run per customer at a time, one payment per
+    /// merchant at a time across runs.
+    workflow Checkout(customer: String, merchant: String) env Env {
+        concurrency: { key: customer, limit: 1 },
+        step pay -> String {
+            action: pay(env, customer, merchant),
+            concurrency: { key: merchant, limit: 1 },
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn limits_written_in_the_spec_hold() {
+    for (label, store, _db) in stores() {
+        let ledger = Arc::new(Ledger::default());
+        let engine = engine::<Checkout>(&store, &ledger, Duration::from_secs(1), None);
+        engine.resume_all().await.unwrap();
+        let mut handles = Vec::new();
+        for (customer, merchant) in [("c1", "m1"), ("c1", "m2"), ("c2", "m1"), ("c3", "m2")] {
+            let input = CheckoutInput {
+                customer: customer.to_owned(),
+                merchant: merchant.to_owned(),
+            };
+            handles.push(engine.start::<Checkout>(input).await.unwrap());
+        }
+        for handle in &handles {
+            finish(handle).await.unwrap();
+        }
+        let entries = ledger.entries();
+        assert_eq!(entries.len(), 4, "{label}");
+        for (i, a) in entries.iter().enumerate() {
+            for b in &entries[i + 1..] {
+                let (ca, ma) = a.0.split_once('/').unwrap();
+                let (cb, mb) = b.0.split_once('/').unwrap();
+                if ca == cb || ma == mb {
+                    assert!(
+                        !overlap(a, b),
+                        "{label}: a key's limit was exceeded: {a:?} {b:?}"
+                    );
+                }
+            }
+        }
+        // c1/m1 and c3/m2 share no key: they ran together.
+        let find = |name: &str| entries.iter().find(|e| e.0 == name).unwrap().clone();
+        assert!(
+            overlap(&find("c1/m1"), &find("c3/m2")),
+            "{label}: {entries:?}"
+        );
+    }
+}
