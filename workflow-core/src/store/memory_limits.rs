@@ -47,6 +47,11 @@ impl Flow {
         self.gates.get(&run).is_some_and(|gate| !gate.admitted)
     }
 
+    /// Whether `run` was created gated.
+    pub(super) fn has_gate(&self, run: RunId) -> bool {
+        self.gates.contains_key(&run)
+    }
+
     /// Forgets a purged run's rows.
     pub(super) fn forget(&mut self, run: RunId) {
         self.gates.remove(&run);
