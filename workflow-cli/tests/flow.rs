@@ -10,7 +10,7 @@ use workflow_core::prelude::*;
 workflow_core::workflow! {
     workflow Review(customer: String) {
         concurrency: { key: customer, limit: 1 },
-        human review -> Approval { assignee: "ops" }
+        human review -> Approval { assignee: "ops", timeout: 48h, on_timeout: abort }
     }
 }
 
@@ -31,7 +31,10 @@ fn runs_show_names_the_key_and_who_holds_its_slot() {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let db = std::env::temp_dir().join(format!("workflow-cli-flow-{}-{nanos}.db", std::process::id()));
+    let db = std::env::temp_dir().join(format!(
+        "workflow-cli-flow-{}-{nanos}.db",
+        std::process::id()
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -46,11 +49,26 @@ fn runs_show_names_the_key_and_who_holds_its_slot() {
         let input = |customer: &str| ReviewInput {
             customer: customer.to_owned(),
         };
-        let first = engine.start::<Review>(input("customer-42")).await.expect("start");
-        let second = engine.start::<Review>(input("customer-42")).await.expect("start");
+        let first = engine
+            .start::<Review>(input("customer-42"))
+            .await
+            .expect("start");
+        let second = engine
+            .start::<Review>(input("customer-42"))
+            .await
+            .expect("start");
         // The first is admitted and waits for its review; the second waits for the slot.
         let until = Instant::now() + Duration::from_secs(30);
-        while engine.store().load(first.id()).await.unwrap().unwrap().events.len() < 2 {
+        while engine
+            .store()
+            .load(first.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .events
+            .len()
+            < 2
+        {
             assert!(Instant::now() < until, "the first run was never admitted");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -63,12 +81,13 @@ fn runs_show_names_the_key_and_who_holds_its_slot() {
         )),
         "{shown}"
     );
-    let json: Value = serde_json::from_str(&show(
-        &db,
-        &["--json", "runs", "show", &second.to_string()],
-    ))
-    .expect("JSON");
-    assert_eq!(json["waits_for"][1], "queued: priority 0, 0 queued ahead of it", "{json}");
+    let json: Value =
+        serde_json::from_str(&show(&db, &["--json", "runs", "show", &second.to_string()]))
+            .expect("JSON");
+    assert_eq!(
+        json["waits_for"][1], "queued: priority 0, 0 queued ahead of it",
+        "{json}"
+    );
     let holder = show(&db, &["runs", "show", &first.to_string()]);
     assert!(!holder.contains("waits:"), "{holder}");
     drop(runtime);
