@@ -360,9 +360,10 @@ impl PgStore {
         }
         let mut held = HashMap::new();
         for key in candidates.iter().filter_map(|c| c.key.clone()) {
-            if !held.contains_key(&key) {
-                let holders = in_flight(&mut tx, &key.0, &key.1).await?;
-                held.insert(key, holders);
+            if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
+                let (scope, value) = slot.key();
+                let holders = in_flight(&mut tx, scope, value).await?;
+                slot.insert(holders);
             }
         }
         let plan = limits::plan(
