@@ -5,13 +5,20 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
-    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease,
-    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
-    ScheduleRow, ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
+    MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
+
+#[path = "memory_limits.rs"]
+mod limits;
+#[path = "memory_run.rs"]
+mod run;
+
+use self::run::Run;
 
 /// Keeps everything in memory; lost when the process ends.
 #[derive(Debug)]
@@ -51,52 +58,8 @@ struct Inner {
     commits: u64,
     /// Journal entries marked damaged by [`MemoryStore::damage_entry`].
     damaged: BTreeSet<(RunId, u64)>,
-}
-
-#[derive(Debug)]
-struct Run {
-    stored: StoredRun,
-    token: u64,
-    lease_until: Timestamp,
-    inbox_cursor: u64,
-}
-
-impl Run {
-    fn claimable(&self, claim: &Claim<'_>) -> bool {
-        let record = &self.stored.record;
-        let mine = record.owner.as_deref() == Some(claim.claimant.owner);
-        record.status == RunStatus::Running
-            && claim.workflows.contains(&record.workflow.as_str())
-            && claim.run.is_none_or(|run| run == record.id)
-            && claim
-                .versions
-                .is_none_or(|versions| versions.contains(&record.fingerprint.as_str()))
-            && match &record.owner {
-                None => true,
-                Some(_) if mine => claim.reclaim_own,
-                Some(_) => self.lease_until <= claim.claimant.now,
-            }
-            && match claim.claimable {
-                Claimable::Any => true,
-                Claimable::Queued => self.is_queued(),
-                Claimable::Begun => !self.is_queued(),
-            }
-    }
-
-    /// Nobody owns it and its journal holds only its start.
-    fn is_queued(&self) -> bool {
-        self.stored.record.owner.is_none() && super::queued_journal(&self.stored.events)
-    }
-
-    fn take(&mut self, claimant: Claimant<'_>) -> Lease {
-        self.token += 1;
-        self.lease_until = claimant.now.saturating_add(claimant.lease_ms);
-        self.stored.record.owner = Some(claimant.owner.to_owned());
-        Lease {
-            run: self.stored.record.id,
-            token: self.token,
-        }
-    }
+    /// Gates, slots, buckets and waits.
+    flow: limits::Flow,
 }
 
 impl MemoryStore {
@@ -327,6 +290,7 @@ impl Inner {
         self.search.remove(&run);
         self.tasks.remove(&run);
         self.damaged.retain(|(owner, _)| *owner != run);
+        self.flow.forget(run);
     }
 
     fn submit(
@@ -369,7 +333,19 @@ impl Store for MemoryStore {
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
-        ready(self.lock().commit(&commit))
+        let mut inner = self.lock();
+        let done = inner.commit(&commit);
+        // A gated run that finished frees its key's slot: other engines admit at once.
+        let freed = done.is_ok()
+            && commit
+                .status
+                .is_some_and(|(status, _)| status.is_finished())
+            && inner.flow.has_gate(commit.run);
+        drop(inner);
+        if freed {
+            self.wake();
+        }
+        ready(done)
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
@@ -399,10 +375,10 @@ impl Store for MemoryStore {
 
     fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
         let mut inner = self.lock();
-        let leases = inner
-            .runs
+        let Inner { runs, flow, .. } = &mut *inner;
+        let leases = runs
             .values_mut()
-            .filter(|run| run.claimable(&claim))
+            .filter(|run| run.claimable(&claim) && !flow.gated(run.stored.record.id))
             .take(claim.limit.unwrap_or(usize::MAX))
             .map(|run| run.take(claim.claimant))
             .collect();
@@ -646,6 +622,46 @@ impl Store for MemoryStore {
                 .then(b.first_registered.cmp(&a.first_registered))
         });
         ready(Ok(specs))
+    }
+
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: super::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let created = self.lock().create_gated(&run, &gate);
+        if matches!(created, Ok(Created::New { .. })) {
+            self.wake();
+        }
+        ready(created)
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: super::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Admission, StoreError>> {
+        ready(Ok(self.lock().admit(&admit)))
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: super::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Acquired, StoreError>> {
+        ready(self.lock().acquire(&request))
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.lock().release_slot(run, holder);
+        self.wake();
+        ready(Ok(()))
+    }
+
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<super::limits::RunFlow, StoreError>> {
+        ready(Ok(self.lock().flow_of(run)))
     }
 
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

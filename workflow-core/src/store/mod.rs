@@ -50,6 +50,9 @@
 //!   them, each batch in one transaction: a run is there whole or gone whole. It is the
 //!   one exception to "entries are never removed".
 //!
+//! - **Limits hold in the store.** Gated runs are admitted, and step slots and rate tokens
+//!   taken, each in one transaction that checks and takes together, as [`limits`] says.
+//!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
 
@@ -58,9 +61,11 @@ pub mod checksum;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod error;
+pub mod limits;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rows;
 mod schedules;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -72,6 +77,7 @@ pub use memory::MemoryStore;
 pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
+pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
 pub use schedules::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -80,7 +86,7 @@ pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorKind, RunId};
-use crate::journal::{Event, Timestamp, Value};
+use crate::journal::{Event, Timestamp};
 use crate::workflow::BoxFuture;
 
 /// The durable status of a run, as listed by the store.
@@ -431,124 +437,6 @@ pub struct Lease {
     pub token: u64,
 }
 
-/// Something sent to a run from outside its engine, kept in the run's inbox until the
-/// engine that drives it takes it in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "message", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Message {
-    /// A decision of a human task, admitted (or refused) by the owner with its authorizer.
-    Decision {
-        /// The human step's id.
-        step: String,
-        /// Who decides.
-        by: String,
-        /// The decision, as JSON.
-        decision: Value,
-    },
-    /// A human task handed to another person or group by someone allowed to decide it,
-    /// admitted (or refused) by the owner with its authorizer.
-    Delegate {
-        /// The human step's id.
-        step: String,
-        /// Who delegates.
-        by: String,
-        /// The new assignee.
-        to: String,
-    },
-    /// A request to cancel the run.
-    Cancel {
-        /// Who asks.
-        by: String,
-    },
-    /// An event for an `event` step.
-    Event {
-        /// The event step's id.
-        step: String,
-        /// The sender's id of the event: the same event twice is taken once.
-        event_id: String,
-        /// The payload, as JSON.
-        payload: Value,
-    },
-}
-
-/// One message of a run's inbox.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InboxItem {
-    /// Its id: increasing across the store.
-    pub id: u64,
-    /// The run.
-    pub run: RunId,
-    /// The message.
-    pub message: Message,
-    /// When it was submitted.
-    pub at: Timestamp,
-}
-
-/// The answer to [`Store::submit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Submitted {
-    /// Stored with this id.
-    New(u64),
-    /// The inbox already held a message with the key: this is its id.
-    Duplicate(u64),
-}
-
-impl Submitted {
-    /// The message's id either way.
-    pub fn id(self) -> u64 {
-        match self {
-            Submitted::New(id) | Submitted::Duplicate(id) => id,
-        }
-    }
-}
-
-/// A spec recorded in the store, and when engines registered it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpecRecord {
-    /// The fingerprint.
-    pub fingerprint: String,
-    /// The workflow's journaled name.
-    pub workflow: String,
-    /// The spec, as JSON.
-    pub spec: String,
-    /// When an engine first registered it.
-    pub first_registered: Timestamp,
-    /// When an engine last registered it.
-    pub last_registered: Timestamp,
-}
-
-/// What [`Store::verify`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verification {
-    /// What the database's own integrity check reported, when it found problems.
-    pub integrity: Vec<String>,
-    /// Every damaged row.
-    pub damaged: Vec<Damage>,
-    /// How many rows were checked.
-    pub rows: u64,
-}
-
-impl Verification {
-    /// Whether nothing is damaged.
-    pub fn is_clean(&self) -> bool {
-        self.integrity.is_empty() && self.damaged.is_empty()
-    }
-}
-
-/// One damaged row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Damage {
-    /// The kind of row: `runs`, `journal`, `specs`, `dead_letters`, `inbox`.
-    pub table: String,
-    /// The run it belongs to, when it belongs to one.
-    pub run: Option<RunId>,
-    /// Which row: a journal sequence number, a run id, a fingerprint, a message id.
-    pub key: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
 /// Durable storage of runs, journals, inboxes, dead letters and specs. The module docs
 /// say what every implementation guarantees.
 pub trait Store: Send + Sync + 'static {
@@ -701,6 +589,65 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<MissedTicks>, StoreError>>;
 
+    /// Creates a gated run ([`limits`]): like [`Store::create_run`] (unowned), with its
+    /// admission values, in one transaction. With a debounce key, the gated runs of the
+    /// same workflow and key not yet admitted are cancelled with the note
+    /// [`limits::debounced_note`] in the same transaction, and the new run may start at
+    /// [`limits::DebounceStart::not_before`] from the first start of the burst. No claim
+    /// takes a gated run: only [`Store::admit`] does.
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let _ = (run, gate);
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Admits gated runs: in one transaction serialized with every other admission of
+    /// the store, reads the ready gated runs of `admit.versions` and the admitted,
+    /// unfinished runs of their keys, decides with [`limits::plan`], hands the admitted
+    /// runs to the claimant (each with a new fencing token), and finishes the skipped ones
+    /// as cancelled with their notes. The runs to ask to cancel are returned, not cancelled.
+    fn admit<'a>(
+        &'a self,
+        admit: limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<limits::Admission, StoreError>> {
+        let _ = admit;
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Takes a step's slot and rate token, both or neither, in one transaction serialized
+    /// with every other request of the same keys. Refused with [`StoreError::Fenced`]
+    /// unless the fence is the run's current lease. Slots held under another lease than
+    /// their run's current one count for nothing (and are dropped). An unanswered
+    /// request records that the step waits; a granted one clears it.
+    fn acquire_slot<'a>(
+        &'a self,
+        request: limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<limits::Acquired, StoreError>> {
+        let _ = request;
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Gives back the slot of `holder` in `run` (and forgets that it waits), whichever
+    /// way its attempt ended.
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (run, holder);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// What `run` waits for or holds: its gate with its key's holders and the gated runs
+    /// ahead of it, the steps that wait for a slot or a token, the slots it holds.
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<limits::RunFlow, StoreError>> {
+        let _ = run;
+        Box::pin(std::future::ready(Ok(limits::RunFlow::default())))
+    }
+
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.
     fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
@@ -727,5 +674,13 @@ pub trait Store: Send + Sync + 'static {
     /// that only polling notices.
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
+    }
+}
+
+/// The error of a store without flow-control rows.
+fn no_flow_rows() -> StoreError {
+    StoreError::Rejected {
+        reason: "this store keeps no flow-control rows (concurrency, priority, debounce, rate)"
+            .to_owned(),
     }
 }

@@ -512,6 +512,8 @@ CREATE INDEX run_search_value ON run_search (name, value, run_id);
 "#,
     // Group commit: several runs' commits in one statement.
     super::group::MIGRATION,
+    // Flow control: gated runs, step slots, rate buckets and waiting steps.
+    super::limits::MIGRATION,
 ];
 
 /// The newest schema version this library knows.
