@@ -39,18 +39,18 @@ fn errors(source: &str) -> Vec<String> {
 
 #[test]
 fn the_keys_are_lowered_with_their_defaults() {
-    let spec = spec(CHARGE);
+    let charge = spec(CHARGE);
     assert_eq!(
-        spec.concurrency,
+        charge.concurrency,
         Some(RunConcurrency {
             key: LimitKey::Path("order.customer_id".into()),
             limit: 1,
             on_limit: OnLimit::CancelPrevious,
         })
     );
-    assert_eq!(spec.priority.as_deref(), Some("order.tier"));
+    assert_eq!(charge.priority.as_deref(), Some("order.tier"));
     assert_eq!(
-        spec.debounce,
+        charge.debounce,
         Some(Debounce {
             key: LimitKey::Path("order.cart_id".into()),
             window: Duration::from_secs(5),
@@ -58,14 +58,14 @@ fn the_keys_are_lowered_with_their_defaults() {
         })
     );
     assert_eq!(
-        spec.steps[1].concurrency,
+        charge.steps[1].concurrency,
         Some(StepConcurrency {
             key: LimitKey::Static("psp".into()),
             limit: 5,
         })
     );
     assert_eq!(
-        spec.steps[1].rate,
+        charge.steps[1].rate,
         Some(Rate {
             key: LimitKey::Path("quote.merchant_id".into()),
             limit: 100,
