@@ -99,9 +99,10 @@ pub(super) fn open(
             tokio::spawn(listen::listen(pool, channel.clone(), wake.clone())).abort_handle()
         });
         tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
-        // A quarter of the connections carry groups of commits; the others serve claims,
-        // creations and reads meanwhile.
-        let leaders = options.max_connections as usize / 4;
+        // As many commits (alone or in groups) on their way as there are connections: a
+        // commit waits for a group only when every connection could be busy, so a commit
+        // stuck on a broken connection never holds back the others of its store.
+        let leaders = options.max_connections as usize;
         Ok(PgStore {
             conns,
             target,

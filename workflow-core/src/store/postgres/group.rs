@@ -209,7 +209,7 @@ pub(super) enum Turn {
     /// group's answer was lost, so it may have been applied).
     Alone { ambiguous: bool },
     /// Lead the next group, starting with this entry (the receiver's own).
-    Lead(Entry),
+    Lead(Box<Entry>),
 }
 
 struct Waiting {
@@ -268,7 +268,7 @@ impl Drop for Leading<'_> {
             }
             let next = state.queue.remove(0);
             // A commit whose caller stopped waiting is not sent.
-            if next.turn.send(Turn::Lead(next.entry)).is_ok() {
+            if next.turn.send(Turn::Lead(Box::new(next.entry))).is_ok() {
                 return;
             }
         }
@@ -309,7 +309,7 @@ impl PgStore {
         let own = match own {
             Ok(own) => own,
             Err(mut follower) => match (&mut follower.waiting).await {
-                Ok(Turn::Lead(own)) => own,
+                Ok(Turn::Lead(own)) => *own,
                 Ok(turn) => return turn,
                 // The leader that took it stopped before answering.
                 Err(_) => return Turn::Alone { ambiguous: true },
