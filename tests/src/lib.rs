@@ -4,3 +4,4 @@ pub mod chaos;
 pub mod fence;
 pub mod queue;
 pub mod service;
+pub mod workers;
