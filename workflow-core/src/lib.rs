@@ -21,6 +21,7 @@ pub mod clock;
 mod context;
 mod engine;
 mod error;
+pub mod flow;
 pub mod form;
 mod human;
 pub mod journal;

@@ -198,6 +198,22 @@ pub trait Workflow: Sized + Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The values of the spec's `concurrency`, `priority` and `debounce` for a run's input.
+    fn admission(input: &Self::Input) -> crate::flow::Admission {
+        let _ = input;
+        Default::default()
+    }
+
+    /// The values of step `step`'s `concurrency` and `rate` keys for a run.
+    fn step_keys(
+        step: usize,
+        input: &Self::Input,
+        outputs: &dyn OutputSource,
+    ) -> Result<crate::flow::StepKeys, CallError> {
+        let _ = (step, input, outputs);
+        Ok(Default::default())
+    }
+
     /// Runs the action of `step`.
     fn action(
         step: usize,

@@ -4,6 +4,7 @@
 //! - [`model`]: the checked model of a workflow ([`Spec`], [`Step`], ...);
 //! - [`retry`]: retry policies, their validation and their delay schedule;
 //! - [`schedule`]: a workflow's `schedule: { ... }`, its cron pattern and zone checks;
+//! - [`flow`]: flow control keys (`concurrency`, `priority`, `debounce`, `rate`);
 //! - [`title`]: a human step's `title` placeholders, filled in from a run's values;
 //! - [`fingerprint`]: the behavioural fingerprint runs are pinned to;
 //! - [`graph`]: topological order and cycle finding;
@@ -17,6 +18,7 @@
 )]
 
 pub mod fingerprint;
+pub mod flow;
 pub mod graph;
 pub mod kind;
 pub mod model;
@@ -36,6 +38,7 @@ pub mod parse;
 #[cfg(feature = "parse")]
 pub mod yaml;
 
+pub use flow::{Debounce, LimitKey, OnLimit, Rate, RunConcurrency, StepConcurrency};
 pub use kind::ErrorKind;
 pub use model::{
     format_duration, ActionStep, Arg, Call, ChildArg, ChildStep, Effect, EventStep, ForEach,

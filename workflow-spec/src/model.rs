@@ -42,6 +42,18 @@ pub struct Spec {
     /// fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<Duration>,
+    /// `concurrency: { key, limit, on_limit }`: how many runs may be in flight per key.
+    /// Outside the fingerprint: it governs admission, not behaviour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<crate::flow::RunConcurrency>,
+    /// `priority: order.tier`: the expression as written, a path over the inputs or an
+    /// integer literal; higher starts first. Outside the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// `debounce: { key, window, max_wait }`: starts collapsed per key. Outside the
+    /// fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<crate::flow::Debounce>,
 }
 
 /// One entry of `search: [..]`: a path over the workflow's inputs and the name its value
@@ -91,6 +103,14 @@ pub struct Step {
     /// Whether the output may be absent downstream (`continue`, a `condition`, or downstream
     /// of such a step); such outputs are passed as `Option<T>`.
     pub optional: bool,
+    /// `concurrency: { key, limit }`: attempts of this step in flight per key, across runs.
+    /// Outside the fingerprint: it governs admission, not behaviour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<crate::flow::StepConcurrency>,
+    /// `rate: { key, limit, per, burst }`: attempts of this step started per key and
+    /// period. Outside the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<crate::flow::Rate>,
 }
 
 impl Step {

@@ -50,6 +50,8 @@ fn action(id: &str, output: &str, call: Call, deps: Vec<usize>) -> Step {
         retry: None,
         condition: None,
         optional: false,
+        concurrency: None,
+        rate: None,
     }
 }
 
@@ -65,6 +67,8 @@ fn human(id: &str, assignee: &str, on_timeout: OnTimeout, deps: Vec<usize>) -> S
         retry: None,
         condition: None,
         optional: false,
+        concurrency: None,
+        rate: None,
     }
 }
 
@@ -86,6 +90,9 @@ fn spec(name: &str, steps: Vec<Step>) -> Spec {
         schedule: None,
         search: Vec::new(),
         retention: None,
+        concurrency: None,
+        priority: None,
+        debounce: None,
     }
 }
 
@@ -164,6 +171,9 @@ fn onboarding() -> Spec {
         schedule: None,
         search: Vec::new(),
         retention: None,
+        concurrency: None,
+        priority: None,
+        debounce: None,
     }
 }
 

@@ -309,6 +309,9 @@ fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
         schedule: ast.schedule.as_ref().map(lower_schedule),
         search: search::lower_search(ast),
         retention: ast.retention.map(|retention| retention.value.value),
+        concurrency: None,
+        priority: None,
+        debounce: None,
     }
 }
 
@@ -497,6 +500,8 @@ fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
             .as_ref()
             .map(|(_, expr)| tokens_to_string(expr)),
         optional: names.optional[index],
+        concurrency: None,
+        rate: None,
     }
 }
 

@@ -222,6 +222,8 @@ mod tests {
             retry: None,
             condition: None,
             optional: false,
+            concurrency: None,
+            rate: None,
         }
     }
 
@@ -242,6 +244,9 @@ mod tests {
             schedule: None,
             search: Vec::new(),
             retention: None,
+            concurrency: None,
+            priority: None,
+            debounce: None,
         }
     }
 
