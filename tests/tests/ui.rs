@@ -24,6 +24,7 @@ const AREAS: &[&str] = &[
     "schedule",
     "search",
     "forms",
+    "flow",
 ];
 
 #[test]

@@ -26,6 +26,36 @@ pub fn search_value<T: crate::search::SearchValue + ?Sized>(value: &T) -> Option
     value.search_value()
 }
 
+pub use crate::flow::{Admission, StepKeys};
+
+/// A type whose values can be the value of a flow control key (`concurrency`, `debounce`,
+/// `rate`): exactly the types that can be searched.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the key of a limit",
+    label = "read as a key, but `{Self}` is not text or a whole number",
+    note = "keys are `String`, `&str`, integers, `bool`, `char` or an `Option` of one (absent: the run is not limited); implement `workflow_core::SearchValue` for an id type of your own, or key by one of its fields"
+)]
+pub trait LimitKeyValue {
+    /// The key's value as text; `None` when absent.
+    fn limit_key(&self) -> Option<String>;
+}
+
+impl<T: crate::search::SearchValue + ?Sized> LimitKeyValue for T {
+    fn limit_key(&self) -> Option<String> {
+        self.search_value()
+    }
+}
+
+/// The value of a flow control key read from a run's values.
+pub fn limit_key<T: LimitKeyValue + ?Sized>(value: &T) -> Option<String> {
+    value.limit_key()
+}
+
+/// The value of a `priority:` path read from a run's input.
+pub fn priority_value<T: crate::flow::PriorityValue + ?Sized>(value: &T) -> i64 {
+    value.priority_value()
+}
+
 /// The required output of `step`.
 pub fn required<T: DeserializeOwned>(
     outputs: &dyn OutputSource,

@@ -62,6 +62,43 @@ impl Store for Reporting {
         })
     }
 
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: workflow_core::store::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        self.0.create_gated(run, gate)
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: workflow_core::store::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<workflow_core::store::limits::Admission, StoreError>> {
+        self.0.admit(admit)
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: workflow_core::store::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<workflow_core::store::limits::Acquired, StoreError>> {
+        self.0.acquire_slot(request)
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.release_slot(run, holder)
+    }
+
+    fn flow_of(
+        &self,
+        run: RunId,
+    ) -> BoxFuture<'_, Result<workflow_core::store::limits::RunFlow, StoreError>> {
+        self.0.flow_of(run)
+    }
+
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
         self.0.load(run)
     }

@@ -60,6 +60,43 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.commit(commit).await })
     }
 
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: workflow_core::store::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.get().await?.create_gated(run, gate).await })
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: workflow_core::store::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<workflow_core::store::limits::Admission, StoreError>> {
+        Box::pin(async move { self.get().await?.admit(admit).await })
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: workflow_core::store::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<workflow_core::store::limits::Acquired, StoreError>> {
+        Box::pin(async move { self.get().await?.acquire_slot(request).await })
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.get().await?.release_slot(run, holder).await })
+    }
+
+    fn flow_of(
+        &self,
+        run: RunId,
+    ) -> BoxFuture<'_, Result<workflow_core::store::limits::RunFlow, StoreError>> {
+        Box::pin(async move { self.get().await?.flow_of(run).await })
+    }
+
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
         Box::pin(async move { self.get().await?.load(run).await })
     }

@@ -63,7 +63,9 @@ impl Engine {
         input: W::Input,
         options: StartOptions,
     ) -> Result<RunHandle<W>, RunError> {
-        if !self.inner.worker {
+        // A start of a limited workflow (`concurrency`, `priority`, `debounce`) is queued
+        // and admitted, so the store decides it with every other start of its key.
+        if !self.inner.worker || super::limits::is_gated(W::spec()) {
             return self.enqueue::<W>(input, options).await;
         }
         let registration = self
@@ -131,7 +133,7 @@ impl Engine {
         input: Value,
         options: &StartOptions,
     ) -> Result<Created, RunError> {
-        if !self.inner.worker {
+        if !self.inner.worker || super::limits::is_gated(registered.spec()) {
             return self.enqueue_registered(registered, input, options).await;
         }
         let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
@@ -509,8 +511,8 @@ impl Engine {
         self.inner.lease.forget(run);
         self.inner.lock_live().remove(&run);
         self.inner.lock_tasks().retain(|(r, _), _| *r != run);
-        if self.inner.max_live_runs.is_some() {
-            // Room for a queued run.
+        if self.inner.max_live_runs.is_some() || self.inner.registry.any_gated() {
+            // Room for a queued run, or a key's slot freed for a gated one.
             self.inner.wake_notify.notify_one();
         }
     }
@@ -564,7 +566,11 @@ impl Engine {
                 }
                 RunStatus::Cancelled => return Err(RunError::Cancelled(run)),
                 RunStatus::Running if self.take_up(run).await? => continue,
-                RunStatus::Running if record.owner.is_some() || !self.inner.worker => {
+                RunStatus::Running
+                    if record.owner.is_some()
+                        || !self.inner.worker
+                        || self.waits_for_admission(run).await? =>
+                {
                     // Another engine drives it (or, queued, will): watch the store.
                     tokio::time::sleep(FOREIGN_POLL).await;
                 }

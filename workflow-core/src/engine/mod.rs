@@ -20,6 +20,7 @@ mod fence;
 mod gauges;
 mod handle;
 mod lifecycle;
+mod limits;
 mod plan;
 mod poller;
 mod purger;

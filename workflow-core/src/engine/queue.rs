@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use super::limits::{registered_gate, StartGate};
 use super::registry::Registered;
 use super::{lock, Engine, RunHandle, RunRef, StartOptions};
 use crate::error::{RunError, RunId};
@@ -42,6 +43,7 @@ impl Engine {
         input: W::Input,
         options: StartOptions,
     ) -> Result<RunHandle<W>, RunError> {
+        let gate = StartGate::new(W::spec(), W::admission(&input));
         let input = serde_json::to_value(&input).map_err(|error| RunError::Decode {
             run: RunId(0),
             step: "<input>".into(),
@@ -49,7 +51,7 @@ impl Engine {
         })?;
         self.record_spec(W::FINGERPRINT, W::NAME, W::spec()).await?;
         let created = self
-            .write_queued(W::NAME, W::FINGERPRINT, input, &options)
+            .write_queued(W::NAME, W::FINGERPRINT, input, &options, gate.as_ref())
             .await?;
         Ok(RunHandle::new(
             RunRef {
@@ -87,11 +89,19 @@ impl Engine {
                     .into_iter()
                     .next()
                     .ok_or_else(|| RunError::NotRegistered(workflow.to_owned()))?;
+                let mut gate = None;
                 if let Ok(spec) = serde_json::from_str::<workflow_spec::Spec>(&recorded.spec) {
                     check_input_names(&spec, &input)?;
+                    gate = StartGate::from_json(&spec, &input);
                 }
-                self.write_queued(workflow, &recorded.fingerprint, input, &options)
-                    .await?
+                self.write_queued(
+                    workflow,
+                    &recorded.fingerprint,
+                    input,
+                    &options,
+                    gate.as_ref(),
+                )
+                .await?
             }
         };
         Ok((created.id(), matches!(created, Created::New { .. })))
@@ -112,8 +122,15 @@ impl Engine {
     ) -> Result<Created, RunError> {
         registered.check_input(&input)?;
         registered.store_spec(self).await?;
-        self.write_queued(registered.name(), registered.fingerprint(), input, options)
-            .await
+        let gate = registered_gate(registered, &input);
+        self.write_queued(
+            registered.name(),
+            registered.fingerprint(),
+            input,
+            options,
+            gate.as_ref(),
+        )
+        .await
     }
 
     /// Records the spec of a workflow this engine queues runs of, once per fingerprint, so
@@ -144,6 +161,7 @@ impl Engine {
         fingerprint: &str,
         input: Value,
         options: &StartOptions,
+        gate: Option<&StartGate>,
     ) -> Result<Created, RunError> {
         let now = self.now();
         let seed = self.next_seed();
@@ -178,21 +196,22 @@ impl Engine {
             _ => Vec::new(),
         };
         let key = options.idempotency_key.as_deref();
-        let created = self
-            .inner
-            .store
-            .create_run(NewRun {
-                workflow,
-                fingerprint,
-                idempotency_key: key,
-                events: &events,
-                search: &search,
-                parent: None,
-                owner: None,
-                supersedes: None,
-                at: now,
-            })
-            .await?;
+        let new = NewRun {
+            workflow,
+            fingerprint,
+            idempotency_key: key,
+            events: &events,
+            search: &search,
+            parent: None,
+            owner: None,
+            supersedes: None,
+            at: now,
+        };
+        // A start of a limited workflow is gated: only an admission takes it up.
+        let created = match gate {
+            Some(gate) => self.inner.store.create_gated(new, gate.gate()).await?,
+            None => self.inner.store.create_run(new).await?,
+        };
         match created {
             Created::New { run, .. } => {
                 metrics::counter!("workflow_runs_queued_total").increment(1);
@@ -235,6 +254,12 @@ impl Engine {
         if room == 0 {
             return 0;
         }
+        // Gated runs first: their admission holds the limits and orders by priority.
+        let gated = self.admit_gated(room.min(ADMISSION_BATCH)).await;
+        let room = room.saturating_sub(gated);
+        if room == 0 {
+            return gated;
+        }
         let limit = room.min(ADMISSION_BATCH);
         let sent = self.inner.lease.now_ms();
         let leases = self
@@ -256,7 +281,7 @@ impl Engine {
                     // Maybe more: the next pass comes at once.
                     self.inner.wake_notify.notify_one();
                 }
-                let admitted = leases.len();
+                let admitted = leases.len() + gated;
                 for lease in leases {
                     self.inner.lease.claimed(lease.run, sent);
                     metrics::counter!("workflow_runs_admitted_total").increment(1);
@@ -269,7 +294,7 @@ impl Engine {
             }
             Err(error) => {
                 tracing::warn!(error = %error, "cannot look for queued runs");
-                0
+                gated
             }
         }
     }

@@ -39,6 +39,9 @@ pub(super) trait Registered: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Created, RunError>>;
     /// Checks a start's inputs (as JSON) against the workflow's input type.
     fn check_input(&self, input: &Value) -> Result<(), RunError>;
+    /// The values of the workflow's admission keys for a start's inputs (as JSON);
+    /// the defaults when they do not decode.
+    fn admission(&self, input: &Value) -> crate::flow::Admission;
     /// Checks a decision against the type of human `step`.
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError>;
     /// The form of human `step`'s decision, if its type is one.
@@ -134,6 +137,12 @@ impl<W: Workflow> Registered for Registration<W> {
 
     fn check_input(&self, input: &Value) -> Result<(), RunError> {
         super::plan::decode_input::<W>(crate::RunId(0), Some(input.clone())).map(drop)
+    }
+
+    fn admission(&self, input: &Value) -> crate::flow::Admission {
+        super::plan::decode_input::<W>(crate::RunId(0), Some(input.clone()))
+            .map(|input| W::admission(&input))
+            .unwrap_or_default()
     }
 
     fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
@@ -310,6 +319,11 @@ impl Registry {
     }
 
     /// Every registration.
+    /// Whether a registered workflow's starts are gated (it has flow control keys).
+    pub(super) fn any_gated(&self) -> bool {
+        self.all().iter().any(|r| super::limits::is_gated(r.spec()))
+    }
+
     pub(super) fn all(&self) -> Vec<Arc<dyn Registered>> {
         self.lock().by_version.clone()
     }

@@ -134,6 +134,13 @@ impl<W: Workflow> Driver<W> {
                 fence: self.token,
             },
             snapshot,
+            flow: super::limits::StepFlow::for_step::<W>(
+                &self.engine,
+                self.run,
+                self.token,
+                step,
+                item.as_ref().map(|(index, _)| *index),
+            ),
             item,
         })
     }

@@ -137,6 +137,8 @@ pub(super) struct Call<W: Workflow> {
     pub(super) snapshot: Vec<(usize, Value)>,
     /// For a map step: the item, by index, and its value.
     pub(super) item: Option<(usize, Value)>,
+    /// For a step with `concurrency` or `rate`: what its attempt takes before it runs.
+    pub(super) flow: Option<super::limits::StepFlow>,
 }
 
 impl<W: Workflow> Call<W> {
@@ -277,6 +279,11 @@ pub(super) fn spawn_attempt<W: Workflow>(
                 elapsed: started.elapsed(),
             };
             let with_item = call.with_item();
+            // A limited step's slot and rate token, held until the attempt ends.
+            let _slot = match super::limits::acquire(&call, &with_item, step).await {
+                Ok(slot) => slot,
+                Err(error) => return done(Err(error)),
+            };
             if reconcile {
                 match W::reconcile(step, call.invocation(&with_item)) {
                     Ok(check) => match CatchUnwind(check).await {

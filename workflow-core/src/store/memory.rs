@@ -13,6 +13,9 @@ use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::workflow::BoxFuture;
 
+#[path = "memory_limits.rs"]
+mod limits;
+
 /// Keeps everything in memory; lost when the process ends.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -51,6 +54,8 @@ struct Inner {
     commits: u64,
     /// Journal entries marked damaged by [`MemoryStore::damage_entry`].
     damaged: BTreeSet<(RunId, u64)>,
+    /// Gates, slots, buckets and waits.
+    flow: limits::Flow,
 }
 
 #[derive(Debug)]
@@ -327,6 +332,7 @@ impl Inner {
         self.search.remove(&run);
         self.tasks.remove(&run);
         self.damaged.retain(|(owner, _)| *owner != run);
+        self.flow.forget(run);
     }
 
     fn submit(
@@ -399,10 +405,10 @@ impl Store for MemoryStore {
 
     fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
         let mut inner = self.lock();
-        let leases = inner
-            .runs
+        let Inner { runs, flow, .. } = &mut *inner;
+        let leases = runs
             .values_mut()
-            .filter(|run| run.claimable(&claim))
+            .filter(|run| run.claimable(&claim) && !flow.gated(run.stored.record.id))
             .take(claim.limit.unwrap_or(usize::MAX))
             .map(|run| run.take(claim.claimant))
             .collect();
@@ -646,6 +652,46 @@ impl Store for MemoryStore {
                 .then(b.first_registered.cmp(&a.first_registered))
         });
         ready(Ok(specs))
+    }
+
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: super::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let created = self.lock().create_gated(&run, &gate);
+        if matches!(created, Ok(Created::New { .. })) {
+            self.wake();
+        }
+        ready(created)
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: super::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Admission, StoreError>> {
+        ready(Ok(self.lock().admit(&admit)))
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: super::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Acquired, StoreError>> {
+        ready(self.lock().acquire(&request))
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.lock().release_slot(run, holder);
+        self.wake();
+        ready(Ok(()))
+    }
+
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<super::limits::RunFlow, StoreError>> {
+        ready(Ok(self.lock().flow_of(run)))
     }
 
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -50,6 +50,9 @@
 //!   them, each batch in one transaction: a run is there whole or gone whole. It is the
 //!   one exception to "entries are never removed".
 //!
+//! - **Limits hold in the store.** Gated runs are admitted, and step slots and rate tokens
+//!   taken, each in one transaction that checks and takes together, as [`limits`] says.
+//!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
 //! checks every one of these promises, and runs against every store of this crate.
 
@@ -58,6 +61,7 @@ pub mod checksum;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod error;
+pub mod limits;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -680,6 +684,65 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<MissedTicks>, StoreError>>;
 
+    /// Creates a gated run ([`limits`]): like [`Store::create_run`] (unowned), with its
+    /// admission values, in one transaction. With a debounce key, the gated runs of the
+    /// same workflow and key not yet admitted are cancelled with the note
+    /// [`limits::debounced_note`] in the same transaction, and the new run may start at
+    /// [`limits::DebounceStart::not_before`] from the first start of the burst. No claim
+    /// takes a gated run: only [`Store::admit`] does.
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let _ = (run, gate);
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Admits gated runs: in one transaction serialized with every other admission of
+    /// the store, reads the ready gated runs of `admit.versions` and the admitted,
+    /// unfinished runs of their keys, decides with [`limits::plan`], hands the admitted
+    /// runs to the claimant (each with a new fencing token), and finishes the skipped ones
+    /// as cancelled with their notes. The runs to ask to cancel are returned, not cancelled.
+    fn admit<'a>(
+        &'a self,
+        admit: limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<limits::Admission, StoreError>> {
+        let _ = admit;
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Takes a step's slot and rate token, both or neither, in one transaction serialized
+    /// with every other request of the same keys. Refused with [`StoreError::Fenced`]
+    /// unless the fence is the run's current lease. Slots held under another lease than
+    /// their run's current one count for nothing (and are dropped). An unanswered
+    /// request records that the step waits; a granted one clears it.
+    fn acquire_slot<'a>(
+        &'a self,
+        request: limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<limits::Acquired, StoreError>> {
+        let _ = request;
+        Box::pin(std::future::ready(Err(no_flow_rows())))
+    }
+
+    /// Gives back the slot of `holder` in `run` (and forgets that it waits), whichever
+    /// way its attempt ended.
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (run, holder);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// What `run` waits for or holds: its gate with its key's holders and the gated runs
+    /// ahead of it, the steps that wait for a slot or a token, the slots it holds.
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<limits::RunFlow, StoreError>> {
+        let _ = run;
+        Box::pin(std::future::ready(Ok(limits::RunFlow::default())))
+    }
+
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.
     fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {
@@ -706,5 +769,13 @@ pub trait Store: Send + Sync + 'static {
     /// that only polling notices.
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
+    }
+}
+
+/// The error of a store without flow-control rows.
+fn no_flow_rows() -> StoreError {
+    StoreError::Rejected {
+        reason: "this store keeps no flow-control rows (concurrency, priority, debounce, rate)"
+            .to_owned(),
     }
 }

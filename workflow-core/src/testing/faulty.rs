@@ -133,6 +133,46 @@ impl Store for FaultyStore {
         }
     }
 
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: crate::store::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        match self.fault(Write::Create) {
+            Some(error) => refused(error),
+            None => self.inner.create_gated(run, gate),
+        }
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: crate::store::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<crate::store::limits::Admission, StoreError>> {
+        self.inner.admit(admit)
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: crate::store::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<crate::store::limits::Acquired, StoreError>> {
+        self.inner.acquire_slot(request)
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.release_slot(run, holder)
+    }
+
+    fn flow_of(
+        &self,
+        run: RunId,
+    ) -> BoxFuture<'_, Result<crate::store::limits::RunFlow, StoreError>> {
+        self.inner.flow_of(run)
+    }
+
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
         self.inner.load(run)
     }

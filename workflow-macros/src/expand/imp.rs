@@ -216,6 +216,8 @@ impl Gen<'_> {
         let (schedule_item, tick_check) = self.schedule_items();
         let shown_check = self.shown_check();
         let search_item = self.search_item();
+        let admission_item = self.admission_item();
+        let step_keys_item = self.step_keys_item();
 
         quote! {
             #tick_check
@@ -257,6 +259,8 @@ impl Gen<'_> {
 
                 #schedule_item
                 #search_item
+                #admission_item
+                #step_keys_item
 
                 fn spec() -> &'static #p::workflow_spec::Spec {
                     static SPEC: ::std::sync::OnceLock<#p::workflow_spec::Spec> = ::std::sync::OnceLock::new();

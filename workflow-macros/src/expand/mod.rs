@@ -8,11 +8,14 @@
 //! - [`outputs`]: `Serialize` and `Deserialize` for `…Outputs`;
 //! - [`schedule`]: `Workflow::schedule()` and the `Tick` input check of a scheduled workflow;
 //! - [`search`]: `Workflow::search()`, the values of `search: [..]`;
+//! - [`flow`]: `Workflow::admission()` and `Workflow::step_keys()`, the values of flow
+//!   control keys;
 //! - [`fallback`]: the `impl Workflow` with unreachable bodies emitted after an error.
 
 mod calls;
 mod fallback;
 pub(crate) mod file;
+mod flow;
 mod imp;
 mod items;
 mod outputs;

@@ -44,6 +44,8 @@ pub struct WorkflowAst {
     pub search: Option<super::search::SearchAst>,
     /// `retention: 30d`, written before the first step.
     pub retention: Option<super::search::RetentionAst>,
+    /// `concurrency`, `priority` and `debounce`, written before the first step.
+    pub flow: super::flow::WorkflowFlow,
     /// The steps, in order.
     pub steps: Vec<StepAst>,
     /// The span of the braces around the steps.
@@ -142,6 +144,10 @@ pub struct Fields {
     pub for_each: Option<(Ident, ForEachAst)>,
     /// `concurrency: 8`, with the literal's span.
     pub concurrency: Option<(Ident, (u32, Span))>,
+    /// `concurrency: { key, limit }`: attempts in flight per key, across runs.
+    pub limit: Option<(Ident, super::flow::LimitAst)>,
+    /// `rate: { key, limit, per, burst }`.
+    pub rate: Option<(Ident, super::flow::LimitAst)>,
     /// `on_item_failure: abort | skip`.
     pub on_item_failure: Option<(Ident, OnItemFailure)>,
     /// `workflow: Child(field: arg, ...)`.
@@ -287,6 +293,7 @@ pub const STEP_KEYS: &[&str] = &[
     "idempotent",
     "reconcile",
     "spawn",
+    "rate",
 ];
 
 /// The keys a `human` checkpoint takes.
@@ -411,6 +418,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
                 schedule: None,
                 search: None,
                 retention: None,
+                flow: Default::default(),
                 steps: Vec::new(),
                 body_span: Span::call_site(),
             });
@@ -452,6 +460,7 @@ fn parse_workflow_inner(cx: &Ctxt, input: ParseStream<'_>) -> Option<WorkflowAst
         schedule: keys.schedule,
         search: keys.search,
         retention: keys.retention,
+        flow: keys.flow,
         steps,
         body_span: brace.span.join(),
     })

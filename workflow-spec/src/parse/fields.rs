@@ -56,6 +56,14 @@ pub(super) fn parse_field(
             (StepKw::Event, "assignee" | "prompt" | "approvals" | "self_approval" | "title" | "show") => format!(
                 "`{name}` belongs to human checkpoints, not to `event {id}`\nhelp: write `human {id} -> Approval {{ ... }}` for a checkpoint"
             ),
+            (StepKw::Human | StepKw::Event, "concurrency" | "rate")
+                if name == "rate" || value_is_block(&value) => format!(
+                "{} `{id}` takes no `{name}`: it runs no code, so it has no attempts to limit\nhelp: put `{name}` on the `step` whose action calls the limited service",
+                if kw == StepKw::Human { "human step" } else { "event" }
+            ),
+            (_, "priority" | "debounce" | "search" | "retention" | "schedule") => format!(
+                "`{name}` is a workflow-level key, not a key of {what} `{id}`\nhelp: move `{name}: ...` to the top of the workflow's body, before the first step"
+            ),
             (StepKw::Human, "workflow" | "for_each" | "concurrency" | "on_item_failure") => format!(
                 "a human step has no `{name}`: only a `step` runs a child workflow or maps over items\nhelp: a human step takes {}",
                 list(HUMAN_KEYS)
@@ -201,9 +209,17 @@ pub(super) fn parse_field(
             for_each,
             parse_for_each(cx, key, value).map(|v| (key.clone(), v))
         ),
+        "concurrency" if value_is_block(&value) => set!(
+            limit,
+            super::flow::parse_limit(cx, key, value, false).map(|v| (key.clone(), v))
+        ),
         "concurrency" => set!(
             concurrency,
             parse_concurrency(cx, key, value).map(|v| (key.clone(), v))
+        ),
+        "rate" => set!(
+            rate,
+            super::flow::parse_limit(cx, key, value, false).map(|v| (key.clone(), v))
         ),
         "on_item_failure" => set!(
             on_item_failure,
@@ -231,4 +247,15 @@ pub(super) fn parse_field(
         "show" => set!(show, parse_show(cx, key, value).map(|v| (key.clone(), v))),
         _ => cx.error(key.span(), format!("unknown key `{name}`")),
     }
+}
+
+/// Whether a value is one `{ ... }` block: `concurrency: { key, limit }` limits attempts
+/// across runs, `concurrency: 8` the items of a map in flight.
+fn value_is_block(value: &TokenStream) -> bool {
+    let mut tokens = value.clone().into_iter();
+    matches!(
+        (tokens.next(), tokens.next()),
+        (Some(proc_macro2::TokenTree::Group(group)), None)
+            if group.delimiter() == proc_macro2::Delimiter::Brace
+    )
 }

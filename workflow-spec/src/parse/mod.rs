@@ -10,6 +10,7 @@ mod calls;
 pub mod check;
 pub mod ctxt;
 mod fields;
+pub mod flow;
 pub mod human;
 mod nesting;
 pub mod schedule;
@@ -309,9 +310,17 @@ fn lower(ast: &WorkflowAst, names: &Names) -> Spec {
         schedule: ast.schedule.as_ref().map(lower_schedule),
         search: search::lower_search(ast),
         retention: ast.retention.map(|retention| retention.value.value),
-        concurrency: None,
-        priority: None,
-        debounce: None,
+        concurrency: ast
+            .flow
+            .concurrency
+            .as_ref()
+            .and_then(flow::lower_run_concurrency),
+        priority: ast
+            .flow
+            .priority
+            .as_ref()
+            .map(|(_, priority)| priority.lower()),
+        debounce: ast.flow.debounce.as_ref().and_then(flow::lower_debounce),
     }
 }
 
@@ -500,8 +509,14 @@ fn lower_step(step: &StepAst, index: usize, names: &Names) -> Step {
             .as_ref()
             .map(|(_, expr)| tokens_to_string(expr)),
         optional: names.optional[index],
-        concurrency: None,
-        rate: None,
+        concurrency: fields
+            .limit
+            .as_ref()
+            .and_then(|(_, limit)| flow::lower_step_concurrency(limit)),
+        rate: fields
+            .rate
+            .as_ref()
+            .and_then(|(_, rate)| flow::lower_rate(rate)),
     }
 }
 

@@ -18,7 +18,14 @@ use super::values::{first_span, keyed_block, list, one_of, parse_choice, parse_d
 use crate::schedule::{Catchup, DstGap, Overlap};
 
 /// The keys a workflow takes before its first step.
-pub const WORKFLOW_KEYS: &[&str] = &["schedule", "search", "retention"];
+pub const WORKFLOW_KEYS: &[&str] = &[
+    "schedule",
+    "search",
+    "retention",
+    "concurrency",
+    "priority",
+    "debounce",
+];
 
 /// The keys of a `schedule: { ... }` block.
 pub const SCHEDULE_KEYS: &[&str] = &[
@@ -57,6 +64,8 @@ pub struct WorkflowKeys {
     pub search: Option<super::search::SearchAst>,
     /// `retention: 30d`.
     pub retention: Option<super::search::RetentionAst>,
+    /// `concurrency`, `priority` and `debounce`.
+    pub flow: super::flow::WorkflowFlow,
 }
 
 /// Whether the next tokens are `key:` (a workflow-level key) rather than an item.
@@ -78,6 +87,13 @@ pub(super) fn parse_workflow_key(
     let _ = input.parse::<Token![:]>();
     let value = take_value(input);
     let name = key.to_string();
+    if name == "rate" {
+        cx.error(
+            key.span(),
+            "`rate` limits how often one step's attempts start, so it is a step key\nhelp: move `rate: { key: ..., limit: ..., per: ... }` into the step that calls the rate-limited service; a workflow limits its runs with `concurrency: { key: ..., limit: ... }`",
+        );
+        return;
+    }
     if !WORKFLOW_KEYS.contains(&name.as_str()) {
         let help = did_you_mean(&name, WORKFLOW_KEYS.iter().copied()).unwrap_or_else(|| {
             format!(
@@ -101,12 +117,16 @@ pub(super) fn parse_workflow_key(
     let taken = match name.as_str() {
         "search" => keys.search.is_some(),
         "retention" => keys.retention.is_some(),
+        "concurrency" => keys.flow.concurrency.is_some(),
+        "priority" => keys.flow.priority.is_some(),
+        "debounce" => keys.flow.debounce.is_some(),
         _ => keys.schedule.is_some(),
     };
     if taken {
         let help = match name.as_str() {
             "search" => "list every entry in one `search: [..]`",
             "retention" => "a workflow has one retention",
+            "concurrency" | "priority" | "debounce" => "remove one of the two",
             _ => "a workflow has one schedule; create more at run time with `Engine::schedules()`",
         };
         cx.error(
@@ -118,6 +138,11 @@ pub(super) fn parse_workflow_key(
     match name.as_str() {
         "search" => keys.search = super::search::parse_search(cx, &key, value),
         "retention" => keys.retention = super::search::parse_retention(cx, &key, value),
+        "concurrency" => keys.flow.concurrency = super::flow::parse_limit(cx, &key, value, true),
+        "debounce" => keys.flow.debounce = super::flow::parse_limit(cx, &key, value, true),
+        "priority" => {
+            keys.flow.priority = super::flow::parse_priority(cx, value).map(|p| (key.clone(), p))
+        }
         _ => keys.schedule = parse_schedule(cx, &key, value),
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::flow::{LimitKey, OnLimit};
 use crate::model::{
     format_duration, Arg, Call, Effect, OnEventTimeout, OnFailure, OnItemFailure, OnTimeout, Spec,
     StepKind, DEFAULT_CONCURRENCY,
@@ -20,6 +21,12 @@ pub enum ExportError {
         /// The literal as written.
         literal: String,
     },
+    /// A map step with both a `concurrency` of its items other than the default and a
+    /// `concurrency: { key, limit }` across runs: a file's step has one `concurrency` key.
+    Concurrency {
+        /// The map step.
+        step: String,
+    },
 }
 
 impl fmt::Display for ExportError {
@@ -28,6 +35,10 @@ impl fmt::Display for ExportError {
             ExportError::Literal { step, literal } => write!(
                 f,
                 "step `{step}` passes the literal `{literal}`, which a spec file cannot write: `with:` takes strings, numbers and booleans"
+            ),
+            ExportError::Concurrency { step } => write!(
+                f,
+                "map step `{step}` limits both its items in flight and its attempts across runs, which a spec file cannot write: a step has one `concurrency` key"
             ),
         }
     }
@@ -56,6 +67,7 @@ pub fn export(spec: &Spec) -> Result<String, ExportError> {
             let _ = writeln!(out, "  {}: {}", input.name, scalar(&input.ty));
         }
     }
+    workflow_keys(&mut out, spec);
     out.push_str("steps:\n");
     for step in &spec.steps {
         let _ = writeln!(out, "  - id: {}", step.id);
@@ -72,6 +84,11 @@ pub fn export(spec: &Spec) -> Result<String, ExportError> {
                         "    for_each: {}",
                         quoted(&format!("{} in {}", for_each.binding, for_each.source))
                     );
+                    if for_each.concurrency != DEFAULT_CONCURRENCY && step.concurrency.is_some() {
+                        return Err(ExportError::Concurrency {
+                            step: step.id.clone(),
+                        });
+                    }
                     if for_each.concurrency != DEFAULT_CONCURRENCY {
                         let _ = writeln!(out, "    concurrency: {}", for_each.concurrency);
                     }
@@ -168,8 +185,66 @@ pub fn export(spec: &Spec) -> Result<String, ExportError> {
         if let Some(condition) = &step.condition {
             let _ = writeln!(out, "    condition: {}", quoted(condition));
         }
+        if let Some(limit) = &step.concurrency {
+            out.push_str("    concurrency:\n");
+            let _ = writeln!(out, "      key: {}", limit_key(&limit.key));
+            let _ = writeln!(out, "      limit: {}", limit.limit);
+        }
+        if let Some(rate) = &step.rate {
+            out.push_str("    rate:\n");
+            let _ = writeln!(out, "      key: {}", limit_key(&rate.key));
+            let _ = writeln!(out, "      limit: {}", rate.limit);
+            let _ = writeln!(out, "      per: {}", format_duration(rate.per));
+            if rate.burst != 1 {
+                let _ = writeln!(out, "      burst: {}", rate.burst);
+            }
+        }
     }
     Ok(out)
+}
+
+/// The workflow-level keys outside the fingerprint: `search`, `retention`, `concurrency`,
+/// `priority` and `debounce`.
+fn workflow_keys(out: &mut String, spec: &Spec) {
+    if !spec.search.is_empty() {
+        let paths: Vec<&str> = spec.search.iter().map(|key| key.path.as_str()).collect();
+        let _ = writeln!(out, "search: [{}]", paths.join(", "));
+    }
+    if let Some(retention) = spec.retention {
+        let _ = writeln!(out, "retention: {}", format_duration(retention));
+    }
+    if let Some(concurrency) = &spec.concurrency {
+        out.push_str("concurrency:\n");
+        let _ = writeln!(out, "  key: {}", limit_key(&concurrency.key));
+        let _ = writeln!(out, "  limit: {}", concurrency.limit);
+        let on_limit = match concurrency.on_limit {
+            OnLimit::Queue => None,
+            OnLimit::Skip => Some("skip"),
+            OnLimit::CancelPrevious => Some("cancel_previous"),
+        };
+        if let Some(on_limit) = on_limit {
+            let _ = writeln!(out, "  on_limit: {on_limit}");
+        }
+    }
+    if let Some(priority) = &spec.priority {
+        let _ = writeln!(out, "priority: {}", scalar(priority));
+    }
+    if let Some(debounce) = &spec.debounce {
+        out.push_str("debounce:\n");
+        let _ = writeln!(out, "  key: {}", limit_key(&debounce.key));
+        let _ = writeln!(out, "  window: {}", format_duration(debounce.window));
+        if let Some(max_wait) = debounce.max_wait {
+            let _ = writeln!(out, "  max_wait: {}", format_duration(max_wait));
+        }
+    }
+}
+
+/// A limit's key: a static key quoted (so it lowers to a string literal), a path plain.
+fn limit_key(key: &LimitKey) -> String {
+    match key {
+        LimitKey::Static(text) => quoted(text),
+        LimitKey::Path(path) => path.clone(),
+    }
 }
 
 /// `action:`, `inputs:` and `with:` of a call, indented by `indent` more than a step key.

@@ -26,7 +26,35 @@ pub fn schema() -> Value {
             "with": { "type": "object", "additionalProperties": literal.clone() }
         }
     });
-    let step = json!({
+    let key = json!({
+        "type": "string",
+        "description": "The key the limit counts by: quoted (`\"psp\"`), one key shared by every run that names it; unquoted, a path over the inputs (on a step, also upstream outputs) read per run: `order.customer_id`."
+    });
+    let count = json!({ "type": "integer", "minimum": 1, "maximum": 1_000_000 });
+    let step_limit = json!({
+        "type": "object",
+        "description": "Attempts of this step in flight per key, across all runs and workers.",
+        "additionalProperties": false,
+        "required": ["key", "limit"],
+        "properties": { "key": key.clone(), "limit": count.clone() }
+    });
+    let rate = json!({
+        "type": "object",
+        "description": "A token bucket per key: at most `burst` tokens (default 1), refilled at `limit` per `per`; an attempt takes one.",
+        "additionalProperties": false,
+        "required": ["key", "limit", "per"],
+        "properties": {
+            "key": key.clone(),
+            "limit": count.clone(),
+            "per": duration.clone(),
+            "burst": count.clone()
+        }
+    });
+    let step_concurrency = json!({
+        "description": "A number: the items of a map in flight at once (default 16). A mapping `{ key, limit }`: attempts of this step in flight per key, across runs.",
+        "oneOf": [{ "type": "integer", "minimum": 1 }, step_limit]
+    });
+    let mut step = json!({
         "type": "object",
         "additionalProperties": false,
         "required": ["id"],
@@ -69,7 +97,7 @@ pub fn schema() -> Value {
             "compensate": { "oneOf": [{ "type": "string" }, call.clone()] },
             "reconcile": { "oneOf": [{ "type": "string" }, call] },
             "for_each": { "type": "string", "description": "`item in source`: run the action once per item." },
-            "concurrency": { "type": "integer", "minimum": 1 },
+            "concurrency": step_concurrency,
             "on_item_failure": { "enum": ["abort", "skip"] },
             "workflow": {
                 "type": "object",
@@ -82,6 +110,7 @@ pub fn schema() -> Value {
             }
         }
     });
+    step["properties"]["rate"] = rate;
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "workflow spec",
@@ -124,6 +153,32 @@ pub fn schema() -> Value {
                 "type": "string",
                 "pattern": "^[0-9]+(ms|s|m|h|d)$",
                 "description": "How long finished runs are kept before they are purged: `30d` (at least `1m`)."
+            },
+            "concurrency": {
+                "type": "object",
+                "description": "Runs in flight per key; `on_limit` says what a start over the limit does: `queue` (the default) waits, `skip` drops the start, `cancel_previous` cancels the oldest run in flight.",
+                "additionalProperties": false,
+                "required": ["key", "limit"],
+                "properties": {
+                    "key": key.clone(),
+                    "limit": count,
+                    "on_limit": { "enum": ["queue", "skip", "cancel_previous"] }
+                }
+            },
+            "priority": {
+                "type": ["string", "integer"],
+                "description": "An integer, or a path over the inputs to an integer field (`order.tier`); higher starts first, and waiting raises it."
+            },
+            "debounce": {
+                "type": "object",
+                "description": "Starts with the same key within `window` collapse into one run with the latest input, started once the key is quiet for `window` or `max_wait` after the burst's first start.",
+                "additionalProperties": false,
+                "required": ["key", "window"],
+                "properties": {
+                    "key": key,
+                    "window": duration.clone(),
+                    "max_wait": duration.clone()
+                }
             },
             "steps": {
                 "type": "array",

@@ -17,6 +17,7 @@
 
 mod damage;
 mod inbox;
+mod limits;
 mod owners;
 mod runs;
 mod schedules;
@@ -125,6 +126,28 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("a run that stops drops its open tasks", |s| {
         Box::pin(tasks::stopped_runs_drop_their_tasks(s.store))
     }),
+    ("admission holds each key's limit, round robin", |s| {
+        Box::pin(limits::admission_holds_each_key_limit(s.store))
+    }),
+    ("admission orders by priority, aged", |s| {
+        Box::pin(limits::priority_orders_admission_and_ages(s.store))
+    }),
+    ("skip and cancel_previous are decided at admission", |s| {
+        Box::pin(limits::skip_and_cancel_previous_are_decided_at_admission(
+            s.store,
+        ))
+    }),
+    ("a debounce keeps the latest start of a burst", |s| {
+        Box::pin(limits::debounce_keeps_the_latest_start(s.store))
+    }),
+    (
+        "step slots count only under their run's current lease",
+        |s| Box::pin(limits::slots_hold_their_limit_under_current_leases(s.store)),
+    ),
+    (
+        "a slot and a rate token are taken together or not at all",
+        |s| Box::pin(limits::rate_tokens_and_slots_are_taken_together(s.store)),
+    ),
 ];
 
 /// Runs every check, each on a fresh store from `make` (with its damage hook), and panics

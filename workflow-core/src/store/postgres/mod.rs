@@ -8,6 +8,7 @@ mod check;
 mod connect;
 mod error;
 mod known;
+mod limits;
 mod listen;
 mod read;
 mod schedules;
@@ -723,6 +724,40 @@ impl Store for PgStore {
                 }
             }
         })
+    }
+
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: super::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        Box::pin(async move { self.create_gated_run(&run, &gate).await })
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: super::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Admission, StoreError>> {
+        Box::pin(async move { self.admit_gated(&admit).await })
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: super::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Acquired, StoreError>> {
+        Box::pin(async move { self.acquire(&request).await })
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.release_holder(run, holder))
+    }
+
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<super::limits::RunFlow, StoreError>> {
+        Box::pin(self.flow(run))
     }
 
     fn shared(&self) -> bool {

@@ -510,6 +510,8 @@ CREATE TABLE run_search (
 );
 CREATE INDEX run_search_value ON run_search (name, value, run_id);
 "#,
+    // Flow control: gated runs, step slots, rate buckets and waiting steps.
+    super::limits::MIGRATION,
 ];
 
 /// The newest schema version this library knows.

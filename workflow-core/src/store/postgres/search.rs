@@ -17,6 +17,9 @@ pub(super) const PER_RUN_TABLES: &[&str] = &[
     "dead_letters",
     "run_search",
     "open_tasks",
+    "flow_gates",
+    "flow_slots",
+    "flow_waits",
 ];
 
 /// The creation statement around `workflow_create(...)` (its parameters `$1` to `$18`):

@@ -379,6 +379,8 @@ pub(super) async fn claim(
               AND (owner IS NULL
                    OR (owner = $1 AND $5)
                    OR (owner <> $1 AND coalesce(lease_until, '-infinity') <= now()))
+              AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                              WHERE g.run_id = runs.id AND NOT g.admitted)
               AND ($8 = 0 OR ($8 = 1) = (owner IS NULL AND (journal_len <= 1
                    OR (journal_len = 2 AND EXISTS (
                        SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1

@@ -12,6 +12,7 @@
 //! version of this library is refused and left untouched.
 
 mod check;
+mod limits;
 mod read;
 mod schedules;
 mod schema;
@@ -321,23 +322,65 @@ impl Drop for SqliteStore {
 }
 impl Store for SqliteStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
-        let events = match run.events.iter().map(sql::to_json).collect() {
-            Ok(events) => events,
+        match new_run_row(&run) {
+            Ok(row) => self.write(move |db| sql::create(db, &row)),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
+    fn create_gated<'a>(
+        &'a self,
+        run: NewRun<'a>,
+        gate: super::limits::Gate<'a>,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        let row = match new_run_row(&run) {
+            Ok(row) => row,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
-        let row = NewRunRow {
-            workflow: run.workflow.to_owned(),
-            fingerprint: run.fingerprint.to_owned(),
-            key: run.idempotency_key.map(str::to_owned),
-            events,
-            parent: run.parent,
-            owner: run.owner.map(|c| (c.owner.to_owned(), c.lease_ms, c.now)),
-            supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
-            at: run.at,
-            tasks: crate::store::tasks::changes(run.events, None, crate::store::RunStatus::Running),
-            search: run.search.to_vec(),
-        };
-        self.write(move |db| sql::create(db, &row))
+        let gate = limits::GateRow::new(&gate);
+        self.write(move |db| {
+            let (created, entries) = sql::create(db, &row)?;
+            if let Created::New { run, .. } = created {
+                limits::insert_gate(db, run, &row.workflow, row.at, &gate)?;
+            }
+            Ok((created, entries))
+        })
+    }
+
+    fn admit<'a>(
+        &'a self,
+        admit: super::limits::Admit<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Admission, StoreError>> {
+        let row = limits::AdmitRow::new(&admit);
+        let any = self.read(limits::any_gated);
+        let write = self.write(move |db| limits::admit(db, &row));
+        Box::pin(async move {
+            if !any.await? {
+                return Ok(super::limits::Admission::default());
+            }
+            write.await
+        })
+    }
+
+    fn acquire_slot<'a>(
+        &'a self,
+        request: super::limits::SlotRequest<'a>,
+    ) -> BoxFuture<'a, Result<super::limits::Acquired, StoreError>> {
+        let row = limits::SlotRow::new(&request);
+        self.write(move |db| limits::acquire(db, &row))
+    }
+
+    fn release_slot<'a>(
+        &'a self,
+        run: RunId,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let holder = holder.to_owned();
+        self.write(move |db| limits::release(db, run, &holder))
+    }
+
+    fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<super::limits::RunFlow, StoreError>> {
+        self.read(move |db| limits::flow_of(db, run))
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -546,4 +589,24 @@ impl Store for SqliteStore {
     fn shared(&self) -> bool {
         true
     }
+}
+
+/// The owned parts of a [`NewRun`], moved to the writer thread.
+fn new_run_row(run: &NewRun<'_>) -> Result<NewRunRow, StoreError> {
+    Ok(NewRunRow {
+        workflow: run.workflow.to_owned(),
+        fingerprint: run.fingerprint.to_owned(),
+        key: run.idempotency_key.map(str::to_owned),
+        events: run
+            .events
+            .iter()
+            .map(sql::to_json)
+            .collect::<Result<_, _>>()?,
+        parent: run.parent,
+        owner: run.owner.map(|c| (c.owner.to_owned(), c.lease_ms, c.now)),
+        supersedes: run.supersedes.map(|(old, note)| (old, note.to_owned())),
+        at: run.at,
+        tasks: crate::store::tasks::changes(run.events, None, crate::store::RunStatus::Running),
+        search: run.search.to_vec(),
+    })
 }

@@ -108,6 +108,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, name)
     ) WITHOUT ROWID;
     CREATE INDEX run_search_value ON run_search (name, value, run_id);",
+    // Flow control: gated runs, step slots, rate buckets and waiting steps.
+    super::limits::MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.

@@ -16,6 +16,9 @@ pub(super) const PER_RUN_TABLES: &[&str] = &[
     "dead_letters",
     "run_search",
     "open_tasks",
+    "flow_gates",
+    "flow_slots",
+    "flow_waits",
 ];
 
 /// Inside a creation's transaction: the new run's search values.

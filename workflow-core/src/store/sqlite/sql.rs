@@ -296,6 +296,32 @@ fn run_row(db: &Db, run: RunId) -> Result<Option<RawRun>, StoreError> {
     raw.map(RawRun::verified).transpose()
 }
 
+/// Inside a write: finishes a running run as cancelled with `note` (no journal entry: the
+/// note says why), releasing its owner and closing its open tasks. Returns whether it was
+/// running.
+pub(super) fn cancel_with_note(
+    db: &Db,
+    run: RunId,
+    note: &str,
+    at: Timestamp,
+) -> Result<bool, StoreError> {
+    let Some(raw) = run_row(db, run)? else {
+        return Ok(false);
+    };
+    if raw.status != RunStatus::Running.as_str() {
+        return Ok(false);
+    }
+    let cancelled = RawRun {
+        status: RunStatus::Cancelled.as_str().to_owned(),
+        note: Some(note.to_owned()),
+        updated_at: at,
+        ..raw
+    };
+    update_run(db, &cancelled, true)?;
+    super::tasks::apply(db, run, &[TaskChange::CloseAll])?;
+    Ok(true)
+}
+
 /// Writes a run's status, note, update time and inbox cursor with their new checksum;
 /// `release` clears the owner too.
 fn update_run(db: &Db, raw: &RawRun, release: bool) -> Result<(), StoreError> {
@@ -445,6 +471,8 @@ pub(super) fn claim(db: &Db, claim: &Claim<'_>) -> Result<(Vec<Lease>, u64), Sto
                   AND (owner IS NULL
                        OR (owner = ?1 AND ?5)
                        OR (owner <> ?1 AND lease_until <= ?6))
+                  AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                                  WHERE g.run_id = runs.id AND g.admitted = 0)
                   AND (?8 = 0 OR (?8 = 1) = (owner IS NULL AND NOT EXISTS (
                       SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq >= 1
                         AND json_extract(j.event, '$.event') <> 'initiated')))

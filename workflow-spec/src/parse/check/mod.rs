@@ -1,6 +1,7 @@
 //! The compile-time checks, one function per rule. Each records its errors in the
 //! [`Ctxt`] and never stops the others.
 
+pub mod flow;
 pub mod human;
 pub mod keys;
 pub mod language;
@@ -56,6 +57,9 @@ pub fn run_all(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
     keys::search_reads_inputs(cx, ast, names);
     keys::search_names_unique(cx, ast);
     keys::retention_bounds(cx, ast);
+    flow::limit_values(cx, ast);
+    flow::workflow_key_reads(cx, ast, names);
+    flow::step_limits(cx, ast, names);
 }
 
 /// A workflow needs at least one step.

@@ -33,6 +33,9 @@ pub const TOP_KEYS: &[&str] = &[
     "schedule",
     "search",
     "retention",
+    "concurrency",
+    "priority",
+    "debounce",
     "steps",
 ];
 
@@ -289,8 +292,10 @@ fn header(out: &mut Lowering, top: &Map, options: &Options) {
             &["cron", "tz"],
         );
     }
-    // `search: [order.customer_id]` and `retention: 30d` are copied as written.
-    for name in ["search", "retention"] {
+    // `search: [order.customer_id]`, `retention: 30d`, `priority: order.tier` and the
+    // blocks `concurrency: { .. }` and `debounce: { .. }` are copied as written (a quoted
+    // `key` is a static key).
+    for name in ["search", "retention", "concurrency", "priority", "debounce"] {
         if let Some((key, value)) = top.entries.iter().find(|(key, _)| key.text == name) {
             if copyable(out, value) {
                 out.scalar(key);

@@ -3,6 +3,8 @@
 //! file positions.
 
 #[allow(unused_imports)]
+use proc_macro2::Literal;
+
 use super::*;
 
 pub(super) fn is_ident(text: &str) -> bool {
@@ -126,7 +128,13 @@ pub(super) fn raw_or_list(out: &mut Lowering, value: &Node) {
             for (key, value) in &map.entries {
                 out.scalar(key);
                 out.push(": ");
-                raw_or_list(out, value);
+                match value {
+                    // A limit's `key: "psp"` (quoted) is a static key; unquoted, a path.
+                    Node::Scalar(text) if key.text == "key" && text.quoted => {
+                        out.at(text.pos, &Literal::string(&text.text).to_string());
+                    }
+                    _ => raw_or_list(out, value),
+                }
                 out.push("\n,\n");
             }
             out.push("}");
