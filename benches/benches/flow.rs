@@ -65,7 +65,7 @@ workflow! {
 workflow! {
     /// The same chain, one run in flight per key.
     workflow Keyed(k: u32) {
-        // FLOW: concurrency: { key: k, limit: 1 },
+        concurrency: { key: k, limit: 1 },
         step s0 -> u32 { action: first(k), }
         step s1 -> u32 { action: next(s0), }
         step s2 -> u32 { action: next(s1), }

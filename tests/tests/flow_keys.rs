@@ -159,7 +159,10 @@ fn the_spec_carries_the_keys() {
     let spec = Charge::spec();
     let concurrency = spec.concurrency.as_ref().expect("concurrency");
     assert_eq!(concurrency.key, LimitKey::Path("order.customer_id".into()));
-    assert_eq!((concurrency.limit, concurrency.on_limit), (1, OnLimit::Skip));
+    assert_eq!(
+        (concurrency.limit, concurrency.on_limit),
+        (1, OnLimit::Skip)
+    );
     assert_eq!(spec.priority.as_deref(), Some("order.tier"));
     assert_eq!(
         spec.debounce.as_ref().map(|d| d.key.clone()),

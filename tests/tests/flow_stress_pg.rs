@@ -95,7 +95,7 @@ fn limits_rates_and_priorities_hold_across_three_workers_through_kills_and_pause
     );
     let strikes = Strikes {
         kills: setting("FLOW_STRESS_KILLS", 4),
-        freeze: Duration::from_millis(LEASE_MS + 1_000),
+        freeze: Some(Duration::from_millis(LEASE_MS + 1_000)),
         finish_within: Duration::from_secs(60 + runs / 10),
     };
     let struck = drive::strike_until_done(&mut workers, &mut rng, strikes, || {

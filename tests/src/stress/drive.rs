@@ -42,9 +42,9 @@ pub async fn unfinished(store: &dyn Store) -> usize {
 pub struct Strikes {
     /// How many kills at most (none once every run is done).
     pub kills: u64,
-    /// After every second kill, one worker (another than the victim, when there are
-    /// several) is frozen for this long and then let go on.
-    pub freeze: Duration,
+    /// After every second kill, another worker than the victim is frozen for this long
+    /// (plus up to a second) and then let go on; `None`: no freezes.
+    pub freeze: Option<Duration>,
     /// How long the runs may take after the last strike.
     pub finish_within: Duration,
 }
@@ -62,8 +62,8 @@ pub struct Struck {
     pub done: Duration,
 }
 
-/// Kills a random worker every 1 to 2.5 s (starting another in its place), freezes one
-/// after every second kill, until `strikes.kills` kills were made or `unfinished()` says
+/// Kills a random worker every 1 to 2.5 s (starting another in its place), freezes
+/// another after every second kill (when `strikes.freeze` says so), until `strikes.kills` kills were made or `unfinished()` says
 /// no run is left; then waits for the runs to be done. Panics when a worker stopped on
 /// its own or the runs take too long.
 pub fn strike_until_done(
@@ -79,14 +79,10 @@ pub fn strike_until_done(
         workers.check_alive();
         let victim = workers.kill_any(rng);
         kills += 1;
-        if kills % 2 == 1 {
-            let frozen = if workers.len() > 1 {
-                workers.other_than(victim, rng)
-            } else {
-                victim
-            };
+        if let Some(freeze) = strikes.freeze.filter(|_| kills % 2 == 1) {
+            let frozen = workers.other_than(victim, rng);
             workers.freeze(frozen);
-            std::thread::sleep(strikes.freeze + Duration::from_millis(rng.below(1_000)));
+            std::thread::sleep(freeze + Duration::from_millis(rng.below(1_000)));
             workers.thaw(frozen);
             pauses += 1;
         }

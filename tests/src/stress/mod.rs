@@ -29,7 +29,7 @@ pub const RATE: usize = 20;
 /// The bucket's size.
 pub const BURST: usize = 5;
 /// The aging step of priorities (the engine's default): one point per minute waited.
-pub const AGING_MS: u64 = 60_000;
+pub const AGING_MS: u64 = workflow_core::store::limits::AGING_STEP_MS;
 /// The key of every fifth job.
 pub const HOT_KEY: &str = "k00";
 /// The rated step's name.
@@ -133,8 +133,8 @@ workflow! {
     /// One job: at most two runs per key in flight, higher priorities first, and a call
     /// to a rate-limited service in the middle.
     pub workflow Stressed(job: Job) env Observer {
-        // FLOW: concurrency: { key: job.key, limit: 2 },
-        // FLOW: priority: job.priority,
+        concurrency: { key: job.key, limit: 2 },
+        priority: job.priority,
         step prepare -> u64 {
             action: act::prepare(env, ctx, job),
             retry: { max_attempts: 20, backoff: fixed, initial: 100ms, jitter: none },
@@ -142,7 +142,7 @@ workflow! {
         step call -> u64 {
             action: act::call(env, ctx, job, prepare),
             retry: { max_attempts: 20, backoff: fixed, initial: 100ms, jitter: none },
-            // FLOW: rate: { key: "stress-api", limit: 20, per: 1s, burst: 5 },
+            rate: { key: "stress-api", limit: 20, per: 1s, burst: 5 },
         }
         step finish -> u64 {
             action: act::finish(env, ctx, job, call),

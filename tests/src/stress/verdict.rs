@@ -9,8 +9,12 @@
 //!   key over one instant means more than `limit` slots held, or code that ran outside its
 //!   run's slot. Attempts killed or frozen without writing their end are inside the span,
 //!   because a later attempt of the same run (after the takeover) ends it.
-//! - A **start** of the rated step is its attempt's `entered_us`: it follows the engine's
-//!   taking of the attempt's token.
+//! - A **start** of the rated step is its attempt's `entered_us`. The engine takes the
+//!   attempt's token just before it polls the action, so a start follows its token by the
+//!   time the worker takes to get from the store's answer to the action (microseconds,
+//!   more when the machine is busy): the starts in a window `[t, t + per - lag)` hold
+//!   only tokens of `[t - lag, t + per - lag)`, a window of length `per`, as long as no
+//!   start lags its token by more than `lag`. The checks use such shortened windows.
 //! - A **zombie** is an attempt that did something (began or finished its work) after an
 //!   attempt of the same run under a higher fencing token had begun: code of a worker
 //!   that lost the run, still running after the takeover. Self-fencing says there is none.
@@ -163,18 +167,21 @@ pub fn aging_lead(a: u64, b: u64, from: u64, to: u64, aging_ms: u64) -> i64 {
 /// Priority inversions within a key, as `(admitted first, waited though it ranked higher)`.
 ///
 /// Admission order is known from outside only where it is certain: run `a` ran to its
-/// end before run `b` began, both began their first step under the lease their admission
-/// gave them (`admission_fence`: not taken over between admission and first step), and
-/// `b` was queued before any admission could take place (`admissions_from_ms`). Then `a`
-/// was admitted while `b` waited, which the rule allows only if `a`'s effective priority
-/// was at least `b`'s at some moment between the first possible admission and `a`'s first
-/// step: `priority(b) <= priority(a) + aging_lead(a, b)`.
+/// end more than `lag_us` before run `b` began, both began their first step under the
+/// lease their admission gave them (`admission_fence`: not taken over between admission
+/// and first step, so by a worker that was neither killed nor frozen meanwhile), and `b`
+/// was queued before any admission could take place (`admissions_from_ms`). Then, as
+/// long as an admitted run begins its first step within `lag_us`, `a` was admitted while
+/// `b` waited, which the rule allows only if `a`'s effective priority was at least `b`'s
+/// at some moment between the first possible admission and `a`'s first step:
+/// `priority(b) <= priority(a) + aging_lead(a, b)`.
 pub fn inversions(
     attempts: &[Attempt],
     queued: &HashMap<u64, Queued>,
     admission_fence: u64,
     admissions_from_ms: u64,
     aging_ms: u64,
+    lag_us: u64,
 ) -> Vec<(u64, u64)> {
     let spans = spans(attempts);
     let mut first: HashMap<u64, &Attempt> = HashMap::new();
@@ -197,7 +204,7 @@ pub fn inversions(
     for runs in by_key.values() {
         for (a, qa) in runs {
             for (b, qb) in runs {
-                if b.from_us <= a.to_us {
+                if b.from_us <= a.to_us + lag_us {
                     continue;
                 }
                 let lead = aging_lead(
@@ -341,25 +348,28 @@ mod tests {
         q.insert(1, queued("k", 0, 0));
         q.insert(2, queued("k", 2, 0));
         q.insert(3, queued("j", 0, 0));
-        assert_eq!(inversions(&rows, &q, 1, 5, 60_000), vec![(1, 2)]);
+        assert_eq!(inversions(&rows, &q, 1, 5, 60_000, 0), vec![(1, 2)]);
         // With an aging step of 1 ms, job 1 (queued 3 ms earlier) had aged enough; 1 ms
         // earlier is not enough.
         q.insert(2, queued("k", 2, 1));
-        assert_eq!(inversions(&rows, &q, 1, 5, 1), vec![(1, 2)]);
+        assert_eq!(inversions(&rows, &q, 1, 5, 1, 0), vec![(1, 2)]);
         q.insert(2, queued("k", 2, 3));
-        assert!(inversions(&rows, &q, 1, 5, 1).is_empty());
+        assert!(inversions(&rows, &q, 1, 5, 1, 0).is_empty());
         // Not when job 1's first step ran under a takeover's lease (its admission time
         // is unknown), nor when job 2 was queued after admissions began.
         let mut taken = rows.clone();
         taken[0].fence = 2;
         q.insert(2, queued("k", 2, 0));
-        assert!(inversions(&taken, &q, 1, 5, 60_000).is_empty());
+        assert!(inversions(&taken, &q, 1, 5, 60_000, 0).is_empty());
         q.insert(2, queued("k", 2, 6));
-        assert!(inversions(&rows, &q, 1, 5, 60_000).is_empty());
-        // Nor when the two overlapped.
+        assert!(inversions(&rows, &q, 1, 5, 60_000, 0).is_empty());
+        // Nor when job 2 began within the lag allowed after job 1 ended.
         q.insert(2, queued("k", 2, 0));
+        assert!(inversions(&rows, &q, 1, 5, 60_000, 10_000).is_empty());
+        assert_eq!(inversions(&rows, &q, 1, 5, 60_000, 9_999), vec![(1, 2)]);
+        // Nor when the two overlapped.
         let mut overlapping = rows.clone();
         overlapping[1].entered_us = 15_000;
-        assert!(inversions(&overlapping, &q, 1, 5, 60_000).is_empty());
+        assert!(inversions(&overlapping, &q, 1, 5, 60_000, 0).is_empty());
     }
 }
