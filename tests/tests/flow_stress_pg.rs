@@ -16,7 +16,11 @@
 //! - at no instant more than 2 runs of a key in flight, a run being in flight from its
 //!   first attempt's beginning to the last moment one of its attempts is known to have
 //!   worked (an interval sweep per key);
-//! - in no window of one second more than 20 + 5 starts of the rated step;
+//! - the token bucket: in no second more than 20 + 5 tokens of the rated step for certain
+//!   (each token bounded by its attempt's journaled start and the beginning of its work),
+//!   and in no window of 800 ms more than 20 + 5 beginnings of its work as the observer
+//!   saw them (a second less 200 ms for the time from a token to its action, which on a
+//!   busy machine puts 26 or 27 beginnings in some second);
 //! - no zombie: no attempt began or finished its work after an attempt of its run under
 //!   a higher fencing token had begun. This is what makes the two counts sound under
 //!   kills and pauses: an attempt that never wrote its end (killed, or frozen and then

@@ -13,9 +13,10 @@ use super::{Observer, BURST, LIMIT, RATE, RATED, STEPS};
 pub const ADMISSION_FENCE: u64 = 1;
 
 /// The most an attempt's action is assumed to begin after the engine took its rate token
-/// (see [`verdict`]): the starts of the rated step are counted in windows of one second
-/// less this.
-pub const START_LAG_US: u64 = 100_000;
+/// (see [`verdict`]), for the count of the observer's starts alone: they are counted in
+/// windows of one second less this. (The exact count, in whole seconds, bounds each token
+/// by the attempt's journaled start instead.)
+pub const START_LAG_US: u64 = 200_000;
 
 /// The most an admitted run is assumed to take to begin its first step, for the order of
 /// admissions seen from outside ([`verdict::inversions`]).
@@ -46,6 +47,13 @@ pub async fn verify(
         "one run per job, never a second"
     );
     let mut queued: HashMap<u64, Queued> = HashMap::new();
+    // When each attempt of the rated step was journaled as started, by (job, attempt):
+    // the earliest, a moment before its token was asked for.
+    let rated_index = STEPS
+        .iter()
+        .position(|s| *s == RATED)
+        .expect("the rated step");
+    let mut journaled: HashMap<(u64, u32), u64> = HashMap::new();
     for record in &records {
         assert_eq!(
             record.status,
@@ -70,13 +78,20 @@ pub async fn verify(
         );
         let mut outputs: BTreeMap<usize, u64> = BTreeMap::new();
         for event in &events {
-            if let Event::StepSucceeded { step, output, .. } = event {
-                let previous = outputs.insert(*step, output.as_u64().expect("a number"));
-                assert!(
-                    previous.is_none(),
-                    "{}: step #{step} succeeded twice",
-                    record.id
-                );
+            match event {
+                Event::StepSucceeded { step, output, .. } => {
+                    let previous = outputs.insert(*step, output.as_u64().expect("a number"));
+                    assert!(
+                        previous.is_none(),
+                        "{}: step #{step} succeeded twice",
+                        record.id
+                    );
+                }
+                Event::AttemptStarted { step, attempt, at } if *step == rated_index => {
+                    let earliest = journaled.entry((job.n, *attempt)).or_insert(*at);
+                    *earliest = (*earliest).min(*at);
+                }
+                _ => {}
             }
         }
         let want: BTreeMap<usize, u64> = super::expected(job.n).into_iter().enumerate().collect();
@@ -132,6 +147,25 @@ pub async fn verify(
         ));
     }
     let (busiest_second, _) = verdict::busiest_window(&attempts, RATED, 1_000_000);
+    // In no second more than RATE + BURST tokens for certain: each token lies between its
+    // attempt's journaled start (ms) and the beginning of its work. An attempt whose start
+    // is not journaled before its work began (a killed worker's, whose start a later
+    // attempt journaled) is left out: its token's moment is not known.
+    let tokens: Vec<(u64, u64)> = attempts
+        .iter()
+        .filter(|a| a.step == RATED)
+        .filter_map(|a| {
+            let from = journaled.get(&(a.job, a.attempt))?.saturating_mul(1000);
+            (from <= a.entered_us).then_some((from, a.entered_us))
+        })
+        .collect();
+    let (certain, certain_at) = verdict::busiest_certain_window(&tokens, 1_000_000);
+    if certain > RATE + BURST {
+        broken.push(format!(
+            "{certain} tokens of `{RATED}` taken within the second from {certain_at} µs for \
+             certain: more than {RATE} + {BURST}"
+        ));
+    }
     let rated = attempts.iter().filter(|a| a.step == RATED).count();
 
     // No code of a worker that lost its run ran after the takeover.
@@ -204,12 +238,15 @@ pub async fn verify(
         "{runs} runs over {} keys completed once each with the right outputs; {} attempts \
          observed ({unfinished} never wrote their end: killed or frozen), at most {peak} \
          runs of a key in flight (limit {LIMIT}); of {rated} starts of `{RATED}`, the busiest \
-         {} ms held {busiest} (at most {RATE} + {BURST}), the busiest second \
-         {busiest_second}; no zombie; no priority \
+         second held {certain} tokens for certain ({} of the starts bounded by their \
+         journaled start; at most {RATE} + {BURST}), and the observer's starts alone held \
+         {busiest} in the busiest {} ms (at most {RATE} + {BURST}) and {busiest_second} in \
+         the busiest second; no zombie; no priority \
          inversion; all done {:.1} s after the first start (the hot key {} after {:.1} s, \
          every other key after {:.1} s)",
         per_key.len(),
         attempts.len(),
+        tokens.len(),
         (1_000_000 - START_LAG_US) / 1000,
         (last - first) as f64 / 1e6,
         super::HOT_KEY,

@@ -114,6 +114,30 @@ pub fn busiest_window(attempts: &[Attempt], step: &str, per_us: u64) -> (usize, 
     best
 }
 
+/// The most attempts whose token certainly fell within one window `[t, t + per_us)`:
+/// `(count, t)`. Each attempt is given as the interval its token was taken in: from a
+/// moment known to precede it (the engine journaled the attempt's start before asking
+/// for the token) to the beginning of its work. Unlike [`busiest_window`] over the
+/// beginnings, this never counts an attempt whose token came before the window, however
+/// late its work began, so more than `limit + burst` is a broken bucket, not a slow
+/// worker.
+pub fn busiest_certain_window(tokens: &[(u64, u64)], per_us: u64) -> (usize, u64) {
+    let mut sorted: Vec<(u64, u64)> = tokens.to_vec();
+    sorted.sort_unstable();
+    let mut best = (0, 0);
+    for (i, &(from, _)) in sorted.iter().enumerate() {
+        let inside = sorted[i..]
+            .iter()
+            .take_while(|(lo, _)| *lo < from + per_us)
+            .filter(|(_, hi)| *hi < from + per_us)
+            .count();
+        if inside > best.0 {
+            best = (inside, from);
+        }
+    }
+    best
+}
+
 /// The zombies: attempts that began or finished their work after an attempt of the same
 /// run under a higher fence had begun.
 pub fn zombies(attempts: &[Attempt]) -> Vec<&Attempt> {
@@ -315,6 +339,25 @@ mod tests {
         rows.push(attempt(26, "k", "call", 1, 999, None));
         assert_eq!(busiest_window(&rows, "call", 1000), (26, 0));
         assert_eq!(busiest_window(&rows, "none", 1000), (0, 0));
+    }
+
+    #[test]
+    fn only_tokens_certainly_inside_a_window_count_in_it() {
+        // 25 tokens each known within 5 µs, from 100 to 825, and one taken somewhere in
+        // [50, 110]: all 26 lie within [50, 1050) for certain.
+        let mut tokens: Vec<(u64, u64)> =
+            (0..25).map(|i| (100 + i * 30, 100 + i * 30 + 5)).collect();
+        tokens.push((50, 110));
+        assert_eq!(busiest_certain_window(&tokens, 1000), (26, 50));
+        // One known only to lie in [0, 1000] lies within no window of 1000 with the 25
+        // for certain.
+        tokens.pop();
+        tokens.push((0, 1_000));
+        assert_eq!(busiest_certain_window(&tokens, 1000), (25, 0));
+        // One more in [40, 60] does.
+        tokens.push((40, 60));
+        assert_eq!(busiest_certain_window(&tokens, 1000), (26, 0));
+        assert_eq!(busiest_certain_window(&[], 1000), (0, 0));
     }
 
     fn queued(key: &str, priority: i64, created_ms: u64) -> Queued {
