@@ -58,7 +58,11 @@ pub struct Job {
 /// Job `n`: every fifth job on the hot key `k00`, the others spread over `k01` to `k49`;
 /// priorities 0, 1 and 2 in turn.
 pub fn job(n: u64) -> Job {
-    let key = if n % 5 == 0 { 0 } else { 1 + n % (KEYS - 1) };
+    let key = if n.is_multiple_of(5) {
+        0
+    } else {
+        1 + n % (KEYS - 1)
+    };
     Job {
         n,
         key: format!("k{key:02}"),

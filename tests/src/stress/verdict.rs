@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(aging_lead(0, 100, 500, 1000, 1000), 1);
         assert_eq!(aging_lead(0, 100, 1050, 1060, 1000), 1);
         assert_eq!(aging_lead(100, 0, 500, 5000, 1000), 0);
-        assert_eq!(aging_lead(0, 2500, 3000, 3000, 1000), 3 - 0);
+        assert_eq!(aging_lead(0, 2500, 3000, 3000, 1000), 3);
     }
 
     #[test]
