@@ -280,6 +280,22 @@ async fn a_key_runs_one_at_a_time_and_other_keys_are_not_starved() {
                 .await;
             handles.push(started.unwrap());
         }
+        // What a waiting run says, as `runs show`, the API and the run page say it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let flow = store.flow_of(handles[1].id()).await.unwrap();
+        let said = workflow_core::store::limits::describe(&flow, Some(OnePerCustomer::spec()));
+        assert_eq!(
+            said[0],
+            format!(
+                "waiting for a slot of key c42 (Job): 1 of 1 in use by {}",
+                handles[0].id()
+            ),
+            "{label}"
+        );
+        assert_eq!(
+            said[1], "queued: priority 0, 0 queued ahead of it",
+            "{label}"
+        );
         for handle in &handles {
             finish(handle).await.unwrap();
         }
@@ -517,5 +533,130 @@ async fn a_step_rate_is_respected() {
         // And the bucket does not hold them back longer than its rate: 7 tokens at 2 per
         // second after the first take about 3 s.
         assert!(starts[6] < Duration::from_secs(5), "{label}: {starts:?}");
+    }
+}
+
+/// The flow-control metrics are labelled by the limit's name only, never by a key's value:
+/// the wait per limit is recorded for every attempt that took a slot, and the slots in
+/// use go back to zero when the attempts end.
+#[test]
+fn limit_metrics_are_labelled_by_the_limit_name_only() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+            let ledger = Arc::new(Ledger::default());
+            let engine = engine::<OneAtThePsp>(&store, &ledger, Duration::from_millis(300), None);
+            engine.resume_all().await.unwrap();
+            let mut handles = Vec::new();
+            for name in ["customer-1", "customer-2", "customer-3"] {
+                handles.push(
+                    engine
+                        .start::<OneAtThePsp>(input(name, name, 0))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for handle in &handles {
+                finish(handle).await.unwrap();
+            }
+            // The slots go back once their attempts end (the release is its own task).
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        })
+    });
+    let mut waits = 0;
+    let mut in_use = None;
+    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+        let name = key.key().name().to_owned();
+        if !name.starts_with("workflow_limit_") {
+            continue;
+        }
+        let labels: Vec<(String, String)> = key
+            .key()
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        assert_eq!(
+            labels,
+            [("limit".to_owned(), "Job.work".to_owned())],
+            "{name}"
+        );
+        match value {
+            DebugValue::Histogram(samples) => {
+                waits += samples.len();
+                let longest = samples.iter().map(|s| s.into_inner()).fold(0.0, f64::max);
+                assert!(
+                    longest >= 0.5,
+                    "the third attempt waited for two others: {longest}"
+                );
+            }
+            DebugValue::Gauge(value) => in_use = Some(value.into_inner()),
+            DebugValue::Counter(_) => {}
+        }
+    }
+    assert_eq!(waits, 3, "one wait per attempt");
+    assert_eq!(in_use, Some(0.0), "every slot given back");
+}
+
+async fn pay(env: &Env, customer: String, merchant: String) -> Result<String, StepError> {
+    work(env, format!("{customer}/{merchant}")).await
+}
+
+workflow! {
+    /// The keys as written in a spec: one run per customer at a time, one payment per
+    /// merchant at a time across runs.
+    workflow Checkout(customer: String, merchant: String) env Env {
+        concurrency: { key: customer, limit: 1 },
+        step pay -> String {
+            action: pay(env, customer, merchant),
+            concurrency: { key: merchant, limit: 1 },
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn limits_written_in_the_spec_hold() {
+    for (label, store, _db) in stores() {
+        let ledger = Arc::new(Ledger::default());
+        let engine = engine::<Checkout>(&store, &ledger, Duration::from_secs(1), None);
+        engine.resume_all().await.unwrap();
+        let mut handles = Vec::new();
+        for (customer, merchant) in [("c1", "m1"), ("c1", "m2"), ("c2", "m1"), ("c3", "m2")] {
+            let input = CheckoutInput {
+                customer: customer.to_owned(),
+                merchant: merchant.to_owned(),
+            };
+            handles.push(engine.start::<Checkout>(input).await.unwrap());
+        }
+        for handle in &handles {
+            finish(handle).await.unwrap();
+        }
+        let entries = ledger.entries();
+        assert_eq!(entries.len(), 4, "{label}");
+        for (i, a) in entries.iter().enumerate() {
+            for b in &entries[i + 1..] {
+                let (ca, ma) = a.0.split_once('/').unwrap();
+                let (cb, mb) = b.0.split_once('/').unwrap();
+                if ca == cb || ma == mb {
+                    assert!(
+                        !overlap(a, b),
+                        "{label}: a key's limit was exceeded: {a:?} {b:?}"
+                    );
+                }
+            }
+        }
+        // c1/m1 and c3/m2 share no key: they ran together.
+        let find = |name: &str| entries.iter().find(|e| e.0 == name).unwrap().clone();
+        assert!(
+            overlap(&find("c1/m1"), &find("c3/m2")),
+            "{label}: {entries:?}"
+        );
     }
 }

@@ -116,7 +116,13 @@ pub async fn show(store: &dyn Store, args: &RunsShowArgs, json: bool) -> Result<
     if args.diagram {
         return Ok(diagram(&stored, &spec, json));
     }
-    let report = Report::new(&stored, Some(&spec), now_ms());
+    // What it waits for (a slot, a token, its turn): best effort, as the store says now.
+    let waits = store
+        .flow_of(args.run)
+        .await
+        .map(|flow| workflow_core::store::limits::describe(&flow, Some(&spec)))
+        .unwrap_or_default();
+    let report = Report::new(&stored, Some(&spec), now_ms()).with_waits(waits);
     Ok(if json {
         format!("{:#}\n", report.json())
     } else {

@@ -76,6 +76,8 @@ mod tests {
         assert_eq!(u32::MAX.priority_value(), i64::from(u32::MAX));
         assert_eq!(Some(5i64).priority_value(), 5);
         assert_eq!(None::<i16>.priority_value(), 0);
-        assert_eq!((&9u16).priority_value(), 9);
+        let tier = 9u16;
+        let by_reference: &dyn Fn(&&u16) -> i64 = &|value| value.priority_value();
+        assert_eq!(by_reference(&&tier), 9);
     }
 }

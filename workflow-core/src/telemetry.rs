@@ -131,6 +131,18 @@ pub const METRICS: &[Metric] = &[
         &["schedule"],
         "Ticks missed while no engine ran that were not run (past the catch-up or the window).",
     ),
+    metric(
+        "workflow_limit_wait_seconds",
+        MetricKind::Histogram,
+        &["limit"],
+        "How long a gated run waited for admission, or an attempt for its slot and rate token, by limit name (never a key's value).",
+    ),
+    metric(
+        "workflow_limit_slots_in_use",
+        MetricKind::Gauge,
+        &["limit"],
+        "Step slots this engine holds now, by limit name (never a key's value); sum over workers.",
+    ),
 ];
 
 /// Registers the description of every metric with the installed recorder, so exporters

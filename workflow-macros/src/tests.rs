@@ -120,3 +120,55 @@ fn the_rustdoc_draws_the_three_in_its_diagram() {
     assert!(diagram.contains(">workflow Shipping</text>"));
     assert!(diagram.contains(">waits for an event, 1h</text>"));
 }
+
+/// The names of the functions of the generated `impl Workflow`.
+fn workflow_fns(source: &str) -> Vec<String> {
+    let tokens: TokenStream = source.parse().expect("tokens");
+    let items: syn::File = syn::parse2(crate::expand::workflow(tokens)).expect("items parse");
+    items
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Impl(imp) if imp.trait_.is_some() => Some(imp),
+            _ => None,
+        })
+        .find(|imp| {
+            imp.trait_
+                .as_ref()
+                .and_then(|(_, path, _)| path.segments.last())
+                .is_some_and(|segment| segment.ident == "Workflow")
+        })
+        .expect("impl Workflow")
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::ImplItem::Fn(function) => Some(function.sig.ident.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn admission_and_step_keys_are_generated_only_for_specs_that_use_them() {
+    let plain = workflow_fns(
+        "pub workflow Charge(order: Order) { step charge -> () { action: psp::charge(order) } }",
+    );
+    assert!(plain.contains(&"action".to_owned()), "{plain:?}");
+    assert!(!plain.contains(&"admission".to_owned()), "{plain:?}");
+    assert!(!plain.contains(&"step_keys".to_owned()), "{plain:?}");
+
+    let admission = workflow_fns(
+        "pub workflow Charge(order: Order) { priority: 3, step charge -> () { action: psp::charge(order) } }",
+    );
+    assert!(admission.contains(&"admission".to_owned()), "{admission:?}");
+    assert!(
+        !admission.contains(&"step_keys".to_owned()),
+        "{admission:?}"
+    );
+
+    let step = workflow_fns(
+        r#"pub workflow Charge(order: Order) { step charge -> () { action: psp::charge(order), rate: { key: "psp", limit: 1, per: 1s } } }"#,
+    );
+    assert!(!step.contains(&"admission".to_owned()), "{step:?}");
+    assert!(step.contains(&"step_keys".to_owned()), "{step:?}");
+}

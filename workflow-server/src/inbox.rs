@@ -521,6 +521,9 @@ async fn run_page(
             .raw("</code>");
     }
     body.raw("</p>");
+    for wait in &detail.waits_for {
+        body.raw("<p class=\"waits\">").text(wait).raw("</p>");
+    }
     if let Some(tick) = &detail.tick {
         scheduled_by(&mut body, tick);
     }

@@ -31,6 +31,9 @@ pub struct RunDetail {
     /// Whether it waits for a worker: queued (`Engine::enqueue`), nobody owns it and
     /// nothing but its start is journaled.
     pub queued: bool,
+    /// What it waits for under flow control, in words: its key's slot and who holds it,
+    /// its place in the queue, a step's slot or rate token.
+    pub waits_for: Vec<String>,
     /// The start's idempotency key (a webhook's event id).
     pub idempotency_key: Option<String>,
     /// The schedule's tick that started it (schedule id, scheduled time, fire time; ms),
@@ -148,7 +151,13 @@ impl Opened {
             ))
         })?;
         let events = engine.events(run).await?;
-        explain(view, spec, events, show)
+        let waits_for = match engine.store().flow_of(run).await {
+            Ok(flow) => workflow_core::store::limits::describe(&flow, Some(&spec)),
+            Err(_) => Vec::new(),
+        };
+        let mut loaded = explain(view, spec, events, show)?;
+        loaded.detail.waits_for = waits_for;
+        Ok(loaded)
     }
 }
 
@@ -202,6 +211,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
             status: record.status.as_str(),
             note: record.note,
             queued,
+            waits_for: Vec::new(),
             idempotency_key: record.idempotency_key,
             tick,
             trace_id,

@@ -14,7 +14,8 @@
 //!   (so that renaming `UserOnboarding` to `UserOnboardingV1` under
 //!   `#[workflow(name = "UserOnboarding")]` keeps its runs), a map's binding name (local
 //!   to its step), a child's journaled name (filled in at run time), and anything derived
-//!   from the rest (`optional`);
+//!   from the rest (`optional`), and flow control (a workflow's `concurrency`, `priority`
+//!   and `debounce`, a step's `concurrency: { .. }` and `rate`: they govern admission);
 //! - types, paths, literals and conditions are compared as normalised tokens: whitespace
 //!   only separates two words, so how the spec was formatted, or how the token printer
 //!   spaces `Vec < User >` or `| a |`, does not matter; string and character literals are

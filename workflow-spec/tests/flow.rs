@@ -39,18 +39,18 @@ fn errors(source: &str) -> Vec<String> {
 
 #[test]
 fn the_keys_are_lowered_with_their_defaults() {
-    let spec = spec(CHARGE);
+    let charge = spec(CHARGE);
     assert_eq!(
-        spec.concurrency,
+        charge.concurrency,
         Some(RunConcurrency {
             key: LimitKey::Path("order.customer_id".into()),
             limit: 1,
             on_limit: OnLimit::CancelPrevious,
         })
     );
-    assert_eq!(spec.priority.as_deref(), Some("order.tier"));
+    assert_eq!(charge.priority.as_deref(), Some("order.tier"));
     assert_eq!(
-        spec.debounce,
+        charge.debounce,
         Some(Debounce {
             key: LimitKey::Path("order.cart_id".into()),
             window: Duration::from_secs(5),
@@ -58,14 +58,14 @@ fn the_keys_are_lowered_with_their_defaults() {
         })
     );
     assert_eq!(
-        spec.steps[1].concurrency,
+        charge.steps[1].concurrency,
         Some(StepConcurrency {
             key: LimitKey::Static("psp".into()),
             limit: 5,
         })
     );
     assert_eq!(
-        spec.steps[1].rate,
+        charge.steps[1].rate,
         Some(Rate {
             key: LimitKey::Path("quote.merchant_id".into()),
             limit: 100,
@@ -124,21 +124,57 @@ fn the_keys_survive_the_json_the_macro_embeds() {
 #[test]
 fn each_mistake_is_reported_with_help() {
     let cases = [
-        ("concurrency: { key: order.id, limt: 1 },", "help: did you mean `limit`"),
-        ("concurrency: { key: order.id },", "`concurrency` needs `limit`"),
+        (
+            "concurrency: { key: order.id, limt: 1 },",
+            "help: did you mean `limit`",
+        ),
+        (
+            "concurrency: { key: order.id },",
+            "`concurrency` needs `limit`",
+        ),
         ("concurrency: { limit: 1 },", "`concurrency` needs `key`"),
         ("concurrency: { key: order.id, limit: 0 },", "`limit: 0`"),
-        ("concurrency: { key: order.id, limit: 2000000 },", "at most 1000000"),
-        ("concurrency: { key: order.id, limit: 1, on_limit: cancel },", "`cancel_previous`"),
-        ("debounce: { key: order.id, window: 0s },", "`window` in `debounce` must be more than zero"),
-        ("debounce: { key: order.id, window: 1m, max_wait: 10s },", "shorter than `window`"),
-        ("debounce: { key: ordr.id, window: 1s },", "unknown input `ordr`"),
-        ("priority: order.tier * 2,", "not an input's field or a whole number"),
+        (
+            "concurrency: { key: order.id, limit: 2000000 },",
+            "at most 1000000",
+        ),
+        (
+            "concurrency: { key: order.id, limit: 1, on_limit: cancel },",
+            "`cancel_previous`",
+        ),
+        (
+            "debounce: { key: order.id, window: 0s },",
+            "`window` in `debounce` must be more than zero",
+        ),
+        (
+            "debounce: { key: order.id, window: 1m, max_wait: 10s },",
+            "shorter than `window`",
+        ),
+        (
+            "debounce: { key: ordr.id, window: 1s },",
+            "unknown input `ordr`",
+        ),
+        (
+            "priority: order.tier * 2,",
+            "not an input's field or a whole number",
+        ),
         ("priority: env.tier,", "reserved"),
-        ("rate: { key: order.id, limit: 1, per: 1s },", "`rate` limits how often one step's attempts start"),
-        ("concurrency: { key: order.id, limit: 1 }, concurrency: { key: order.id, limit: 2 },", "duplicate workflow key `concurrency`"),
-        ("concurrency: { key: 42, limit: 1 },", "not a string or a path"),
-        ("concurrency: { key: charge.id, limit: 1 },", "`charge` is a step"),
+        (
+            "rate: { key: order.id, limit: 1, per: 1s },",
+            "`rate` limits how often one step's attempts start",
+        ),
+        (
+            "concurrency: { key: order.id, limit: 1 }, concurrency: { key: order.id, limit: 2 },",
+            "duplicate workflow key `concurrency`",
+        ),
+        (
+            "concurrency: { key: 42, limit: 1 },",
+            "not a string or a path",
+        ),
+        (
+            "concurrency: { key: charge.id, limit: 1 },",
+            "`charge` is a step",
+        ),
     ];
     for (keys, expected) in cases {
         let found = errors(&format!(
@@ -150,12 +186,30 @@ fn each_mistake_is_reported_with_help() {
         );
     }
     let step_cases = [
-        ("rate: { key: order.id, limit: 1, per: 0s },", "`per` in `rate` must be more than zero"),
-        ("rate: { key: order.id, limit: 1, per: 1s, burst: 0 },", "`burst: 0`"),
-        ("rate: { key: later.id, limit: 1, per: 1s },", "not upstream of `charge`"),
-        ("concurrency: { key: charge.id, limit: 1 },", "its own output"),
-        ("concurrency: { key: oder.id, limit: 1 },", "did you mean `order`"),
-        ("debounce: { key: order.id, window: 1s },", "workflow-level key"),
+        (
+            "rate: { key: order.id, limit: 1, per: 0s },",
+            "`per` in `rate` must be more than zero",
+        ),
+        (
+            "rate: { key: order.id, limit: 1, per: 1s, burst: 0 },",
+            "`burst: 0`",
+        ),
+        (
+            "rate: { key: later.id, limit: 1, per: 1s },",
+            "not upstream of `charge`",
+        ),
+        (
+            "concurrency: { key: charge.id, limit: 1 },",
+            "its own output",
+        ),
+        (
+            "concurrency: { key: oder.id, limit: 1 },",
+            "did you mean `order`",
+        ),
+        (
+            "debounce: { key: order.id, window: 1s },",
+            "workflow-level key",
+        ),
         ("priority: 3,", "workflow-level key"),
     ];
     for (keys, expected) in step_cases {
@@ -170,11 +224,17 @@ fn each_mistake_is_reported_with_help() {
     let human = errors(
         "workflow W(order: Order) { human review -> Approval { assignee: \"ops\", timeout: 1h, on_timeout: reject, rate: { key: \"r\", limit: 1, per: 1s } } }",
     );
-    assert!(human.iter().any(|e| e.contains("takes no `rate`")), "{human:#?}");
+    assert!(
+        human.iter().any(|e| e.contains("takes no `rate`")),
+        "{human:#?}"
+    );
     let child = errors(
         "workflow W(order: Order) { step ship -> ShipOut { workflow: Ship(order), concurrency: { key: \"c\", limit: 1 } } }",
     );
-    assert!(child.iter().any(|e| e.contains("runs a child workflow")), "{child:#?}");
+    assert!(
+        child.iter().any(|e| e.contains("runs a child workflow")),
+        "{child:#?}"
+    );
 }
 
 fn options() -> Options {
@@ -234,7 +294,10 @@ fn a_spec_file_takes_the_same_keys_with_the_same_checks() {
         "{:?}",
         checked.errors
     );
-    let checked = check(&YAML.replace("window: 5s", "window: 5s\n  max_wait: 1s"), &options());
+    let checked = check(
+        &YAML.replace("window: 5s", "window: 5s\n  max_wait: 1s"),
+        &options(),
+    );
     assert_eq!(checked.errors.len(), 1, "{:?}", checked.errors);
     assert_eq!(checked.errors[0].pos.line, 12, "{:?}", checked.errors);
     assert!(checked.errors[0].message.contains("shorter than `window`"));
@@ -244,8 +307,19 @@ fn a_spec_file_takes_the_same_keys_with_the_same_checks() {
 fn export_writes_the_keys_and_they_check_back_to_the_same_spec() {
     let inline = spec(CHARGE);
     let yaml = export(&inline).expect("exports");
-    for expected in ["concurrency:", "priority: order.tier", "debounce:", "key: \"psp\"", "rate:", "burst: 20", "max_wait: 1m"] {
-        assert!(yaml.contains(expected), "{expected:?} missing from:\n{yaml}");
+    for expected in [
+        "concurrency:",
+        "priority: order.tier",
+        "debounce:",
+        "key: \"psp\"",
+        "rate:",
+        "burst: 20",
+        "max_wait: 1m",
+    ] {
+        assert!(
+            yaml.contains(expected),
+            "{expected:?} missing from:\n{yaml}"
+        );
     }
     let options = Options {
         actions: None,

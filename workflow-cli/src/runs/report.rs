@@ -19,9 +19,17 @@ pub(super) struct Report<'a> {
     machine: Option<Machine<'a>>,
     start: Timestamp,
     now: Timestamp,
+    /// What it waits for under flow control (`store::limits::describe`).
+    waits: Vec<String>,
 }
 
 impl<'a> Report<'a> {
+    /// The report with what the run waits for under flow control.
+    pub(super) fn with_waits(mut self, waits: Vec<String>) -> Self {
+        self.waits = waits;
+        self
+    }
+
     pub(super) fn new(stored: &'a StoredRun, spec: Option<&'a Spec>, now: Timestamp) -> Self {
         Report {
             stored,
@@ -32,6 +40,7 @@ impl<'a> Report<'a> {
                 .first()
                 .map_or(stored.record.created_at, Event::at),
             now,
+            waits: Vec::new(),
         }
     }
 
@@ -142,8 +151,11 @@ impl<'a> Report<'a> {
         if let Some(note) = &record.note {
             out.push_str(&format!("note:     {}\n", short(note, 200)));
         }
-        if self.queued() {
+        if self.queued() && self.waits.is_empty() {
             out.push_str("queued:   waiting for a worker that registers its workflow\n");
+        }
+        for wait in &self.waits {
+            out.push_str(&format!("waits:    {wait}\n"));
         }
         out.push_str(&format!(
             "started:  {}\nupdated:  {} ({})\n",
@@ -244,6 +256,7 @@ impl<'a> Report<'a> {
         let mut value = record_json(record);
         value["spec_recorded"] = Value::Bool(self.spec.is_some());
         value["queued"] = Value::Bool(self.queued());
+        value["waits_for"] = json!(self.waits);
         value["trace_id"] = json!(self.trace_id());
         value["tick"] = json!(self.tick());
         if let (Some(spec), Some(machine)) = (self.spec, &self.machine) {

@@ -62,7 +62,7 @@ impl StartGate {
         Some(StartGate {
             concurrency: spec.concurrency.as_ref().and_then(|c| {
                 let key = admission.concurrency?;
-                Some((scope(&c.key, &name).to_owned(), key))
+                Some((scope(&c.key, name).to_owned(), key))
             }),
             priority: admission.priority,
             debounce: spec.debounce.as_ref().and_then(|d| {

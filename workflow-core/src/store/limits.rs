@@ -400,6 +400,89 @@ pub struct StepWait {
     pub usage: KeyUsage,
 }
 
+/// What a run waits for or holds, in words, for `runs show`, the API and the run page:
+/// e.g. `waiting for a slot of key customer-42 (Charge): 1 of 1 in use by run-17`. The
+/// limits come from the run's spec (`None`: the numbers the store knows only).
+pub fn describe(flow: &RunFlow, spec: Option<&workflow_spec::Spec>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let holders = |usage: &KeyUsage| {
+        let mut named: Vec<String> = usage
+            .holders
+            .iter()
+            .map(|(run, step)| match step.as_str() {
+                "" => run.to_string(),
+                step => format!("{run} ({step})"),
+            })
+            .collect();
+        if usage.in_use as usize > usage.holders.len() {
+            named.push(format!(
+                "and {} more",
+                usage.in_use as usize - usage.holders.len()
+            ));
+        }
+        named.join(", ")
+    };
+    if let Some(gate) = flow.gate.as_ref().filter(|gate| !gate.admitted) {
+        let name = spec.map(|s| s.journaled_name()).unwrap_or_default();
+        let limit = spec
+            .and_then(|s| s.concurrency.as_ref())
+            .map(|c| c.limit.to_string())
+            .unwrap_or_else(|| "?".to_owned());
+        if let Some(at) = gate.not_before {
+            lines.push(format!(
+                "debounced: starts at {at} (ms) unless a newer start replaces it"
+            ));
+        }
+        match &gate.key {
+            Some((_, key)) if gate.usage.in_use > 0 => lines.push(format!(
+                "waiting for a slot of key {key} ({name}): {} of {limit} in use by {}",
+                gate.usage.in_use,
+                holders(&gate.usage)
+            )),
+            Some((_, key)) => lines.push(format!("queued for a slot of key {key} ({name})")),
+            None => {}
+        }
+        lines.push(format!(
+            "queued: priority {}, {} queued ahead of it",
+            gate.priority, gate.ahead
+        ));
+    }
+    for wait in &flow.waits {
+        let limit = spec.and_then(|s| {
+            let step = s
+                .steps
+                .iter()
+                .find(|step| wait.step.split('#').next() == Some(step.id.as_str()))?;
+            match wait.kind.as_str() {
+                "slot" => step.concurrency.as_ref().map(|c| c.limit.to_string()),
+                _ => step
+                    .rate
+                    .as_ref()
+                    .map(|r| format!("{} per {}", r.limit, workflow_spec::format_duration(r.per))),
+            }
+        });
+        let limit = limit.unwrap_or_else(|| "?".to_owned());
+        lines.push(match wait.kind.as_str() {
+            "slot" => format!(
+                "step {} waits for a slot of key {} ({}): {} of {limit} in use by {}",
+                wait.step,
+                wait.key,
+                wait.limit,
+                wait.usage.in_use,
+                holders(&wait.usage)
+            ),
+            _ => format!(
+                "step {} waits for a rate token of key {} ({}: {limit})",
+                wait.step, wait.key, wait.limit
+            ),
+        });
+    }
+    for (step, _, key) in &flow.held {
+        lines.push(format!("step {step} holds a slot of key {key}"));
+    }
+    lines
+}
+
 /// The token bucket's arithmetic, exact in integers: one token is `per_ms` units, the
 /// bucket holds at most `burst * per_ms` units and gains `limit` units per ms, so over any
 /// window of `per_ms` at most `limit + burst` tokens are taken.
@@ -526,6 +609,27 @@ mod tests {
         let plan = super::plan(&candidates, &busy, &cancel, 0, 5, 1);
         assert_eq!(plan.cancel, vec![(RunId(1), RunId(2))]);
         assert!(plan.admit.is_empty());
+    }
+
+    #[test]
+    fn a_wait_says_which_key_and_who_holds_it() {
+        let flow = RunFlow {
+            gate: Some(GateState {
+                key: Some(("Charge".to_owned(), "customer-42".to_owned())),
+                usage: KeyUsage {
+                    in_use: 1,
+                    holders: vec![(RunId(17), String::new())],
+                },
+                ..GateState::default()
+            }),
+            ..RunFlow::default()
+        };
+        let lines = describe(&flow, None);
+        assert_eq!(
+            lines[0],
+            "waiting for a slot of key customer-42 (): 1 of ? in use by run-17"
+        );
+        assert_eq!(lines[1], "queued: priority 0, 0 queued ahead of it");
     }
 
     #[test]

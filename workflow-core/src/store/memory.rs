@@ -5,9 +5,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
-    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease,
-    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
-    ScheduleRow, ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
+    MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -15,6 +15,10 @@ use crate::workflow::BoxFuture;
 
 #[path = "memory_limits.rs"]
 mod limits;
+#[path = "memory_run.rs"]
+mod run;
+
+use self::run::Run;
 
 /// Keeps everything in memory; lost when the process ends.
 #[derive(Debug)]
@@ -56,52 +60,6 @@ struct Inner {
     damaged: BTreeSet<(RunId, u64)>,
     /// Gates, slots, buckets and waits.
     flow: limits::Flow,
-}
-
-#[derive(Debug)]
-struct Run {
-    stored: StoredRun,
-    token: u64,
-    lease_until: Timestamp,
-    inbox_cursor: u64,
-}
-
-impl Run {
-    fn claimable(&self, claim: &Claim<'_>) -> bool {
-        let record = &self.stored.record;
-        let mine = record.owner.as_deref() == Some(claim.claimant.owner);
-        record.status == RunStatus::Running
-            && claim.workflows.contains(&record.workflow.as_str())
-            && claim.run.is_none_or(|run| run == record.id)
-            && claim
-                .versions
-                .is_none_or(|versions| versions.contains(&record.fingerprint.as_str()))
-            && match &record.owner {
-                None => true,
-                Some(_) if mine => claim.reclaim_own,
-                Some(_) => self.lease_until <= claim.claimant.now,
-            }
-            && match claim.claimable {
-                Claimable::Any => true,
-                Claimable::Queued => self.is_queued(),
-                Claimable::Begun => !self.is_queued(),
-            }
-    }
-
-    /// Nobody owns it and its journal holds only its start.
-    fn is_queued(&self) -> bool {
-        self.stored.record.owner.is_none() && super::queued_journal(&self.stored.events)
-    }
-
-    fn take(&mut self, claimant: Claimant<'_>) -> Lease {
-        self.token += 1;
-        self.lease_until = claimant.now.saturating_add(claimant.lease_ms);
-        self.stored.record.owner = Some(claimant.owner.to_owned());
-        Lease {
-            run: self.stored.record.id,
-            token: self.token,
-        }
-    }
 }
 
 impl MemoryStore {
@@ -375,7 +333,19 @@ impl Store for MemoryStore {
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
-        ready(self.lock().commit(&commit))
+        let mut inner = self.lock();
+        let done = inner.commit(&commit);
+        // A gated run that finished frees its key's slot: other engines admit at once.
+        let freed = done.is_ok()
+            && commit
+                .status
+                .is_some_and(|(status, _)| status.is_finished())
+            && inner.flow.has_gate(commit.run);
+        drop(inner);
+        if freed {
+            self.wake();
+        }
+        ready(done)
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {

@@ -47,6 +47,11 @@ impl Flow {
         self.gates.get(&run).is_some_and(|gate| !gate.admitted)
     }
 
+    /// Whether `run` was created gated.
+    pub(super) fn has_gate(&self, run: RunId) -> bool {
+        self.gates.contains_key(&run)
+    }
+
     /// Forgets a purged run's rows.
     pub(super) fn forget(&mut self, run: RunId) {
         self.gates.remove(&run);
@@ -160,9 +165,9 @@ impl Inner {
         let candidates = self.candidates(admit);
         let mut in_flight = HashMap::new();
         for key in candidates.iter().filter_map(|c| c.key.clone()) {
-            if !in_flight.contains_key(&key) {
-                let holders = self.in_flight(&key);
-                in_flight.insert(key, holders);
+            if let std::collections::hash_map::Entry::Vacant(slot) = in_flight.entry(key) {
+                let holders = self.in_flight(slot.key());
+                slot.insert(holders);
             }
         }
         let plan = limits::plan(

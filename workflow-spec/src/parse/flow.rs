@@ -157,6 +157,7 @@ pub(super) fn parse_limit(
         per: None,
     };
     let mut written = Vec::new();
+    let errors_before = cx.len();
     keyed_block(
         cx,
         name,
@@ -206,6 +207,12 @@ pub(super) fn parse_limit(
         "debounce" => &["key", "window"],
         "rate" => &["key", "limit", "per"],
         _ => &["key", "limit"],
+    };
+    // A block with a mistake inside (a misspelt `limt`) reports that mistake only.
+    let required = if cx.len() > errors_before {
+        &[][..]
+    } else {
+        required
     };
     for needed in required {
         if !written.iter().any(|field| field == needed) {

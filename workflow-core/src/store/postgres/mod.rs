@@ -14,6 +14,7 @@ mod read;
 mod schedules;
 mod schema;
 mod search;
+mod slots;
 mod sql;
 mod tasks;
 #[cfg(feature = "test-util")]

@@ -254,9 +254,9 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
     }
     let mut held = HashMap::new();
     for key in candidates.iter().filter_map(|c| c.key.clone()) {
-        if !held.contains_key(&key) {
-            let holders = in_flight(db, &key.0, &key.1)?;
-            held.insert(key, holders);
+        if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
+            let holders = in_flight(db, &slot.key().0, &slot.key().1)?;
+            slot.insert(holders);
         }
     }
     let run_limits: Vec<RunLimit<'_>> = admit

@@ -69,6 +69,7 @@ pub const STEP_KEYS: &[&str] = &[
     "concurrency",
     "on_item_failure",
     "workflow",
+    "rate",
 ];
 
 /// The action that marks a human checkpoint in seed 003's spelling.

@@ -1,0 +1,3 @@
+workflow_core::workflow_file!("specs/flow-max-wait.yaml");
+
+fn main() {}
