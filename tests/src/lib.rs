@@ -4,3 +4,5 @@ pub mod chaos;
 pub mod fence;
 pub mod queue;
 pub mod service;
+pub mod stress;
+pub mod workers;

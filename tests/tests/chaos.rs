@@ -22,12 +22,10 @@
 //! with a line saying so (under `CI=true` it fails).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tests::chaos::{self, ChaosOrder, Ledger};
+use tests::workers::{now_ms, setting, Rng, Workers};
 use workflow_core::admin;
 use workflow_core::journal::Event;
 use workflow_core::store::pg_testing::{self, Schema};
@@ -38,95 +36,6 @@ const WORKERS: usize = 3;
 const LEASE_MS: u64 = 1_500;
 /// The human step's index in `ChaosOrder`.
 const APPROVE: usize = 3;
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The worker processes, their stdout lines, and what happened to them.
-struct Workers {
-    url: String,
-    schema: String,
-    runs: u64,
-    children: Vec<Child>,
-    lines: Arc<Mutex<Vec<String>>>,
-    started: usize,
-}
-
-impl Workers {
-    fn spawn(&mut self) -> Child {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_chaos_worker"))
-            .args([
-                self.url.as_str(),
-                self.schema.as_str(),
-                &self.runs.to_string(),
-                &LEASE_MS.to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a worker");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let lines = Arc::clone(&self.lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        self.started += 1;
-        child
-    }
-
-    /// Panics when a worker stopped on its own: only this test stops them.
-    fn check_alive(&mut self) {
-        for child in &mut self.children {
-            if let Some(status) = child.try_wait().unwrap() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = pipe.read_to_string(&mut stderr);
-                }
-                panic!("a worker stopped on its own ({status}): {stderr}");
-            }
-        }
-    }
-
-    fn kill(&mut self, i: usize) {
-        let _ = self.children[i].kill();
-        let _ = self.children[i].wait();
-        self.children[i] = self.spawn();
-    }
-
-    fn signal(&self, i: usize, signal: &str) {
-        let pid = self.children[i].id().to_string();
-        let status = Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .expect("kill(1)");
-        assert!(status.success(), "kill {signal} {pid}");
-    }
-
-    fn stop_all(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// Over how long the test spreads the decisions of even orders: order `n` of `runs` is
 /// decided once `n / runs` of it has passed, so runs move on all through the kills.
@@ -181,9 +90,7 @@ async fn decide_open_tasks(
             by: String::new(),
             comment: Some("checked".into()),
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now = now_ms();
         let result = admin::submit_decision(
             store,
             record.id,
@@ -213,28 +120,27 @@ fn killed_and_paused_workers_lose_repeat_and_double_nothing() {
     };
     let kills_wanted = setting("CHAOS_KILLS", 30) as usize;
     let runs = setting("CHAOS_RUNS", chaos::DEFAULT_RUNS);
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64)
-        | 1;
-    println!("chaos test seed {seed}: {WORKERS} workers, {runs} runs, {kills_wanted} kills, lease {LEASE_MS} ms");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_clock();
+    println!(
+        "chaos test seed {}: {WORKERS} workers, {runs} runs, {kills_wanted} kills, lease {LEASE_MS} ms",
+        rng.seed()
+    );
     let schema = Schema::new(&url, "chaos");
     let store = runtime.block_on(schema.store());
     let ledger = runtime.block_on(Ledger::open(&url, schema.name())).unwrap();
 
-    let mut workers = Workers {
-        url: url.clone(),
-        schema: schema.name().to_owned(),
-        runs,
-        children: Vec::new(),
-        lines: Arc::default(),
-        started: 0,
-    };
-    for _ in 0..WORKERS {
-        let child = workers.spawn();
-        workers.children.push(child);
-    }
+    let args = [
+        url.clone(),
+        schema.name().to_owned(),
+        runs.to_string(),
+        LEASE_MS.to_string(),
+    ];
+    let mut workers = Workers::start(
+        env!("CARGO_BIN_EXE_chaos_worker"),
+        WORKERS,
+        true,
+        move |_| args.to_vec(),
+    );
     let started = Instant::now();
     let (mut kills, mut pauses, mut decisions) = (0usize, 0usize, 0usize);
     let mut decided = HashSet::new();
@@ -247,13 +153,12 @@ fn killed_and_paused_workers_lose_repeat_and_double_nothing() {
         ));
         std::thread::sleep(Duration::from_millis(150 + rng.below(800)));
         workers.check_alive();
-        let victim = rng.below(WORKERS as u64) as usize;
-        workers.kill(victim);
+        let victim = workers.kill_any(&mut rng);
         kills += 1;
         if kills % 5 == 3 {
             // Freeze another worker past its lease, then let it go on.
-            let frozen = (victim + 1 + rng.below(WORKERS as u64 - 1) as usize) % WORKERS;
-            workers.signal(frozen, "-STOP");
+            let frozen = workers.other_than(victim, &mut rng);
+            workers.freeze(frozen);
             let until = Instant::now() + Duration::from_millis(LEASE_MS + 1_500);
             while Instant::now() < until {
                 decisions += runtime.block_on(decide_open_tasks(
@@ -264,7 +169,7 @@ fn killed_and_paused_workers_lose_repeat_and_double_nothing() {
                 ));
                 std::thread::sleep(Duration::from_millis(200));
             }
-            workers.signal(frozen, "-CONT");
+            workers.thaw(frozen);
             pauses += 1;
         }
     }
@@ -298,9 +203,9 @@ fn killed_and_paused_workers_lose_repeat_and_double_nothing() {
     println!(
         "{kills} kills and {pauses} pauses in {killing:?}, all runs done after {:?}; {} worker processes; {decisions} decisions sent",
         started.elapsed(),
-        workers.started
+        workers.started()
     );
-    let lines = workers.lines.lock().unwrap().clone();
+    let lines = workers.lines();
     runtime.block_on(verify(&store, &ledger, runs, &lines));
     runtime.block_on(schema.drop());
 }

@@ -18,8 +18,9 @@
 //! a line saying so (under `CI=true` it fails).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use tests::workers::{now_ms, setting, Rng, Workers};
 
 use workflow_core::journal::Event;
 use workflow_core::schedule::rows;
@@ -31,89 +32,6 @@ const WORKERS: usize = 3;
 const LEASE_MS: u64 = 1_500;
 const SCHEDULE: &str = "per-second";
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-struct Workers {
-    url: String,
-    schema: String,
-    children: Vec<Child>,
-    started: usize,
-}
-
-impl Workers {
-    fn spawn(&mut self) -> Child {
-        self.started += 1;
-        Command::new(env!("CARGO_BIN_EXE_schedule_worker"))
-            .args([
-                self.url.as_str(),
-                self.schema.as_str(),
-                &format!("worker-{}", self.started),
-                &LEASE_MS.to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a worker")
-    }
-
-    /// Panics when a worker stopped on its own: only this test stops them.
-    fn check_alive(&mut self) {
-        for child in &mut self.children {
-            if let Some(status) = child.try_wait().unwrap() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = pipe.read_to_string(&mut stderr);
-                }
-                panic!("a worker stopped on its own ({status}): {stderr}");
-            }
-        }
-    }
-
-    fn kill(&mut self, i: usize) {
-        let _ = self.children[i].kill();
-        let _ = self.children[i].wait();
-        self.children[i] = self.spawn();
-    }
-
-    fn signal(&self, i: usize, signal: &str) {
-        let pid = self.children[i].id().to_string();
-        let status = Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .expect("kill(1)");
-        assert!(status.success(), "kill {signal} {pid}");
-    }
-
-    fn stop_all(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        self.stop_all();
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 #[test]
 fn every_tick_of_a_per_second_schedule_starts_one_run_through_kills_and_pauses() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -124,26 +42,29 @@ fn every_tick_of_a_per_second_schedule_starts_one_run_through_kills_and_pauses()
     let Some(url) = runtime.block_on(pg_testing::server("schedules_pg")) else {
         return;
     };
-    let seconds = std::env::var("SCHEDULE_CHAOS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20u64);
-    let seed = now_ms() | 1;
-    println!("schedule chaos seed {seed}: {WORKERS} workers, {seconds} s, lease {LEASE_MS} ms");
-    let mut rng = Rng(seed);
+    let seconds = setting("SCHEDULE_CHAOS_SECS", 20);
+    let mut rng = Rng::from_clock();
+    println!(
+        "schedule chaos seed {}: {WORKERS} workers, {seconds} s, lease {LEASE_MS} ms",
+        rng.seed()
+    );
     let schema = Schema::new(&url, "schedchaos");
     let store: PgStore = runtime.block_on(schema.store());
 
-    let mut workers = Workers {
-        url: url.clone(),
-        schema: schema.name().to_owned(),
-        children: Vec::new(),
-        started: 0,
-    };
-    for _ in 0..WORKERS {
-        let child = workers.spawn();
-        workers.children.push(child);
-    }
+    let (url_arg, schema_arg) = (url.clone(), schema.name().to_owned());
+    let mut workers = Workers::start(
+        env!("CARGO_BIN_EXE_schedule_worker"),
+        WORKERS,
+        false,
+        move |n| {
+            vec![
+                url_arg.clone(),
+                schema_arg.clone(),
+                format!("worker-{n}"),
+                LEASE_MS.to_string(),
+            ]
+        },
+    );
     // The schedule: every second, each tick's run alongside the others.
     let mut every_second = Schedule::new("* * * * * *");
     every_second.overlap = Overlap::Allow;
@@ -156,15 +77,14 @@ fn every_tick_of_a_per_second_schedule_starts_one_run_through_kills_and_pauses()
     while started.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_millis(400 + rng.below(1_200)));
         workers.check_alive();
-        let victim = rng.below(WORKERS as u64) as usize;
-        workers.kill(victim);
+        let victim = workers.kill_any(&mut rng);
         kills += 1;
         if kills % 3 == 1 {
             // Freeze another worker past its lease, then let it go on.
-            let frozen = (victim + 1 + rng.below(WORKERS as u64 - 1) as usize) % WORKERS;
-            workers.signal(frozen, "-STOP");
+            let frozen = workers.other_than(victim, &mut rng);
+            workers.freeze(frozen);
             std::thread::sleep(Duration::from_millis(LEASE_MS + 500 + rng.below(1_000)));
-            workers.signal(frozen, "-CONT");
+            workers.thaw(frozen);
             pauses += 1;
         }
     }
@@ -216,7 +136,7 @@ fn every_tick_of_a_per_second_schedule_starts_one_run_through_kills_and_pauses()
     workers.stop_all();
     println!(
         "{kills} kills and {pauses} pauses in {firing:?}; {} worker processes; {} ticks, {} runs",
-        workers.started,
+        workers.started(),
         ticks.len(),
         runs.len()
     );

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use tests::chaos::{ChaosOrder, ChaosOrderInput, Ledger};
+use tests::workers;
 use workflow_core::journal::Timestamp;
 use workflow_core::prelude::*;
 use workflow_core::store::{
@@ -241,17 +242,6 @@ impl Store for Reporting {
     }
 }
 
-/// Whether the process that started this one is gone (then this one is an orphan).
-fn orphaned(parent: u32) -> bool {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            let after = stat.rsplit_once(')')?.1;
-            after.split_whitespace().nth(1)?.parse::<u32>().ok()
-        })
-        .is_some_and(|ppid| ppid != parent)
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -260,17 +250,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     };
     let runs: u64 = runs.parse()?;
     let lease = Duration::from_millis(lease_ms.parse()?);
-    let parent = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
+    let parent = workers::parent_pid();
     let options = PgOptions {
         schema: schema.clone(),
         max_connections: 4,
@@ -295,9 +275,6 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
     report(format!("ready {}", engine.owner()));
     // Drive runs until killed; a worker whose test went away stops by itself.
-    let started = std::time::Instant::now();
-    while !orphaned(parent) && started.elapsed() < Duration::from_secs(900) {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    workers::serve_until_orphaned(parent, Duration::from_secs(900)).await;
     Ok(())
 }

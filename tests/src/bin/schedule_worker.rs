@@ -25,6 +25,7 @@ workflow! {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
+    let parent = tests::workers::parent_pid();
     let args: Vec<String> = std::env::args().collect();
     let [_, url, schema, name, lease_ms] = args.as_slice() else {
         return Err("usage: schedule_worker URL SCHEMA NAME LEASE_MS".into());
@@ -46,7 +47,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Starts the scheduler: from now on this process fires due ticks.
     let _ = engine.schedules();
     println!("ready {name}");
-    // Fire and drive until the test stops this process (at most five minutes).
-    tokio::time::sleep(Duration::from_secs(300)).await;
+    // Fire and drive until the test stops this process (at most five minutes), or its test
+    // went away.
+    tests::workers::serve_until_orphaned(parent, Duration::from_secs(300)).await;
     Ok(())
 }

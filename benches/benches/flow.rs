@@ -1,0 +1,344 @@
+//! B17: what a workflow-level concurrency key costs. B5's ten-step chain of no-op steps,
+//! with a key (`concurrency: { key: k, limit: 1 }`, run `i` on key `i % 1000`) against the
+//! same chain without one, measured in the same run on the same store, in alternating
+//! rounds (the order rotated), the ratio taken per round and its median reported. A
+//! harness = false bench target, so `cargo test` never builds it:
+//!
+//! ```text
+//! cargo bench -p benches --bench flow                  # sqlite, postgres, admissions
+//! cargo bench -p benches --bench flow -- sqlite        # or postgres, or admissions
+//! ```
+//!
+//! - `sqlite`, `postgres`: one engine on a fresh store (a SQLite file with the store's
+//!   defaults, `synchronous = FULL`, under `CARGO_TARGET_TMPDIR`; a fresh schema of
+//!   `WORKFLOW_TEST_DATABASE_URL` with 16 connections), `start` then `outputs()`:
+//!   sequentially (one run at a time) and with 32 in flight. Target: the keyed chain costs
+//!   at most 1.3× the plain one.
+//! - `admissions`: PostgreSQL, two worker engines (each with its own pool of 8 connections,
+//!   at most 16 live runs each: 32 in flight) admitting runs an intake engine queued
+//!   beforehand, until all are done: admissions per second of keyed runs (2 per key, so
+//!   half of them wait for their key), against queued runs without a key, same run.
+//!
+//! Environment: `B17_RUNS` (runs per phase at 32 in flight, default 1000),
+//! `B17_SEQUENTIAL` (runs per sequential phase, 200), `B17_ROUNDS` (3),
+//! `B17_ADMISSIONS` (queued runs per admissions phase, 2000).
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use workflow_core::store::{PgOptions, RunFilter, RunStatus, SqliteStore, Store};
+use workflow_core::{workflow, Engine, RunError, StartOptions, StepError, Workflow};
+
+#[path = "common/pg.rs"]
+mod pg;
+
+/// How many keys the keyed runs are spread over.
+const KEYS: u32 = 1000;
+
+async fn first(k: u32) -> Result<u32, StepError> {
+    Ok(black_box(k) & 1)
+}
+
+async fn next(x: u32) -> Result<u32, StepError> {
+    Ok(x.wrapping_add(1))
+}
+
+workflow! {
+    /// B5's chain: ten no-op steps, each reading the previous one's output.
+    workflow Plain(k: u32) {
+        step s0 -> u32 { action: first(k), }
+        step s1 -> u32 { action: next(s0), }
+        step s2 -> u32 { action: next(s1), }
+        step s3 -> u32 { action: next(s2), }
+        step s4 -> u32 { action: next(s3), }
+        step s5 -> u32 { action: next(s4), }
+        step s6 -> u32 { action: next(s5), }
+        step s7 -> u32 { action: next(s6), }
+        step s8 -> u32 { action: next(s7), }
+        step s9 -> u32 { action: next(s8), }
+    }
+}
+
+workflow! {
+    /// The same chain, one run in flight per key.
+    workflow Keyed(k: u32) {
+        concurrency: { key: k, limit: 1 },
+        step s0 -> u32 { action: first(k), }
+        step s1 -> u32 { action: next(s0), }
+        step s2 -> u32 { action: next(s1), }
+        step s3 -> u32 { action: next(s2), }
+        step s4 -> u32 { action: next(s3), }
+        step s5 -> u32 { action: next(s4), }
+        step s6 -> u32 { action: next(s5), }
+        step s7 -> u32 { action: next(s6), }
+        step s8 -> u32 { action: next(s7), }
+        step s9 -> u32 { action: next(s8), }
+    }
+}
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// One run of `W` on key `k`: start, then its outputs.
+async fn one_run<W: Workflow>(engine: &Engine, input: W::Input) {
+    let run = engine.start::<W>(input).await.expect("start");
+    loop {
+        match run.outputs().await {
+            Ok(outputs) => break drop(black_box(outputs)),
+            // A gated run admitted between `outputs()`'s read of its row (queued) and of
+            // its gate (admitted) is answered `NotRegistered`; asking again waits for it.
+            Err(RunError::NotRegistered(_)) => {}
+            Err(error) => panic!("outputs: {error}"),
+        }
+    }
+}
+
+/// `runs` runs of `W`, `in_flight` at a time, run `i` on key `(offset + i) % KEYS`;
+/// the seconds they took.
+async fn drive<W: Workflow>(
+    engine: &Engine,
+    runs: u32,
+    in_flight: usize,
+    offset: u32,
+    input: fn(u32) -> W::Input,
+) -> f64 {
+    let next = Arc::new(AtomicU32::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..in_flight.max(1) {
+        let (engine, next) = (engine.clone(), Arc::clone(&next));
+        tasks.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= runs {
+                    break;
+                }
+                one_run::<W>(&engine, input((offset + i) % KEYS)).await;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a driver task");
+    }
+    started.elapsed().as_secs_f64()
+}
+
+fn plain(k: u32) -> PlainInput {
+    PlainInput { k }
+}
+
+fn keyed(k: u32) -> KeyedInput {
+    KeyedInput { k }
+}
+
+/// Rounds of both chains on `engine`, sequentially and at 32 in flight; prints a table
+/// row per phase.
+async fn with_and_without(label: &str, engine: &Engine) {
+    let rounds = setting("B17_ROUNDS", 3);
+    let runs = setting("B17_RUNS", 1000) as u32;
+    let sequential = setting("B17_SEQUENTIAL", 200) as u32;
+    // Warm up both.
+    drive::<Plain>(engine, 20, 4, 0, plain).await;
+    drive::<Keyed>(engine, 20, 4, 0, keyed).await;
+    let mut offset = 100;
+    for (phase, runs, in_flight) in [("sequential", sequential, 1), ("32 in flight", runs, 32)] {
+        let (mut plain_rates, mut keyed_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let mut times = [0.0; 2];
+            for turn in 0..2 {
+                let which = (turn + round) % 2;
+                times[which] = if which == 0 {
+                    drive::<Plain>(engine, runs, in_flight, offset, plain).await
+                } else {
+                    drive::<Keyed>(engine, runs, in_flight, offset, keyed).await
+                };
+                offset = (offset + runs) % KEYS;
+            }
+            plain_rates.push(f64::from(runs) / times[0]);
+            keyed_rates.push(f64::from(runs) / times[1]);
+            ratios.push(times[1] / times[0]);
+        }
+        let ratio = median(ratios.clone());
+        println!(
+            "| {label} | {phase} | {runs} | {:.0} | {:.0} | **{ratio:.2}×** ({}) | {} |",
+            median(plain_rates),
+            median(keyed_rates),
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if ratio <= 1.3 { "met" } else { "NOT met" },
+        );
+    }
+}
+
+fn header() {
+    println!("| store | phase | runs per phase | plain workflows/s | keyed workflows/s | keyed / plain cost (median; per round) | target ≤ 1.3× |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | --- |");
+}
+
+async fn sqlite() {
+    let dir = std::env::var_os("B17_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("b17"));
+    std::fs::create_dir_all(&dir).expect("a directory for the store");
+    let path = dir.join(format!("b17-{}.db", std::process::id()));
+    let store = SqliteStore::open(&path).expect("open the store");
+    let engine = Engine::builder().store(store).build();
+    engine.register::<Plain>(()).expect("register");
+    engine.register::<Keyed>(()).expect("register");
+    engine.resume_all().await.expect("resume");
+    with_and_without("SQLite", &engine).await;
+    drop(engine);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+async fn postgres(url: &str) {
+    let schema = pg::Schema::new(url, "b17");
+    let store = schema
+        .store_with(PgOptions {
+            max_connections: 16,
+            ..PgOptions::default()
+        })
+        .await;
+    let engine = Engine::builder().store(store).owner("b17").build();
+    engine.register::<Plain>(()).expect("register");
+    engine.register::<Keyed>(()).expect("register");
+    engine.resume_all().await.expect("resume");
+    with_and_without("PostgreSQL", &engine).await;
+    drop(engine);
+    schema.drop().await;
+}
+
+/// Queues `runs` runs of `W` (run `i` on key `i % (runs / 2)`, so two runs per key), then
+/// lets two workers admit and drive them; admissions per second.
+async fn admit<W: Workflow<Env = ()>>(url: &str, runs: u32, input: fn(u32) -> W::Input) -> f64 {
+    let schema = pg::Schema::new(url, "b17adm");
+    let options = || PgOptions {
+        max_connections: 8,
+        ..PgOptions::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(schema.store_with(options()).await);
+    let intake = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .owner("intake")
+        .intake_only()
+        .build();
+    let keys = (runs / 2).max(1);
+    for i in 0..runs {
+        intake
+            .enqueue::<W>(input(i % keys), StartOptions::key(format!("run-{i}")))
+            .await
+            .expect("queue");
+    }
+    let mut workers = Vec::new();
+    for w in 0..2 {
+        let engine = Engine::builder()
+            .store(schema.store_with(options()).await)
+            .owner(format!("worker-{w}"))
+            .max_live_runs(16)
+            .build();
+        engine.register::<W>(()).expect("register");
+        workers.push(engine);
+    }
+    let started = Instant::now();
+    for engine in &workers {
+        engine.resume_all().await.expect("resume");
+    }
+    loop {
+        let running = store
+            .runs(RunFilter {
+                status: Some(RunStatus::Running),
+                limit: Some(1),
+                ..RunFilter::default()
+            })
+            .await
+            .expect("runs");
+        if running.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rate = f64::from(runs) / started.elapsed().as_secs_f64();
+    drop(workers);
+    drop(intake);
+    schema.drop().await;
+    rate
+}
+
+async fn admissions(url: &str) {
+    let runs = setting("B17_ADMISSIONS", 2000) as u32;
+    let rounds = setting("B17_ROUNDS", 3);
+    let (mut plain_rates, mut keyed_rates) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for turn in 0..2 {
+            if (turn + round) % 2 == 0 {
+                plain_rates.push(admit::<Plain>(url, runs, plain).await);
+            } else {
+                keyed_rates.push(admit::<Keyed>(url, runs, keyed).await);
+            }
+        }
+    }
+    let (p, k) = (median(plain_rates), median(keyed_rates));
+    println!("| PostgreSQL, 2 workers × 16 live runs | queued runs | admissions/s (median of {rounds}) |");
+    println!("| --- | ---: | ---: |");
+    println!("| without a key | {runs} | {p:.0} |");
+    println!(
+        "| keyed, limit 1, 2 runs per key | {runs} | {k:.0} ({:.2}× the rate without) |",
+        k / p
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let modes: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| ["sqlite", "postgres", "admissions"].contains(&a.as_str()))
+        .collect();
+    let wants = |mode: &str| modes.is_empty() || modes.iter().any(|m| m == mode);
+    runtime.block_on(async {
+        println!("B17: B5's ten-step chain with a workflow-level concurrency key (limit 1 over {KEYS} keys) against without");
+        if wants("sqlite") || wants("postgres") {
+            header();
+        }
+        if wants("sqlite") {
+            sqlite().await;
+        }
+        let url = if wants("postgres") || wants("admissions") {
+            pg::server().await
+        } else {
+            None
+        };
+        if let Some(url) = url {
+            if wants("postgres") {
+                postgres(&url).await;
+            }
+            if wants("admissions") {
+                admissions(&url).await;
+            }
+        }
+    });
+}
