@@ -521,6 +521,10 @@ impl Engine {
     /// up; a run another live engine drives is watched in the store until it finishes.
     pub(super) async fn wait(&self, run: RunId) -> Result<Arc<Finished>, RunError> {
         loop {
+            // Made before the run is looked at, so an admission in between is not missed.
+            let admitted = self.inner.admitted.notified();
+            tokio::pin!(admitted);
+            admitted.as_mut().enable();
             let done = self
                 .inner
                 .lock_live()
@@ -571,9 +575,16 @@ impl Engine {
                         || !self.inner.worker
                         || self.waits_for_admission(run).await? =>
                 {
-                    // Another engine drives it (or, queued, will): watch the store.
-                    tokio::time::sleep(FOREIGN_POLL).await;
+                    // Another engine drives it (or, queued, will): watch the store; an
+                    // admission by this engine ends the wait at once.
+                    tokio::select! {
+                        () = tokio::time::sleep(FOREIGN_POLL) => {}
+                        () = admitted => {}
+                    }
                 }
+                // Read while it was queued, admitted since (by this engine or another):
+                // look again.
+                RunStatus::Running if self.stored(run).await?.record.owner.is_some() => {}
                 RunStatus::Running => return Err(RunError::NotRegistered(record.workflow.clone())),
                 RunStatus::Completed | RunStatus::Failed => {
                     return Err(RunError::EngineStopped(run))

@@ -220,6 +220,9 @@ impl Engine {
                 tracing::error!(run = %run.lease.run, error = %error, "cannot drive an admitted run");
             }
         }
+        if admitted > 0 {
+            self.inner.admitted.notify_waiters();
+        }
         admitted
     }
 }

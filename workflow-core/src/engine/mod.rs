@@ -116,6 +116,9 @@ struct Inner {
     hibernating: Mutex<HashMap<RunId, u64>>,
     wakeups: Mutex<BTreeSet<(Timestamp, RunId)>>,
     wake_notify: Arc<tokio::sync::Notify>,
+    /// Told after each admission pass that drove runs, so a waiter on a queued run of this
+    /// engine looks again at once instead of at the next poll of the store.
+    admitted: tokio::sync::Notify,
     wake_lock: tokio::sync::Mutex<()>,
     poller: Mutex<Option<tokio::task::AbortHandle>>,
     /// The highest inbox message id the poller has seen.
@@ -229,6 +232,7 @@ impl Engine {
                 hibernating: Mutex::new(HashMap::new()),
                 wakeups: Mutex::new(BTreeSet::new()),
                 wake_notify: Arc::new(tokio::sync::Notify::new()),
+                admitted: tokio::sync::Notify::new(),
                 wake_lock: tokio::sync::Mutex::new(()),
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
