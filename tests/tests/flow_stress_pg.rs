@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use tests::stress::drive::{self, unfinished, Strikes};
 use tests::stress::{self, check, Observer};
-use tests::workers::{now_ms, setting, Rng, Workers};
+use tests::workers::{now_ms, setting, Rng, Strike, Workers};
 use workflow_core::prelude::*;
 use workflow_core::store::pg_testing::{self, Schema};
 use workflow_core::store::Store;
@@ -114,12 +114,20 @@ fn limits_rates_and_priorities_hold_across_three_workers_through_kills_and_pause
         struck.done,
         workers.started()
     );
+    // Paused workers' attempts may begin long after their token (see `check::verify`).
+    let frozen: Vec<u32> = workers
+        .incidents()
+        .iter()
+        .filter(|incident| matches!(incident.what, Strike::Frozen))
+        .map(|incident| incident.pid)
+        .collect();
     let summary = runtime.block_on(check::verify(
         &*store,
         &observer,
         runs,
         admissions_from,
         stress::AGING_MS,
+        &frozen,
     ));
     println!("{summary}");
     runtime.block_on(schema.drop());

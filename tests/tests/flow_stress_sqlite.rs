@@ -113,6 +113,7 @@ fn limits_rates_and_priorities_hold_on_a_sqlite_file_through_kills_and_pauses() 
         runs,
         admissions_from,
         stress::AGING_MS,
+        &[],
     ));
     println!("{summary}");
 }
