@@ -56,13 +56,27 @@ async fn a_full_disk_stops_new_work_and_the_run_carries_on_when_space_is_freed()
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("full.db");
     let _ = std::fs::remove_file(&path);
-    // Room for the schema and a little more, not for four large outputs (48 KB).
     let options = SqliteOptions {
         synchronous: Synchronous::Off,
-        max_size: Some(96 * 1024),
         ..SqliteOptions::default()
     };
     let store = Arc::new(SqliteStore::open_with(&path, options).unwrap());
+    // Room for the schema (whatever it takes) and a little more, not for four large
+    // outputs (48 KB).
+    let schema_bytes: u64 = {
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        let pages: u64 = reader
+            .pragma_query_value(None, "page_count", |row| row.get(0))
+            .unwrap();
+        let page_size: u64 = reader
+            .pragma_query_value(None, "page_size", |row| row.get(0))
+            .unwrap();
+        pages * page_size
+    };
+    store
+        .set_max_size(Some(schema_bytes + 24 * 1024))
+        .await
+        .unwrap();
     let engine = Engine::builder().shared_store(store.clone()).build();
     engine.register::<Pages>(Counter::default()).unwrap();
     let run = engine.start::<Pages>(PagesInput {}).await.unwrap();
