@@ -69,6 +69,15 @@ impl Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill(1)");
+        assert!(status.success(), "kill {signal}");
+    }
 }
 
 impl Drop for Node {
@@ -151,15 +160,12 @@ fn an_intake_process_queues_and_two_workers_drive_each_run_once() {
             .map(|(run, ..)| *run)
             .collect();
         if finished_by_a >= 1 && !held.is_empty() {
-            a.kill();
-            // What it held when it died, by the journal it can no longer write.
+            // Frozen first, so what it holds stays held while we look (a commit it had
+            // sent lands meanwhile); if it finished them all in between, it goes on.
+            a.signal("-STOP");
+            std::thread::sleep(Duration::from_millis(200));
             let after = runtime.block_on(runs(&store));
-            for (run, status, owner, events) in &after {
-                if held.contains(run) {
-                    eprintln!("held {run}: {status:?} {owner:?} {:?}", done_by(events));
-                }
-            }
-            break after
+            let still: Vec<RunId> = after
                 .iter()
                 .filter(|(run, _, owner, events)| {
                     held.contains(run)
@@ -168,6 +174,12 @@ fn an_intake_process_queues_and_two_workers_drive_each_run_once() {
                 })
                 .map(|(run, ..)| *run)
                 .collect();
+            if still.is_empty() {
+                a.signal("-CONT");
+                continue;
+            }
+            a.kill();
+            break still;
         }
         assert!(Instant::now() < until, "worker-a never drove a run");
         std::thread::sleep(Duration::from_millis(50));
