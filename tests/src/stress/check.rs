@@ -141,21 +141,25 @@ pub async fn verify(
     }
     let peak = most.values().map(|m| m.0).max().unwrap_or(0);
 
-    // In no window of a second (less the start's lag) more than RATE + BURST starts of
-    // the rated step.
+    // The observer's starts alone cannot bound the tokens exactly: an action begins some
+    // time after its token, longer on a loaded machine (28 starts within 800 ms were seen
+    // under a full test run, the tokens for certain within bounds). They are reported (the
+    // busiest window of a second less the start's lag) and must stay within twice the rate
+    // plus burst in any second, which an engine without the limit breaks by far; the exact
+    // bound is the count of tokens for certain below.
     let unfrozen: Vec<_> = attempts
         .iter()
         .filter(|a| !frozen.contains(&a.pid))
         .cloned()
         .collect();
-    let (busiest, at) = verdict::busiest_window(&unfrozen, RATED, 1_000_000 - START_LAG_US);
-    if busiest > RATE + BURST {
+    let (busiest, _) = verdict::busiest_window(&unfrozen, RATED, 1_000_000 - START_LAG_US);
+    let (busiest_second, at) = verdict::busiest_window(&unfrozen, RATED, 1_000_000);
+    if busiest_second > 2 * (RATE + BURST) {
         broken.push(format!(
-            "{busiest} starts of `{RATED}` within {} ms from {at} µs: more than {RATE} + {BURST}",
-            (1_000_000 - START_LAG_US) / 1000
+            "{busiest_second} starts of `{RATED}` within a second from {at} µs: more than \
+             twice {RATE} + {BURST}"
         ));
     }
-    let (busiest_second, _) = verdict::busiest_window(&attempts, RATED, 1_000_000);
     // In no second more than RATE + BURST tokens for certain: each token lies between its
     // attempt's journaled start (ms) and the beginning of its work. An attempt whose start
     // is not journaled before its work began (a killed worker's, whose start a later
@@ -249,8 +253,8 @@ pub async fn verify(
          runs of a key in flight (limit {LIMIT}); of {rated} starts of `{RATED}`, the busiest \
          second held {certain} tokens for certain ({} of the starts bounded by their \
          journaled start; at most {RATE} + {BURST}), and the observer's starts alone held \
-         {busiest} in the busiest {} ms (at most {RATE} + {BURST}) and {busiest_second} in \
-         the busiest second; no zombie; no priority \
+         {busiest} in the busiest {} ms and {busiest_second} in the busiest second (at most \
+         twice {RATE} + {BURST}); no zombie; no priority \
          inversion; all done {:.1} s after the first start (the hot key {} after {:.1} s, \
          every other key after {:.1} s)",
         per_key.len(),
