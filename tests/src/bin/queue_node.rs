@@ -25,7 +25,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
         ..PgOptions::default()
     };
     let store = PgStore::connect_with(url, options).await?;
-    match role.as_str() {
+    // The engine is kept to the end: a dropped engine stops admitting and taking over
+    // runs as soon as the runs it drives have finished.
+    let _engine = match role.as_str() {
         "intake" => {
             let engine = Engine::builder()
                 .store(store)
@@ -47,6 +49,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
                 return Err("a repeated key made a second run".into());
             }
             println!("queued {count}");
+            engine
         }
         "worker" => {
             let lease_ms: u64 = rest.first().ok_or("no lease")?.parse()?;
@@ -59,9 +62,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
             engine.register::<Job>(Node { name: arg.clone() })?;
             engine.resume_all().await?;
             println!("ready {}", engine.owner());
+            engine
         }
         other => return Err(format!("unknown role `{other}`").into()),
-    }
+    };
     // Stay up until the test stops this process (at most two minutes).
     tokio::time::sleep(Duration::from_secs(120)).await;
     Ok(())
