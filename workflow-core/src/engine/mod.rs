@@ -69,6 +69,11 @@ pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 /// Runs workflows. Cheap to clone: clones share the same engine.
 ///
+/// A worker keeps its engine for as long as it should work. Once the last clone is
+/// dropped and the runs it drives have stopped (finished, or parked on a timer or a
+/// person), its background tasks end: it no longer admits queued runs, takes over lapsed
+/// ones, wakes parked ones or fires schedules. [`Engine::shutdown`] stops at once.
+///
 /// ```no_run
 /// # use workflow_core::prelude::*;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+pub mod admission;
 mod decide;
 mod failure;
 mod map;
