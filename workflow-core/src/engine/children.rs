@@ -2,8 +2,10 @@
 //! to the parent, waited for (and taken up when no engine drives them), their outcome
 //! the step's.
 
+use std::time::Duration;
+
 use super::plan::Options;
-use super::Engine;
+use super::{Engine, StartOptions};
 use crate::error::{RunError, RunId, StepError};
 use crate::journal::{Timestamp, Value};
 use crate::machine::{Status, Stop};
@@ -27,6 +29,22 @@ impl Engine {
             .any(start.workflow)
             .ok_or_else(|| RunError::NotRegistered(start.workflow.to_owned()))?;
         let key = format!("child-of-{step_key}");
+        if super::limits::is_gated(registered.spec()) {
+            // A child of a limited workflow is admitted like any other start of it, so
+            // its keys hold for children too.
+            let options = StartOptions {
+                idempotency_key: Some(key),
+                dry_run,
+                deadline: deadline
+                    .map(|at| Duration::from_millis(at.saturating_sub(self.now()).max(1))),
+                initiator: None,
+                traceparent: trace,
+            };
+            let created = self
+                .enqueue_registered(&*registered, start.input, &options, Some(parent))
+                .await?;
+            return Ok(created.id());
+        }
         let created = registered
             .create(
                 self,

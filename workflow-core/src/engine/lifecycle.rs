@@ -134,7 +134,9 @@ impl Engine {
         options: &StartOptions,
     ) -> Result<Created, RunError> {
         if !self.inner.worker || super::limits::is_gated(registered.spec()) {
-            return self.enqueue_registered(registered, input, options).await;
+            return self
+                .enqueue_registered(registered, input, options, None)
+                .await;
         }
         let deadline = options.deadline.map(|d| self.now() + d.as_millis() as u64);
         let key = options.idempotency_key.as_deref();

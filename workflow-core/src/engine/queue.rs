@@ -51,7 +51,14 @@ impl Engine {
         })?;
         self.record_spec(W::FINGERPRINT, W::NAME, W::spec()).await?;
         let created = self
-            .write_queued(W::NAME, W::FINGERPRINT, input, &options, gate.as_ref())
+            .write_queued(
+                W::NAME,
+                W::FINGERPRINT,
+                input,
+                &options,
+                gate.as_ref(),
+                None,
+            )
             .await?;
         Ok(RunHandle::new(
             RunRef {
@@ -77,7 +84,7 @@ impl Engine {
     ) -> Result<(RunId, bool), RunError> {
         let created = match self.inner.registry.any(workflow) {
             Some(registered) => {
-                self.enqueue_registered(&*registered, input, &options)
+                self.enqueue_registered(&*registered, input, &options, None)
                     .await?
             }
             None => {
@@ -100,6 +107,7 @@ impl Engine {
                     input,
                     &options,
                     gate.as_ref(),
+                    None,
                 )
                 .await?
             }
@@ -113,12 +121,14 @@ impl Engine {
         !self.inner.worker
     }
 
-    /// Queues a run of a registered workflow, its inputs checked against its type.
+    /// Queues a run of a registered workflow, its inputs checked against its type; with
+    /// `parent`, as the child run of that run's step.
     pub(super) async fn enqueue_registered(
         &self,
         registered: &dyn Registered,
         input: Value,
         options: &StartOptions,
+        parent: Option<RunId>,
     ) -> Result<Created, RunError> {
         registered.check_input(&input)?;
         registered.store_spec(self).await?;
@@ -129,6 +139,7 @@ impl Engine {
             input,
             options,
             gate.as_ref(),
+            parent,
         )
         .await
     }
@@ -162,6 +173,7 @@ impl Engine {
         input: Value,
         options: &StartOptions,
         gate: Option<&StartGate>,
+        parent: Option<RunId>,
     ) -> Result<Created, RunError> {
         let now = self.now();
         let seed = self.next_seed();
@@ -202,7 +214,7 @@ impl Engine {
             idempotency_key: key,
             events: &events,
             search: &search,
-            parent: None,
+            parent,
             owner: None,
             supersedes: None,
             at: now,

@@ -1,0 +1,99 @@
+//! A child workflow with a workflow-level concurrency key is admitted like any other start
+//! of it: children started by parents' steps hold its limit too, in the memory and SQLite
+//! stores, under paused time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use workflow_core::clock::TokioClock;
+use workflow_core::prelude::*;
+use workflow_core::store::{MemoryStore, SqliteStore, Store};
+
+/// Each charge: (customer, started, finished).
+static LEDGER: Mutex<Vec<(String, Instant, Instant)>> = Mutex::new(Vec::new());
+
+async fn charge(customer: String, cents: u64) -> Result<u64, StepError> {
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    LEDGER
+        .lock()
+        .unwrap()
+        .push((customer, started, Instant::now()));
+    Ok(cents)
+}
+
+workflow! {
+    pub workflow Charge(customer: String, cents: u64) {
+        concurrency: { key: customer, limit: 1 },
+        step charge -> u64 { action: charge(customer, cents) }
+    }
+}
+
+workflow! {
+    pub workflow Order(customer: String, cents: u64) {
+        step pay -> ChargeOutputs { workflow: Charge(customer: customer, cents: cents) }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn children_of_a_limited_workflow_hold_its_limit() {
+    let file = std::env::temp_dir().join(format!("workflow-children-{}.db", std::process::id()));
+    let stores: [(&str, Arc<dyn Store>); 2] = [
+        ("memory", Arc::new(MemoryStore::new())),
+        ("sqlite", Arc::new(SqliteStore::open(&file).unwrap())),
+    ];
+    for (label, store) in stores {
+        LEDGER.lock().unwrap().clear();
+        let engine = Engine::builder()
+            .shared_store(store)
+            .clock(TokioClock::starting_at(1_000_000))
+            .build();
+        engine.register::<Order>(()).unwrap();
+        engine.register::<Charge>(()).unwrap();
+        engine.resume_all().await.unwrap();
+        let mut orders = Vec::new();
+        for (customer, cents) in [("c42", 100), ("c42", 200), ("c42", 300), ("c7", 400)] {
+            orders.push(
+                engine
+                    .start::<Order>(OrderInput {
+                        customer: customer.into(),
+                        cents,
+                    })
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut paid = Vec::new();
+        for order in &orders {
+            let outputs = tokio::time::timeout(Duration::from_secs(600), order.outputs())
+                .await
+                .expect("every order finishes")
+                .unwrap();
+            paid.push(outputs.pay.charge);
+        }
+        assert_eq!(paid, [100, 200, 300, 400], "{label}");
+        let ledger = LEDGER.lock().unwrap().clone();
+        assert_eq!(ledger.len(), 4, "{label}: each child charged once");
+        let c42: Vec<_> = ledger.iter().filter(|(c, ..)| c == "c42").collect();
+        for (i, a) in c42.iter().enumerate() {
+            for b in &c42[i + 1..] {
+                assert!(
+                    a.2 <= b.1 || b.2 <= a.1,
+                    "{label}: two charges of c42 at once: {a:?} {b:?}"
+                );
+            }
+        }
+        // The other customer's child did not wait for c42's.
+        let c7 = ledger.iter().find(|(c, ..)| c == "c7").unwrap();
+        let first = c42.iter().map(|(_, started, _)| *started).min().unwrap();
+        assert!(
+            c7.1 < first + Duration::from_secs(10),
+            "{label}: c7 waited for c42"
+        );
+        engine.shutdown();
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+}
