@@ -1,6 +1,7 @@
-//! A child workflow with a workflow-level concurrency key is admitted like any other start
-//! of it: children started by parents' steps hold its limit too, in the memory and SQLite
-//! stores, under paused time.
+//! Starts that do not come from `start`: a child workflow with a workflow-level
+//! concurrency key, and a parked run restarted by an operator, are admitted like any other
+//! start of their workflow, so its limit holds for them too (memory and SQLite stores,
+//! paused time).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +37,81 @@ workflow! {
     }
 }
 
+workflow! {
+    #[workflow(name = "Charge")]
+    pub workflow ChargeV2(customer: String, cents: u64) {
+        concurrency: { key: customer, limit: 1 },
+        step charge -> u64 { action: charge(customer, cents) }
+        step receipt -> u64 { action: receipt(charge) }
+    }
+}
+
+async fn receipt(cents: u64) -> Result<u64, StepError> {
+    Ok(cents)
+}
+
+fn engine(store: &Arc<dyn Store>) -> Engine {
+    Engine::builder()
+        .shared_store(Arc::clone(store))
+        .clock(TokioClock::starting_at(1_000_000))
+        .build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_parked_run_waits_for_its_key() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let before = engine(&store);
+    before.register::<Charge>(()).unwrap();
+    let old = before
+        .start::<Charge>(ChargeInput {
+            customer: "c9".into(),
+            cents: 1,
+        })
+        .await
+        .unwrap();
+    // Stopped mid-charge; the next engine has a new version, so the run is parked.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    before.shutdown();
+    let after = engine(&store);
+    after.register::<ChargeV2>(()).unwrap();
+    after.resume_all().await.unwrap();
+    let holder = after
+        .start::<ChargeV2>(ChargeV2Input {
+            customer: "c9".into(),
+            cents: 2,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let restarted = after.restart_parked(old.id(), "ops").await.unwrap();
+    let flow = store.flow_of(restarted).await.unwrap();
+    let gate = flow.gate.expect("the restarted run is gated");
+    assert!(
+        !gate.admitted,
+        "it waits while run {} holds c9",
+        holder.id()
+    );
+    let restarted = after.handle::<ChargeV2>(restarted).await.unwrap();
+    for run in [&holder, &restarted] {
+        tokio::time::timeout(Duration::from_secs(600), run.outputs())
+            .await
+            .expect("both finish")
+            .unwrap();
+    }
+    let ledger: Vec<_> = LEDGER
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(customer, ..)| customer == "c9")
+        .cloned()
+        .collect();
+    assert_eq!(ledger.len(), 2);
+    assert!(
+        ledger[0].2 <= ledger[1].1,
+        "the restarted run charged after the holder: {ledger:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn children_of_a_limited_workflow_hold_its_limit() {
     let file = std::env::temp_dir().join(format!("workflow-children-{}.db", std::process::id()));
@@ -44,11 +120,7 @@ async fn children_of_a_limited_workflow_hold_its_limit() {
         ("sqlite", Arc::new(SqliteStore::open(&file).unwrap())),
     ];
     for (label, store) in stores {
-        LEDGER.lock().unwrap().clear();
-        let engine = Engine::builder()
-            .shared_store(store)
-            .clock(TokioClock::starting_at(1_000_000))
-            .build();
+        let engine = engine(&store);
         engine.register::<Order>(()).unwrap();
         engine.register::<Charge>(()).unwrap();
         engine.resume_all().await.unwrap();
@@ -57,7 +129,7 @@ async fn children_of_a_limited_workflow_hold_its_limit() {
             orders.push(
                 engine
                     .start::<Order>(OrderInput {
-                        customer: customer.into(),
+                        customer: format!("{label}/{customer}"),
                         cents,
                     })
                     .await
@@ -73,9 +145,18 @@ async fn children_of_a_limited_workflow_hold_its_limit() {
             paid.push(outputs.pay.charge);
         }
         assert_eq!(paid, [100, 200, 300, 400], "{label}");
-        let ledger = LEDGER.lock().unwrap().clone();
+        let ledger: Vec<_> = LEDGER
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(customer, ..)| customer.starts_with(&format!("{label}/")))
+            .cloned()
+            .collect();
         assert_eq!(ledger.len(), 4, "{label}: each child charged once");
-        let c42: Vec<_> = ledger.iter().filter(|(c, ..)| c == "c42").collect();
+        let c42: Vec<_> = ledger
+            .iter()
+            .filter(|(c, ..)| *c == format!("{label}/c42"))
+            .collect();
         for (i, a) in c42.iter().enumerate() {
             for b in &c42[i + 1..] {
                 assert!(
@@ -85,7 +166,10 @@ async fn children_of_a_limited_workflow_hold_its_limit() {
             }
         }
         // The other customer's child did not wait for c42's.
-        let c7 = ledger.iter().find(|(c, ..)| c == "c7").unwrap();
+        let c7 = ledger
+            .iter()
+            .find(|(c, ..)| *c == format!("{label}/c7"))
+            .unwrap();
         let first = c42.iter().map(|(_, started, _)| *started).min().unwrap();
         assert!(
             c7.1 < first + Duration::from_secs(10),

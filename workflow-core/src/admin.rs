@@ -195,26 +195,34 @@ pub async fn restart_parked(
         _ => None,
     });
     let events: Vec<Event> = std::iter::once(started).chain(initiated).collect();
-    // The new run is found by the same search values, read from its input by its spec.
-    let search = match store.spec(fingerprint).await {
-        Ok(Some(json)) => serde_json::from_str::<workflow_spec::Spec>(&json)
-            .map(|spec| crate::search::values_from_input(&spec.search, input))
-            .unwrap_or_default(),
-        _ => Vec::new(),
+    let spec = match store.spec(fingerprint).await {
+        Ok(Some(json)) => serde_json::from_str::<workflow_spec::Spec>(&json).ok(),
+        _ => None,
     };
-    let created = store
-        .create_run(NewRun {
-            workflow: &record.workflow,
-            fingerprint,
-            idempotency_key: Some(&key),
-            events: &events,
-            parent: record.parent,
-            owner: None,
-            supersedes: Some((run, &note)),
-            at: now,
-            search: &search,
-        })
-        .await?;
+    // The new run is found by the same search values, read from its input by its spec.
+    let search = spec
+        .as_ref()
+        .map(|spec| crate::search::values_from_input(&spec.search, input))
+        .unwrap_or_default();
+    let new = NewRun {
+        workflow: &record.workflow,
+        fingerprint,
+        idempotency_key: Some(&key),
+        events: &events,
+        parent: record.parent,
+        owner: None,
+        supersedes: Some((run, &note)),
+        at: now,
+        search: &search,
+    };
+    // A run of a limited workflow is admitted under its keys like any other start.
+    let gate = spec
+        .as_ref()
+        .and_then(|spec| crate::engine::limits::StartGate::from_json(spec, input));
+    let created = match &gate {
+        Some(gate) => store.create_gated(new, gate.gate()).await?,
+        None => store.create_run(new).await?,
+    };
     Ok(created.id())
 }
 

@@ -386,7 +386,10 @@ impl Engine {
             self.next_seed(),
         )
         .await?;
-        self.take_up(new).await?;
+        if !self.take_up(new).await? {
+            // Gated by its workflow's limits: the admission takes it up.
+            self.inner.wake_notify.notify_one();
+        }
         Ok(new)
     }
 }

@@ -45,7 +45,7 @@ fn scope<'a>(key: &LimitKey, name: &'a str) -> &'a str {
 
 /// The owned values of a start's [`Gate`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct StartGate {
+pub(crate) struct StartGate {
     concurrency: Option<(String, String)>,
     priority: i64,
     debounce: Option<(String, u64, Option<u64>)>,
@@ -78,7 +78,7 @@ impl StartGate {
 
     /// The gate of a start whose workflow's code is not registered here: its keys read
     /// from the JSON input by their paths (a path whose value is absent limits nothing).
-    pub(super) fn from_json(spec: &Spec, input: &Value) -> Option<StartGate> {
+    pub(crate) fn from_json(spec: &Spec, input: &Value) -> Option<StartGate> {
         let text = |key: &LimitKey| match key {
             LimitKey::Static(value) => Some(value.clone()),
             LimitKey::Path(path) => match read_path(input, path)? {
@@ -105,7 +105,7 @@ impl StartGate {
     }
 
     /// The borrowed form the store takes.
-    pub(super) fn gate(&self) -> Gate<'_> {
+    pub(crate) fn gate(&self) -> Gate<'_> {
         Gate {
             concurrency: self
                 .concurrency

@@ -21,7 +21,7 @@ mod fence;
 mod gauges;
 mod handle;
 mod lifecycle;
-mod limits;
+pub(crate) mod limits;
 mod plan;
 mod poller;
 mod purger;
