@@ -1,7 +1,8 @@
 //! Starts that do not come from `start`: a child workflow with a workflow-level
 //! concurrency key, and a parked run restarted by an operator, are admitted like any other
 //! start of their workflow, so its limit holds for them too (memory and SQLite stores,
-//! paused time).
+//! paused time). A cancel of a run still queued for its key is carried out at its
+//! admission, before any step runs.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -180,4 +181,36 @@ async fn children_of_a_limited_workflow_hold_its_limit() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_run_cancelled_runs_no_step() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let engine = engine(&store);
+    engine.register::<Charge>(()).unwrap();
+    engine.resume_all().await.unwrap();
+    let start = |cents| {
+        engine.start::<Charge>(ChargeInput {
+            customer: "c5".into(),
+            cents,
+        })
+    };
+    let holder = start(1).await.unwrap();
+    let queued = start(2).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    engine.cancel(queued.id(), "ops").await.unwrap();
+    let wait = Duration::from_secs(600);
+    let held = tokio::time::timeout(wait, holder.outputs()).await.unwrap();
+    assert_eq!(held.unwrap().charge, 1);
+    let Err(error) = tokio::time::timeout(wait, queued.outputs()).await.unwrap() else {
+        panic!("the cancelled run completed");
+    };
+    assert!(matches!(error, RunError::Cancelled(_)), "{error}");
+    let charged = LEDGER
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(customer, ..)| customer == "c5")
+        .count();
+    assert_eq!(charged, 1, "only the holder charged");
 }
