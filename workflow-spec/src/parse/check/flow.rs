@@ -9,6 +9,7 @@ use super::super::ast::{StepAst, WorkflowAst};
 use super::super::ctxt::{did_you_mean, Ctxt};
 use super::super::flow::{KeyAst, LimitAst, PathAst, PriorityAst, MAX_LIMIT};
 use super::super::{Name, Names, RESERVED};
+use super::keys::{expect_input, inputs_hint, NotAnInput};
 
 /// Every `limit` and `burst` is from 1 to [`MAX_LIMIT`]; `window` and `per` are more than
 /// zero; `max_wait` is at least `window`.
@@ -86,32 +87,19 @@ pub fn workflow_key_reads(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
         _ => None,
     };
     for (kind, path) in keys.chain(priority) {
-        let root = path.root.to_string();
-        match names.lookup(&root) {
-            Some(Name::Input(_)) => {}
-            Some(Name::Step(_)) => cx.error(
-                path.root.span(),
-                format!(
+        expect_input(cx, names, &path.root, |root| {
+            NotAnInput {
+                step: format!(
                     "`{root}` is a step, but the workflow's `{kind}` is read when the run starts, before any step ran\nhelp: read an input{}; a step's own `concurrency` or `rate` may read upstream outputs",
                     inputs_hint(names)
                 ),
-            ),
-            Some(Name::Env | Name::Ctx) => cx.error(
-                path.root.span(),
-                format!(
+                reserved: format!(
                     "`{root}` is reserved and cannot be read by `{kind}`\nhelp: read an input{}",
                     inputs_hint(names)
                 ),
-            ),
-            Some(Name::Item) | None => {
-                let help = did_you_mean(&root, names.inputs.iter().map(String::as_str))
-                    .unwrap_or_else(|| format!("`{kind}` reads the workflow's inputs{}", inputs_hint(names)));
-                cx.error(
-                    path.root.span(),
-                    format!("unknown input `{root}` in `{kind}`\nhelp: {help}"),
-                );
+                reader: format!("`{kind}`"),
             }
-        }
+        });
     }
 }
 
@@ -182,20 +170,5 @@ fn step_key_reads(
                 format!("unknown name `{root}` in the `{kind}` key of `{id}`\nhelp: {help}"),
             );
         }
-    }
-}
-
-/// `: `a`, `b``, or a note that there are none.
-fn inputs_hint(names: &Names) -> String {
-    let inputs: Vec<String> = names
-        .inputs
-        .iter()
-        .filter(|name| !RESERVED.contains(&name.as_str()))
-        .map(|name| format!("`{name}`"))
-        .collect();
-    if inputs.is_empty() {
-        " (this workflow has none)".to_owned()
-    } else {
-        format!(": {}", inputs.join(", "))
     }
 }

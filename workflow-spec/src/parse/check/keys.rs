@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::super::ast::WorkflowAst;
+use proc_macro2::Ident;
+
 use super::super::ctxt::{did_you_mean, Ctxt};
 use super::super::{Name, Names, RESERVED};
 
@@ -32,37 +34,69 @@ pub fn search_reads_inputs(cx: &Ctxt, ast: &WorkflowAst, names: &Names) {
         return;
     };
     for entry in &search.entries {
-        let root = entry.root.to_string();
-        match names.lookup(&root) {
-            Some(Name::Input(_)) => {}
-            Some(Name::Step(_)) => cx.error(
-                entry.root.span(),
-                format!(
+        expect_input(cx, names, &entry.root, |root| {
+            NotAnInput {
+                step: format!(
                     "`{root}` is a step, but `search` reads the workflow's inputs\nhelp: search values are stored when the run starts, before any step ran; use an input{}",
                     inputs_hint(names)
                 ),
-            ),
-            Some(Name::Env | Name::Ctx) => cx.error(
-                entry.root.span(),
-                format!(
+                reserved: format!(
                     "`{root}` is reserved and cannot be searched\nhelp: `search` reads the workflow's inputs{}",
                     inputs_hint(names)
                 ),
-            ),
-            Some(Name::Item) | None => {
-                let help = did_you_mean(&root, names.inputs.iter().map(String::as_str))
-                    .unwrap_or_else(|| format!("`search` reads the workflow's inputs{}", inputs_hint(names)));
-                cx.error(
-                    entry.root.span(),
-                    format!("unknown input `{root}` in `search`\nhelp: {help}"),
-                );
+                reader: "`search`".to_owned(),
             }
+        });
+    }
+}
+
+/// What a check says when the first name of a path that must read a workflow input is
+/// not one.
+pub(super) struct NotAnInput {
+    /// The message for a step.
+    pub step: String,
+    /// The message for `env` or `ctx`.
+    pub reserved: String,
+    /// What reads the input, for "unknown input `x` in …" and its help.
+    pub reader: String,
+}
+
+/// Reports `root` at its token unless it names one of the workflow's inputs; `say` gives
+/// the messages, for the name as written.
+pub(super) fn expect_input(
+    cx: &Ctxt,
+    names: &Names,
+    root: &Ident,
+    say: impl FnOnce(&str) -> NotAnInput,
+) {
+    let name = root.to_string();
+    let said = match names.lookup(&name) {
+        Some(Name::Input(_)) => return,
+        Some(kind) => (kind, say(&name)),
+        None => (Name::Item, say(&name)),
+    };
+    match said {
+        (Name::Step(_), say) => cx.error(root.span(), say.step),
+        (Name::Env | Name::Ctx, say) => cx.error(root.span(), say.reserved),
+        (_, say) => {
+            let help =
+                did_you_mean(&name, names.inputs.iter().map(String::as_str)).unwrap_or_else(|| {
+                    format!(
+                        "{} reads the workflow's inputs{}",
+                        say.reader,
+                        inputs_hint(names)
+                    )
+                });
+            cx.error(
+                root.span(),
+                format!("unknown input `{name}` in {}\nhelp: {help}", say.reader),
+            );
         }
     }
 }
 
 /// `: `a`, `b``, or a note that there are none.
-fn inputs_hint(names: &Names) -> String {
+pub(super) fn inputs_hint(names: &Names) -> String {
     let inputs: Vec<String> = names
         .inputs
         .iter()
