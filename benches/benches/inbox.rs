@@ -127,6 +127,7 @@ fn journal(n: usize, at: u64, state: RunState) -> Vec<Event> {
             by: READER.to_owned(),
             decision: json!({ "approved": true, "by": READER, "comment": null }),
             inbox: None,
+            via: None,
             at,
         });
         events.push(Event::StepSucceeded {

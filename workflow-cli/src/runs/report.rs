@@ -75,8 +75,9 @@ impl<'a> Report<'a> {
             })
     }
 
-    /// Who decided each human step (the last decision, after retries).
-    fn decider(&self, step: usize) -> Option<(&str, Timestamp)> {
+    /// Who decided each human step (the last decision, after retries), with how
+    /// (` via link`) when the journal says.
+    fn decider(&self, step: usize) -> Option<(String, Timestamp)> {
         self.stored
             .events
             .iter()
@@ -84,7 +85,7 @@ impl<'a> Report<'a> {
             .find_map(|event| match event {
                 Event::TaskDecided {
                     step: s, by, at, ..
-                } if *s == step => Some((by.as_str(), *at)),
+                } if *s == step => Some((format!("{by}{}", via_text(event.via())), *at)),
                 _ => None,
             })
     }
@@ -239,10 +240,11 @@ impl<'a> Report<'a> {
             out.push_str("\ndecisions:\n");
             for decision in &decisions {
                 out.push_str(&format!(
-                    "  {}: {} by {} at {} ({})\n",
+                    "  {}: {} by {}{} at {} ({})\n",
                     decision.step,
                     decision_text(decision.decision),
                     decision.by,
+                    via_text(decision.via),
                     timestamp(decision.at),
                     offset(decision.at, self.start)
                 ));
@@ -315,6 +317,7 @@ impl<'a> Report<'a> {
                 json!({
                     "step": decision.step,
                     "by": decision.by,
+                    "via": decision.via,
                     "decision": decision.decision,
                     "at": decision.at,
                     "offset_ms": decision.at.saturating_sub(self.start),
@@ -394,8 +397,9 @@ impl<'a> Report<'a> {
             Event::TaskDecided {
                 step, by, decision, ..
             } => format!(
-                "{}: decided by {by}: {}",
+                "{}: decided by {by}{}: {}",
                 self.name(*step),
+                via_text(event.via()),
                 decision_text(decision)
             ),
             Event::TaskExpired { step, .. } => {
@@ -520,6 +524,7 @@ impl<'a> Report<'a> {
                 } => Some(Decision {
                     step: self.name(*step),
                     by,
+                    via: event.via(),
                     decision,
                     at: *at,
                 }),
@@ -527,6 +532,11 @@ impl<'a> Report<'a> {
             })
             .collect()
     }
+}
+
+/// How a decision was made, as `runs show` appends it to the decider: ` via link`.
+fn via_text(via: Option<&str>) -> String {
+    via.map(|via| format!(" via {via}")).unwrap_or_default()
 }
 
 /// A failure, as `runs show` lists it.
@@ -573,6 +583,8 @@ fn split_evidence(message: &str) -> (&str, Vec<&str>) {
 struct Decision<'a> {
     step: String,
     by: &'a str,
+    /// How it was made (`link`), when journaled.
+    via: Option<&'a str>,
     decision: &'a Value,
     at: Timestamp,
 }
