@@ -647,6 +647,51 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_through_a_link_is_shown_via_link_and_others_are_not() {
+        let decided = |step: usize, via: Option<&str>| Event::TaskDecided {
+            step,
+            by: "ana@finance".to_owned(),
+            decision: serde_json::json!({ "approved": true }),
+            inbox: None,
+            via: via.map(str::to_owned),
+            at: 1_500,
+        };
+        let stored = StoredRun {
+            record: RunRecord {
+                id: RunId(4),
+                workflow: "Gone".to_owned(),
+                fingerprint: "0123".to_owned(),
+                status: RunStatus::Running,
+                idempotency_key: None,
+                note: None,
+                parent: None,
+                owner: None,
+                created_at: 1_000,
+                updated_at: 2_000,
+            },
+            events: vec![decided(1, Some("link")), decided(2, None)],
+        };
+        let report = Report::new(&stored, None, 3_000);
+        let text = report.text();
+        assert!(
+            text.contains("#1: decided by ana@finance via link: approved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#2: decided by ana@finance: approved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#1: approved by ana@finance via link at"),
+            "{text}"
+        );
+        assert!(text.contains("#2: approved by ana@finance at"), "{text}");
+        let json = report.json();
+        assert_eq!(json["decisions"][0]["via"], "link");
+        assert!(json["decisions"][1]["via"].is_null());
+    }
+
+    #[test]
     fn the_evidence_of_a_failed_attempt_is_listed_whole() {
         let line = RunErrorLine {
             step: "fetch".to_owned(),
