@@ -13,7 +13,8 @@
 //! Run with `cargo bench -p benches --bench inbox`. Environment: `B15_FINISHED` (default
 //! 100000), `B15_RUNNING` (10000), `B15_OPEN` (1000), `B15_REQUESTS` (25 per measure),
 //! `B15_STORES` (`sqlite,postgres`), `WORKFLOW_TEST_DATABASE_URL` (PostgreSQL, default
-//! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after).
+//! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after, or the
+//! one `B15_SCHEMA` names, filled when empty and kept).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -127,6 +128,7 @@ fn journal(n: usize, at: u64, state: RunState) -> Vec<Event> {
             by: READER.to_owned(),
             decision: json!({ "approved": true, "by": READER, "comment": null }),
             inbox: None,
+            via: None,
             at,
         });
         events.push(Event::StepSucceeded {
@@ -399,6 +401,51 @@ async fn pages(
     }
 }
 
+/// The store's parts of `GET /api/tasks` timed alone, each on its own (medians of
+/// `requests`): the counts behind the scope, the index's page, the page's runs read in one
+/// statement, and the whole page as `admin::loaded_task_page` makes it (index, runs, spec
+/// and each run's replay). The rest of a request is the handler's presentation, JSON and
+/// HTTP.
+async fn parts(label: &str, store: &dyn Store, requests: usize) {
+    let filter = TaskFilter {
+        workflows: Some(vec![Refund::NAME.to_owned()]),
+        assignees: Some(vec!["finance".to_owned()]),
+        limit: Some(100),
+        ..TaskFilter::default()
+    };
+    let (mut counts, mut index, mut runs, mut page) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..requests {
+        let started = Instant::now();
+        let _ = store.task_counts().await;
+        counts.push(started.elapsed());
+        let started = Instant::now();
+        let rows = store
+            .open_tasks(filter.clone())
+            .await
+            .unwrap_or_else(|e| panic!("open_tasks: {e}"));
+        index.push(started.elapsed());
+        let ids: Vec<RunId> = rows.iter().map(|row| row.run).collect();
+        let started = Instant::now();
+        let loaded = store
+            .load_many(&ids)
+            .await
+            .unwrap_or_else(|e| panic!("load_many: {e}"));
+        runs.push(started.elapsed());
+        assert_eq!(loaded.len(), ids.len());
+        let started = Instant::now();
+        let _ = admin::loaded_task_page(store, filter.clone()).await;
+        page.push(started.elapsed());
+    }
+    println!(
+        "B15 {label}: parts of GET /api/tasks alone: task counts {:.2} ms, index page {:.2} ms, \
+         100 runs read {:.2} ms, the page with replays {:.2} ms",
+        ms(median(counts)),
+        ms(median(index)),
+        ms(median(runs)),
+        ms(median(page)),
+    );
+}
+
 /// The measures on one filled store.
 async fn measure(label: &str, store: Arc<dyn Store>, open: usize, requests: usize) {
     let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
@@ -429,6 +476,7 @@ async fn measure(label: &str, store: Arc<dyn Store>, open: usize, requests: usiz
     pages(addr, requests, &mut inbox, &mut tasks).await;
     let (inbox, tasks) = (median(inbox), median(tasks));
     let (slow_inbox, slow_tasks) = (median(slow_inbox), median(slow_tasks));
+    parts(label, &*store, requests).await;
     // Before the index: every running run loaded and replayed, then filtered.
     let mut replay = Vec::new();
     for _ in 0..requests.min(5) {
@@ -492,7 +540,12 @@ async fn sqlite(finished: usize, running: usize, open: usize, requests: usize) {
 async fn postgres(finished: usize, running: usize, open: usize, requests: usize) {
     let url = std::env::var("WORKFLOW_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("wfb_b15_{}", std::process::id());
+    // `B15_SCHEMA` names a schema to fill once and keep: a later run with the same name
+    // measures the store it holds without filling it again (for plans and profiles).
+    let kept = std::env::var("B15_SCHEMA").ok();
+    let schema = kept
+        .clone()
+        .unwrap_or_else(|| format!("wfb_b15_{}", std::process::id()));
     let options = PgOptions {
         schema: schema.clone(),
         max_connections: 16,
@@ -501,10 +554,25 @@ async fn postgres(finished: usize, running: usize, open: usize, requests: usize)
     match PgStore::connect_with(&url, options).await {
         Ok(store) => {
             let store: Arc<dyn Store> = Arc::new(store);
-            fill(Arc::clone(&store), finished, running, open).await;
+            let filled = kept.is_some()
+                && store
+                    .runs(RunFilter {
+                        limit: Some(1),
+                        ..RunFilter::default()
+                    })
+                    .await
+                    .is_ok_and(|runs| !runs.is_empty());
+            if filled {
+                eprintln!("  measuring the runs already in schema {schema}");
+            } else {
+                fill(Arc::clone(&store), finished, running, open).await;
+            }
             measure("PostgreSQL", store, open, requests).await;
         }
         Err(error) => eprintln!("B15 PostgreSQL skipped: no server at {url}: {error}"),
+    }
+    if kept.is_some() {
+        return;
     }
     if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
         let _ = conn

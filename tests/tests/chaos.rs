@@ -98,6 +98,7 @@ async fn decide_open_tasks(
             "approve",
             "ana@ops",
             serde_json::to_value(approval).unwrap(),
+            None,
             now,
         )
         .await;

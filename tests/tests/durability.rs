@@ -170,6 +170,7 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
                 let decided = Event::TaskDecided {
                     step,
                     inbox: None,
+                    via: None,
                     by: "ana@ops".into(),
                     decision: json!({ "approved": choice % 8 == 1, "by": "ana@ops", "comment": null }),
                     at: now,

@@ -183,6 +183,7 @@ async fn a_decision_left_in_the_inbox_is_admitted_by_the_owners_authorizer() {
             "receipt",
             by,
             approve.clone(),
+            None,
             strict.now(),
         )
         .await

@@ -141,6 +141,7 @@ pub async fn decide(
         &task.step,
         who,
         decision.clone(),
+        None,
         now,
     )
     .await

@@ -247,6 +247,8 @@ async fn restarted(
 /// machine everything but the approver (the engine that owns the run admits the approver
 /// with its authorizer when it takes the decision in, and journals a refusal otherwise).
 /// A decision for a human step whose type the caller cannot check is checked then too.
+/// `via` (how it was made: `link`) is journaled with it.
+#[allow(clippy::too_many_arguments)]
 pub async fn submit_decision(
     store: &dyn Store,
     run: RunId,
@@ -254,6 +256,7 @@ pub async fn submit_decision(
     step: &str,
     by: &str,
     decision: Value,
+    via: Option<&str>,
     now: Timestamp,
 ) -> Result<Submitted, DecisionError> {
     let stored = store
@@ -269,6 +272,7 @@ pub async fn submit_decision(
         step: step.to_owned(),
         by: by.to_owned(),
         decision,
+        via: via.map(str::to_owned),
     };
     store
         .submit(run, &message, None, now)

@@ -12,6 +12,28 @@ use crate::journal::Timestamp;
 /// The name recorded as the decider when `on_timeout: approve | reject` decides a task.
 pub const TIMEOUT_DECIDER: &str = "workflow:on_timeout";
 
+/// What `via` records for a decision made through a signed single-use link.
+pub const VIA_LINK: &str = "link";
+
+/// How a decision is made, beside who makes it and what it is: journaled with it
+/// ([`Engine::decide_with`](crate::Engine::decide_with)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecisionOptions {
+    /// How the decision reached the run when not through a signed-in page, the API or
+    /// code ([`VIA_LINK`]): the `via` of its `TaskDecided` or `TaskApproved` event.
+    pub via: Option<String>,
+}
+
+impl DecisionOptions {
+    /// A decision made through a signed single-use link.
+    pub fn via_link() -> DecisionOptions {
+        DecisionOptions {
+            via: Some(VIA_LINK.to_owned()),
+        }
+    }
+}
+
 /// An open or decided human task, as listed by the engine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TaskInfo {

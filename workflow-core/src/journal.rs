@@ -173,6 +173,11 @@ pub enum Event {
         /// The inbox message it came from, when another process sent it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         inbox: Option<u64>,
+        /// How the decision reached the run when not through a signed-in page, the API or
+        /// code: `link` for a signed single-use link. Absent otherwise (and in journals
+        /// written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
         /// When.
         at: Timestamp,
     },
@@ -376,6 +381,11 @@ pub enum Event {
         /// The inbox message it came from, when another process sent it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         inbox: Option<u64>,
+        /// How the decision reached the run when not through a signed-in page, the API or
+        /// code: `link` for a signed single-use link. Absent otherwise (and in journals
+        /// written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
         /// When.
         at: Timestamp,
     },
@@ -407,6 +417,14 @@ impl Event {
             | Event::EventReceived { inbox, .. }
             | Event::EventBuffered { inbox, .. } => *inbox,
             Event::MessageRefused { inbox, .. } => Some(*inbox),
+            _ => None,
+        }
+    }
+
+    /// How a decision or an approval reached the run (`link`), when it was recorded.
+    pub fn via(&self) -> Option<&str> {
+        match self {
+            Event::TaskDecided { via, .. } | Event::TaskApproved { via, .. } => via.as_deref(),
             _ => None,
         }
     }
@@ -481,5 +499,50 @@ impl Event {
             | Event::Cancelled { .. }
             | Event::Retried { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::RunId;
+    use crate::store::checksum;
+
+    /// Entries as journals written before decisions recorded how they were made hold them.
+    const OLD: [&str; 2] = [
+        r#"{"event":"task_decided","step":1,"by":"ana@a","decision":{"approved":true},"inbox":4,"at":5}"#,
+        r#"{"event":"task_approved","step":1,"by":"bob@a","decision":{"approved":true},"at":3}"#,
+    ];
+
+    #[test]
+    fn old_decisions_read_without_a_via_and_write_back_to_the_same_text() {
+        for text in OLD {
+            let event: Event = serde_json::from_str(text).unwrap();
+            assert_eq!(event.via(), None, "{text}");
+            // The same text, so the entry's checksum (over the stored text) still holds.
+            let again = serde_json::to_string(&event).unwrap();
+            assert_eq!(again, text);
+            assert_eq!(
+                checksum::entry(RunId(1), 0, &again),
+                checksum::entry(RunId(1), 0, text)
+            );
+        }
+    }
+
+    #[test]
+    fn a_decision_via_a_link_keeps_it_in_its_text() {
+        let event = Event::TaskDecided {
+            step: 1,
+            by: "ana@a".into(),
+            decision: serde_json::json!({"approved": true}),
+            inbox: None,
+            via: Some(crate::VIA_LINK.into()),
+            at: 5,
+        };
+        let text = serde_json::to_string(&event).unwrap();
+        assert!(text.contains(r#""via":"link""#), "{text}");
+        let back: Event = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.via(), Some("link"));
+        assert_eq!(back, event);
     }
 }

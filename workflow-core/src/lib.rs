@@ -50,7 +50,7 @@ pub use engine::{
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;
-pub use human::{EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER};
+pub use human::{DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK};
 pub use schedule::Tick;
 pub use search::SearchValue;
 pub use workflow::{

@@ -7,7 +7,9 @@
 //! ([`DecisionLinks`]). Opening it (`GET`) only shows the task and a confirmation form, so
 //! mail scanners that follow links decide nothing; the form's `POST` decides. The
 //! decision is the engine's, journaled as made by the link's identity (its authorizer
-//! admits that identity or refuses, as for any decision).
+//! admits that identity or refuses, as for any decision) and marked as made via a link
+//! (`via: "link"` on the journal's event, shown as "via link" on the run page and by
+//! `workflow runs show`).
 //!
 //! A link is refused (nothing journaled) when it does not parse (400 `link_malformed`),
 //! its signature does not verify (403 `link_invalid`: tampered, or made under another key),
@@ -31,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::store::{Message, RunStatus};
-use workflow_core::{admin, Approval, RunId, TaskInfo};
+use workflow_core::{admin, Approval, DecisionOptions, RunId, TaskInfo};
 
 use crate::api::check_comment;
 use crate::error::ApiError;
@@ -401,9 +403,16 @@ async fn decide(
             ),
         ));
     }
+    // The run's machine journals that the decision came through a link.
     if let Err(error) = app
         .engine
-        .decide(link.run, &link.step, &link.by, decision)
+        .decide_with(
+            link.run,
+            &link.step,
+            &link.by,
+            decision,
+            DecisionOptions::via_link(),
+        )
         .await
     {
         return fail(error.into());

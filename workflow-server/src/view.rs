@@ -95,6 +95,9 @@ pub struct AuditEntry {
     pub step: Option<String>,
     /// The decision, the refusal's reason, the deadline...
     pub detail: String,
+    /// How a decision or an approval was made, when journaled: `link` for a signed link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// A run with its spec, loaded once for a page or an answer.
@@ -306,7 +309,11 @@ fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> 
             step, by, decision, ..
         } => (
             Some(*step),
-            format!("decided by {by}: {}", decision_text(decision)),
+            format!(
+                "decided by {}: {}",
+                decider(by, event),
+                decision_text(decision)
+            ),
         ),
         Event::MessageRefused {
             step,
@@ -410,7 +417,16 @@ fn audit_entry(event: &Event, name: &dyn Fn(usize) -> String) -> Option<AuditEnt
         action,
         step: step.map(name),
         detail,
+        via: event.via().map(str::to_owned),
     })
+}
+
+/// Who decided, with how when the journal says (`ana@finance via link`).
+pub(crate) fn decider(by: &str, event: &Event) -> String {
+    match event.via() {
+        Some(via) => format!("{by} via {via}"),
+        None => by.to_owned(),
+    }
 }
 
 /// A decision in words: `approved ("comment")` for approvals, JSON otherwise.
@@ -483,6 +499,7 @@ mod tests {
                 by: "kim@on_call".into(),
                 decision: serde_json::json!({"approved": false, "comment": "not urgent"}),
                 inbox: None,
+                via: None,
                 at: 7_400_000,
             },
             Event::StepSucceeded {

@@ -4,12 +4,13 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
 use common::*;
 use serde_json::json;
 use workflow_core::journal::Event;
-use workflow_core::store::RunStatus;
+use workflow_core::store::{RunStatus, SqliteStore, Store};
 use workflow_core::{Engine, RunId};
 use workflow_server::{DecisionLink, DecisionLinks, LinkVerdict};
 
@@ -138,6 +139,137 @@ async fn a_link_decides_its_task_once_as_its_identity() {
         "link_used",
     );
     assert_eq!(decisions(&engine, run).await, [LEAD]);
+}
+
+/// How each decision of `run` was made, as journaled.
+async fn vias(engine: &Engine, run: RunId) -> Vec<Option<String>> {
+    let stored = engine.store().load(run).await.unwrap().unwrap();
+    stored
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::TaskDecided { via, .. } => Some(via.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn token_of(url: &str) -> String {
+    url.rsplit('/').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_decision_is_journaled_via_link_and_an_api_decision_is_not() {
+    let (engine, _) = engine(false);
+    let links = DecisionLinks::new(KEY);
+    let addr = serve(
+        server(&engine, standard())
+            .decision_links(links.clone())
+            .router(),
+    )
+    .await;
+    let by_link = started(addr, "T-via-1").await;
+    let by_api = started(addr, "T-via-2").await;
+    wait_for_task(&engine, by_link, "approve_alert").await;
+    wait_for_task(&engine, by_api, "approve_alert").await;
+
+    let url = links.url(
+        &format!("http://{addr}"),
+        &link(&engine, by_link, LEAD, LinkVerdict::Approve),
+    );
+    let decided = post_link(addr, &token_of(&url), "").await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.body);
+    let answer = post_json(
+        addr,
+        &format!("/api/runs/{by_api}/tasks/approve_alert"),
+        Some(LEAD),
+        json!({ "approved": true }),
+    )
+    .await;
+    assert!(answer.status.is_success(), "{}", answer.body);
+    wait_for_status(&engine, by_link, RunStatus::Completed).await;
+    wait_for_status(&engine, by_api, RunStatus::Completed).await;
+    assert_eq!(vias(&engine, by_link).await, [Some("link".to_owned())]);
+    assert_eq!(vias(&engine, by_api).await, [None]);
+
+    // Shown where the decider is: the run page and the run's audit trail in the API.
+    let page = get(addr, &format!("/inbox/runs/{by_link}"), Some(LEAD)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains(&format!("{LEAD} via link")),
+        "{}",
+        page.body
+    );
+    let page = get(addr, &format!("/inbox/runs/{by_api}"), Some(LEAD)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains("via link"), "{}", page.body);
+    let detail = get(addr, &format!("/api/runs/{by_link}"), Some(LEAD))
+        .await
+        .json();
+    let decided = detail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["action"] == "decided")
+        .cloned()
+        .unwrap();
+    assert_eq!(decided["who"], LEAD);
+    assert_eq!(decided["via"], "link");
+    let detail = get(addr, &format!("/api/runs/{by_api}"), Some(LEAD))
+        .await
+        .json();
+    assert!(detail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|entry| entry.get("via").is_none()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_decision_for_a_run_another_engine_drives_is_journaled_via_link() {
+    // The server's engine drives nothing: the decision goes through the run's inbox (in
+    // a store other processes share) to the worker that drives it, whose machine
+    // journals it.
+    let dir = std::env::temp_dir().join(format!("wf-server-links-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("runs.db");
+    let _ = std::fs::remove_file(&path);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+    let worker = Engine::builder().shared_store(Arc::clone(&store)).build();
+    worker.register::<Triage>(Desk::default()).unwrap();
+    let front = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .intake_only()
+        .build();
+    let worker_addr = serve(server(&worker, standard()).router()).await;
+    let links = DecisionLinks::new(KEY);
+    let addr = serve(
+        server(&front, standard())
+            .decision_links(links.clone())
+            .router(),
+    )
+    .await;
+    let run = started(worker_addr, "T-via-3").await;
+    wait_for_task(&worker, run, "approve_alert").await;
+    let url = links.url(
+        &format!("http://{addr}"),
+        &link(&front, run, LEAD, LinkVerdict::Approve),
+    );
+    let decided = post_link(addr, &token_of(&url), "").await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.body);
+    wait_for_status(&worker, run, RunStatus::Completed).await;
+    let stored = store.load(run).await.unwrap().unwrap();
+    let journaled = stored.events.iter().find_map(|event| match event {
+        Event::TaskDecided { by, via, inbox, .. } => {
+            Some((by.clone(), via.clone(), inbox.is_some()))
+        }
+        _ => None,
+    });
+    assert_eq!(
+        journaled,
+        Some((LEAD.to_owned(), Some("link".to_owned()), true)),
+        "taken in from the inbox, marked via link"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,8 +75,9 @@ impl<'a> Report<'a> {
             })
     }
 
-    /// Who decided each human step (the last decision, after retries).
-    fn decider(&self, step: usize) -> Option<(&str, Timestamp)> {
+    /// Who decided each human step (the last decision, after retries), with how
+    /// (` via link`) when the journal says.
+    fn decider(&self, step: usize) -> Option<(String, Timestamp)> {
         self.stored
             .events
             .iter()
@@ -84,7 +85,7 @@ impl<'a> Report<'a> {
             .find_map(|event| match event {
                 Event::TaskDecided {
                     step: s, by, at, ..
-                } if *s == step => Some((by.as_str(), *at)),
+                } if *s == step => Some((format!("{by}{}", via_text(event.via())), *at)),
                 _ => None,
             })
     }
@@ -239,10 +240,11 @@ impl<'a> Report<'a> {
             out.push_str("\ndecisions:\n");
             for decision in &decisions {
                 out.push_str(&format!(
-                    "  {}: {} by {} at {} ({})\n",
+                    "  {}: {} by {}{} at {} ({})\n",
                     decision.step,
                     decision_text(decision.decision),
                     decision.by,
+                    via_text(decision.via),
                     timestamp(decision.at),
                     offset(decision.at, self.start)
                 ));
@@ -315,6 +317,7 @@ impl<'a> Report<'a> {
                 json!({
                     "step": decision.step,
                     "by": decision.by,
+                    "via": decision.via,
                     "decision": decision.decision,
                     "at": decision.at,
                     "offset_ms": decision.at.saturating_sub(self.start),
@@ -394,8 +397,9 @@ impl<'a> Report<'a> {
             Event::TaskDecided {
                 step, by, decision, ..
             } => format!(
-                "{}: decided by {by}: {}",
+                "{}: decided by {by}{}: {}",
                 self.name(*step),
+                via_text(event.via()),
                 decision_text(decision)
             ),
             Event::TaskExpired { step, .. } => {
@@ -520,6 +524,7 @@ impl<'a> Report<'a> {
                 } => Some(Decision {
                     step: self.name(*step),
                     by,
+                    via: event.via(),
                     decision,
                     at: *at,
                 }),
@@ -527,6 +532,11 @@ impl<'a> Report<'a> {
             })
             .collect()
     }
+}
+
+/// How a decision was made, as `runs show` appends it to the decider: ` via link`.
+fn via_text(via: Option<&str>) -> String {
+    via.map(|via| format!(" via {via}")).unwrap_or_default()
 }
 
 /// A failure, as `runs show` lists it.
@@ -573,6 +583,8 @@ fn split_evidence(message: &str) -> (&str, Vec<&str>) {
 struct Decision<'a> {
     step: String,
     by: &'a str,
+    /// How it was made (`link`), when journaled.
+    via: Option<&'a str>,
     decision: &'a Value,
     at: Timestamp,
 }
@@ -632,6 +644,51 @@ mod tests {
         assert_eq!(json["spec_recorded"], false);
         assert_eq!(json["timeline"][1]["step"], "#3");
         assert_eq!(json["errors"][0]["kind"], "validation");
+    }
+
+    #[test]
+    fn a_decision_through_a_link_is_shown_via_link_and_others_are_not() {
+        let decided = |step: usize, via: Option<&str>| Event::TaskDecided {
+            step,
+            by: "ana@finance".to_owned(),
+            decision: serde_json::json!({ "approved": true }),
+            inbox: None,
+            via: via.map(str::to_owned),
+            at: 1_500,
+        };
+        let stored = StoredRun {
+            record: RunRecord {
+                id: RunId(4),
+                workflow: "Gone".to_owned(),
+                fingerprint: "0123".to_owned(),
+                status: RunStatus::Running,
+                idempotency_key: None,
+                note: None,
+                parent: None,
+                owner: None,
+                created_at: 1_000,
+                updated_at: 2_000,
+            },
+            events: vec![decided(1, Some("link")), decided(2, None)],
+        };
+        let report = Report::new(&stored, None, 3_000);
+        let text = report.text();
+        assert!(
+            text.contains("#1: decided by ana@finance via link: approved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#2: decided by ana@finance: approved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#1: approved by ana@finance via link at"),
+            "{text}"
+        );
+        assert!(text.contains("#2: approved by ana@finance at"), "{text}");
+        let json = report.json();
+        assert_eq!(json["decisions"][0]["via"], "link");
+        assert!(json["decisions"][1]["via"].is_null());
     }
 
     #[test]

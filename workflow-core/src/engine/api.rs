@@ -7,6 +7,7 @@ use super::registry::DecisionHooks;
 use super::{Engine, RunView, StepView};
 use crate::admin;
 use crate::error::{DecisionError, EventError, RunError, RunId};
+use crate::human::DecisionOptions;
 use crate::journal::{Event, Value};
 use crate::machine::{Accepted, Authorize, Machine, NoHooks};
 use crate::store::{DeadLetter, Message, RunFilter, RunRecord, RunStatus, StoreError, Submitted};
@@ -60,11 +61,27 @@ impl Engine {
         by: &str,
         decision: Value,
     ) -> Result<(), DecisionError> {
+        self.decide_with(run, step, by, decision, DecisionOptions::default())
+            .await
+    }
+
+    /// [`Engine::decide`], with how the decision was made (`options.via`, such as a
+    /// signed link), which the run's machine journals with the decision.
+    pub async fn decide_with(
+        &self,
+        run: RunId,
+        step: &str,
+        by: &str,
+        decision: Value,
+        options: DecisionOptions,
+    ) -> Result<(), DecisionError> {
+        let via = options.via;
         let asked = self
             .ask(run, |reply| Msg::Decide {
                 step: step.to_owned(),
                 by: by.to_owned(),
                 decision: decision.clone(),
+                via: via.clone(),
                 reply,
             })
             .await
@@ -95,6 +112,7 @@ impl Engine {
                     step,
                     by,
                     decision.clone(),
+                    via.as_deref(),
                     self.now(),
                     authorize,
                     &DecisionHooks(&**registered),
@@ -108,6 +126,7 @@ impl Engine {
             step,
             by,
             decision,
+            via.as_deref(),
             self.now(),
         )
         .await?;

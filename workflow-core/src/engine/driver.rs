@@ -27,6 +27,7 @@ pub(super) enum Msg {
         step: String,
         by: String,
         decision: Value,
+        via: Option<String>,
         reply: oneshot::Sender<Result<(), DecisionError>>,
     },
     Cancel {

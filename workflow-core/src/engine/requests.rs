@@ -19,13 +19,15 @@ impl<W: Workflow> Driver<W> {
                 step,
                 by,
                 decision,
+                via,
                 reply,
             } => {
                 let authorize = &*self.engine.inner.authorizer;
                 let ruled = {
                     let hooks = WorkflowHooks::<W> { input: &self.input };
+                    let via = via.as_deref();
                     self.machine
-                        .decide(self.run, &step, &by, decision, now, authorize, &hooks)
+                        .decide(self.run, &step, &by, decision, via, now, authorize, &hooks)
                 };
                 if let Err(refusal) = &ruled {
                     tracing::warn!(

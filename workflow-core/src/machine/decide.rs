@@ -170,7 +170,8 @@ impl Machine<'_> {
 
     /// The event that records `by`'s decision of `step`, if it is admissible now: the
     /// decision is checked against the step's type and its `by` field (if it has one) is
-    /// set to the approver, so it records who decided, not who they claimed to be.
+    /// set to the approver, so it records who decided, not who they claimed to be. `via`
+    /// (`link` for a signed link) is journaled with it.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
@@ -178,6 +179,7 @@ impl Machine<'_> {
         step: &str,
         by: &str,
         decision: Value,
+        via: Option<&str>,
         at: Timestamp,
         authorize: Authorize<'_>,
         hooks: &dyn Hooks,
@@ -193,7 +195,7 @@ impl Machine<'_> {
         if let Some(slot) = decision.get_mut("by") {
             *slot = Value::String(by.to_owned());
         }
-        Ok(self.decision_event(index, by, decision, None, at))
+        Ok(self.decision_event(index, by, decision, None, via, at))
     }
 
     /// What a message from the run's inbox becomes in the journal: the decision, the
@@ -217,8 +219,23 @@ impl Machine<'_> {
                 at: now,
             };
         match &item.message {
-            Message::Decision { step, by, decision } => {
-                match self.decide(run, step, by, decision.clone(), item.at, authorize, hooks) {
+            Message::Decision {
+                step,
+                by,
+                decision,
+                via,
+            } => {
+                let via = via.as_deref();
+                match self.decide(
+                    run,
+                    step,
+                    by,
+                    decision.clone(),
+                    via,
+                    item.at,
+                    authorize,
+                    hooks,
+                ) {
                     Ok(
                         Event::TaskDecided {
                             step, by, decision, ..
@@ -226,7 +243,7 @@ impl Machine<'_> {
                         | Event::TaskApproved {
                             step, by, decision, ..
                         },
-                    ) => self.decision_event(step, &by, decision, Some(item.id), now),
+                    ) => self.decision_event(step, &by, decision, Some(item.id), via, now),
                     Ok(other) => other,
                     Err(error) => {
                         let index = self.spec.step_index(step);

@@ -303,6 +303,7 @@ impl Machine<'_> {
                         by: TIMEOUT_DECIDER.to_owned(),
                         decision,
                         inbox: None,
+                        via: None,
                         at: now,
                     }),
                     Err(_) => expire,

@@ -69,8 +69,10 @@ impl Machine<'_> {
         by: &str,
         decision: Value,
         inbox: Option<u64>,
+        via: Option<&str>,
         at: Timestamp,
     ) -> Event {
+        let via = via.map(str::to_owned);
         let rejects = decision.get("approved") == Some(&Value::Bool(false));
         let gathered = self.approvers(index).len() as u64;
         let needed = u64::from(self.approvals_needed(index));
@@ -80,6 +82,7 @@ impl Machine<'_> {
                 by: by.to_owned(),
                 decision,
                 inbox,
+                via,
                 at,
             }
         } else {
@@ -88,6 +91,7 @@ impl Machine<'_> {
                 by: by.to_owned(),
                 decision,
                 inbox,
+                via,
                 at,
             }
         }

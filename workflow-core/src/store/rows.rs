@@ -20,6 +20,10 @@ pub enum Message {
         by: String,
         /// The decision, as JSON.
         decision: Value,
+        /// How it was made, when not through a signed-in page, the API or code (`link`):
+        /// journaled with the decision.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     /// A human task handed to another person or group by someone allowed to decide it,
     /// admitted (or refused) by the owner with its authorizer.

@@ -437,6 +437,7 @@ mod tests {
             by: "ana".into(),
             decision: serde_json::json!(true),
             inbox: None,
+            via: None,
             at: 30,
         };
         assert_eq!(

@@ -31,6 +31,7 @@ async fn a_database_from_before_the_index_migrates_with_its_open_tasks() {
         by: "ana@finance".to_owned(),
         decision: serde_json::json!(true),
         inbox: None,
+        via: None,
         at: 20,
     };
     let runs = [

@@ -114,9 +114,13 @@ pub(super) async fn run_page(
     }
     body.raw("</table><h2>Audit</h2><table id=\"audit\"><tr><th>When</th><th>Who</th><th>What</th><th>Step</th><th>Detail</th></tr>");
     for entry in &detail.audit {
+        let who = match &entry.via {
+            Some(via) => format!("{} via {via}", entry.who),
+            None => entry.who.clone(),
+        };
         body.row(&[
             &rfc3339(entry.at),
-            &entry.who,
+            &who,
             entry.action,
             entry.step.as_deref().unwrap_or(""),
             &entry.detail,
@@ -217,12 +221,15 @@ fn human_detail(html: &mut Html, now: u64, events: &[Event], step: usize) -> boo
             html.text(&format!("waiting for {who} since "))
                 .time(now, *at);
         }
-        Some(Event::TaskDecided {
-            by, decision, at, ..
-        }) => {
+        Some(
+            event @ Event::TaskDecided {
+                by, decision, at, ..
+            },
+        ) => {
             html.text(&format!(
-                "{} by {by} ",
-                crate::view::decision_text(decision)
+                "{} by {} ",
+                crate::view::decision_text(decision),
+                crate::view::decider(by, event)
             ))
             .time(now, *at);
         }

@@ -99,6 +99,7 @@ fn on_timeout_approve_records_the_decision_the_hooks_build() {
             by: crate::human::TIMEOUT_DECIDER.into(),
             decision: json!({ "approved": true, "by": "system", "comment": null }),
             inbox: None,
+            via: None,
             at: 3_600_000,
         })]
     );
@@ -135,7 +136,7 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
         Err(DecisionError::UnknownTask { .. })
     ));
     assert!(matches!(
-        machine.decide(run, "h", "eve@x", json!({"approved": true}), 10, &members_of, &Approvals),
+        machine.decide(run, "h", "eve@x", json!({"approved": true}), None, 10, &members_of, &Approvals),
         Err(DecisionError::Unauthorized { assignee, .. }) if assignee == "a"
     ));
     assert!(matches!(
@@ -144,6 +145,7 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
             "h",
             "ana@a",
             json!({"approved": 1}),
+            None,
             10,
             &members_of,
             &Approvals
@@ -156,6 +158,7 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
             "h",
             "ana@a",
             json!({"approved": true}),
+            None,
             3_600_000,
             &members_of,
             &Approvals
@@ -173,6 +176,7 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
             "h",
             "ana@a",
             json!({"approved": true, "by": "mallory"}),
+            None,
             10,
             &members_of,
             &Approvals,
@@ -185,6 +189,7 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
             by: "ana@a".into(),
             decision: json!({"approved": true, "by": "ana@a"}),
             inbox: None,
+            via: None,
             at: 10,
         },
         "the decision records who decided, not who they claimed to be"
@@ -194,6 +199,82 @@ fn a_decision_is_admitted_once_in_time_from_an_authorized_approver() {
         machine.admit(run, "h", "bob@a", 11, Some(&members_of)),
         Err(DecisionError::AlreadyDecided { by, .. }) if by == "ana@a"
     ));
+}
+
+#[test]
+fn how_a_decision_was_made_is_journaled_by_the_machine_on_both_paths() {
+    let spec = spec(REVIEW);
+    let run = RunId(7);
+    let mut machine = Machine::new(&spec);
+    opened(&mut machine);
+    let decision = json!({"approved": true});
+    let direct = machine.decide(
+        run,
+        "h",
+        "ana@a",
+        decision.clone(),
+        Some(crate::VIA_LINK),
+        10,
+        &members_of,
+        &Approvals,
+    );
+    assert!(
+        matches!(&direct, Ok(Event::TaskDecided { via: Some(via), inbox: None, .. }) if via == "link"),
+        "{direct:?}"
+    );
+    let signed_in = machine.decide(
+        run,
+        "h",
+        "ana@a",
+        decision.clone(),
+        None,
+        10,
+        &members_of,
+        &Approvals,
+    );
+    assert!(
+        matches!(&signed_in, Ok(Event::TaskDecided { via: None, .. })),
+        "{signed_in:?}"
+    );
+    // Through the inbox of the engine that drives the run.
+    let item = |via: Option<&str>| InboxItem {
+        id: 3,
+        run,
+        message: Message::Decision {
+            step: "h".into(),
+            by: "ana@a".into(),
+            decision: decision.clone(),
+            via: via.map(str::to_owned),
+        },
+        at: 10,
+    };
+    let taken = machine.take_in(run, &item(Some("link")), 20, &members_of, &Approvals);
+    assert!(
+        matches!(&taken, Event::TaskDecided { via: Some(via), inbox: Some(3), .. } if via == "link"),
+        "{taken:?}"
+    );
+    let taken = machine.take_in(run, &item(None), 20, &members_of, &Approvals);
+    assert!(
+        matches!(
+            &taken,
+            Event::TaskDecided {
+                via: None,
+                inbox: Some(3),
+                ..
+            }
+        ),
+        "{taken:?}"
+    );
+    // A refused message records no decision, however it was made.
+    let late = InboxItem {
+        at: 3_600_001,
+        ..item(Some("link"))
+    };
+    let refused = machine.take_in(run, &late, 3_600_001, &members_of, &Approvals);
+    assert!(
+        matches!(&refused, Event::MessageRefused { .. }),
+        "{refused:?}"
+    );
 }
 
 #[test]
@@ -209,6 +290,7 @@ fn inbox_messages_become_decisions_or_refusals() {
             step: "h".into(),
             by: by.into(),
             decision: json!({"approved": false, "comment": "no"}),
+            via: None,
         },
         at,
     };
@@ -276,6 +358,7 @@ fn approve(machine: &Machine<'_>, by: &str, at: Timestamp) -> Result<Event, Deci
         "h",
         by,
         json!({"approved": true}),
+        None,
         at,
         &members_of,
         &Approvals,
@@ -294,6 +377,7 @@ fn a_quorum_needs_distinct_approvers_and_the_last_one_decides() {
             by: "bob@a".into(),
             decision: json!({"approved": true}),
             inbox: None,
+            via: None,
             at: 10,
         },
         "one approval of two leaves the task open"
@@ -329,6 +413,7 @@ fn a_rejection_by_anyone_rejects_a_quorum() {
             "h",
             "cy@a",
             json!({"approved": false, "comment": "no"}),
+            None,
             11,
             &members_of,
             &Approvals,
@@ -349,6 +434,7 @@ fn a_rejection_by_anyone_rejects_a_quorum() {
             "h",
             "bob@a",
             json!({"approved": false}),
+            None,
             10,
             &members_of,
             &Approvals,
@@ -399,6 +485,7 @@ fn the_initiator_may_not_decide_a_step_without_self_approval() {
             "h",
             "ana@a",
             json!({"approved": true}),
+            None,
             10,
             &members_of,
             &Approvals
@@ -479,6 +566,7 @@ fn quorum_and_delegation_messages_from_the_inbox_are_journaled_with_their_messag
         step: "h".into(),
         by: by.into(),
         decision: json!({"approved": true}),
+        via: None,
     };
     let first = machine.take_in(
         run,
@@ -575,6 +663,7 @@ fn a_replayed_journal_keeps_the_quorum_the_initiator_and_the_delegate() {
             by: "bob@a".into(),
             decision: json!({"approved": true}),
             inbox: None,
+            via: None,
             at: 1,
         },
         Event::TaskDelegated {

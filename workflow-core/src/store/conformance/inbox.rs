@@ -8,6 +8,7 @@ pub(super) async fn inbox_in_order(store: Arc<dyn Store>) {
         step: "review".to_owned(),
         by: "ana@ops".to_owned(),
         decision: json!({ "approved": true, "comment": "ok" }),
+        via: None,
     };
     let event = Message::Event {
         step: "payment".to_owned(),

@@ -357,6 +357,7 @@ pub(super) async fn events_round_trip(store: Arc<dyn Store>) {
             by: "bob@leads".to_owned(),
             decision: json!({ "approved": true, "by": "bob@leads", "comment": null }),
             inbox: Some(5),
+            via: None,
             at: 9,
         },
         Event::TaskExpired { step: 4, at: 10 },

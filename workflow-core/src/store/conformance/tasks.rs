@@ -27,6 +27,7 @@ fn decided(step: usize, at: Timestamp) -> Event {
         by: "ana@finance".to_owned(),
         decision: json!({ "approved": true, "comment": null }),
         inbox: None,
+        via: None,
         at,
     }
 }

@@ -157,11 +157,15 @@ pub(super) async fn load_many(
     runs: &[RunId],
 ) -> Answer<Vec<(StoredRun, RawRun)>> {
     let ids: Vec<i64> = runs.iter().map(|run| int(run.0)).collect();
-    // The journal's own `run_id = ANY($1)` lets the planner read it by its key even
-    // without statistics (a freshly filled table), instead of scanning it whole.
+    // Each run's journal is read by its key (a nested loop over the runs found), whatever
+    // the planner estimates: as a plain join, a table without statistics (freshly filled,
+    // or never analyzed) made it hash the whole journal, a scan of every entry for a page
+    // of runs. `OFFSET 0` keeps the lateral subquery from being flattened into that join.
     let rows = sqlx::query(&format!(
         "SELECT {RUN_COLUMNS}, r.journal_len, j.seq, j.event, j.crc AS entry_crc
-         FROM runs r LEFT JOIN journal j ON j.run_id = r.id AND j.run_id = ANY($1)
+         FROM runs r LEFT JOIN LATERAL (
+             SELECT seq, event, crc FROM journal WHERE run_id = r.id OFFSET 0
+         ) j ON true
          WHERE r.id = ANY($1) ORDER BY r.id, j.seq"
     ))
     .bind(&ids)

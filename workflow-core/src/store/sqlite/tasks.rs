@@ -282,6 +282,7 @@ mod tests {
                 by: "ana@finance".to_owned(),
                 decision: serde_json::json!(true),
                 inbox: None,
+                via: None,
                 at: 20,
             };
             let runs: [(u64, &str, Vec<Event>); 3] = [
