@@ -211,13 +211,14 @@ impl Inner {
         }
         let changes = tasks::changes(commit.events, commit.status.map(|(s, _)| s), before);
         // Closing rows of a run that has none (a step's commit, mostly) changes nothing.
-        let closes_only = changes.iter().all(|c| {
-            matches!(
-                c,
-                tasks::TaskChange::Close { .. } | tasks::TaskChange::CloseAll
-            )
-        });
-        if !changes.is_empty() && !(closes_only && !self.tasks.contains_key(&commit.run)) {
+        let changes_rows = self.tasks.contains_key(&commit.run)
+            || changes.iter().any(|c| {
+                !matches!(
+                    c,
+                    tasks::TaskChange::Close { .. } | tasks::TaskChange::CloseAll
+                )
+            });
+        if changes_rows && !changes.is_empty() {
             let journal = std::mem::take(&mut run.stored.events);
             self.index(commit.run, &changes, &journal);
             if let Some(run) = self.runs.get_mut(&commit.run) {
