@@ -514,6 +514,8 @@ CREATE INDEX run_search_value ON run_search (name, value, run_id);
     super::group::MIGRATION,
     // Flow control: gated runs, step slots, rate buckets and waiting steps.
     super::limits::MIGRATION,
+    // A step's commit checks and updates the run's row in one statement.
+    super::group::STEP_COMMIT_MIGRATION,
 ];
 
 /// The newest schema version this library knows.
