@@ -78,7 +78,10 @@ pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
-pub use schedules::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState};
+pub use schedules::{
+    Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
+    ScheduleState, ScheduleUpdate,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
@@ -555,6 +558,97 @@ pub trait Store: Send + Sync + 'static {
         version: u64,
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Takes up to `due.limit` schedule rows of `due.workflows` that are due (not paused,
+    /// their next fire time at or before `due.now`), earliest first, asks `decide` what
+    /// each does, and writes the answers, all in one transaction. Rows another caller is
+    /// deciding at the same moment are left to it (not waited for, not taken), so several
+    /// workers never decide the same row at once, and each change is written under the
+    /// version it was decided from. Every write of a row (here, [`Store::put_schedule`],
+    /// [`Store::update_schedule`], [`Store::update_schedules`]) stores its next fire time,
+    /// so a pass reads only due rows.
+    ///
+    /// The default reads every row and applies each answer with
+    /// [`Store::update_schedule`], for stores without an index of next fire times.
+    fn decide_schedules(
+        &self,
+        due: DueSchedules,
+        decide: Decider,
+    ) -> BoxFuture<'_, Result<DueBatch, StoreError>> {
+        Box::pin(async move {
+            let mut rows = self.schedules().await?;
+            rows.retain(|row| due.workflows.contains(&row.workflow));
+            let mut taken: Vec<(Timestamp, ScheduleRow)> = Vec::new();
+            let mut next: Option<Timestamp> = None;
+            for row in rows {
+                match crate::schedule::next_fire(&row) {
+                    Some(at) if at <= due.now => taken.push((at, row)),
+                    Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                    None => {}
+                }
+            }
+            taken.sort_by_key(|(at, _)| *at);
+            let later = taken.split_off(taken.len().min(due.limit));
+            for (at, _) in later {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+            let mut out = Vec::with_capacity(taken.len());
+            for (_, row) in taken {
+                match decide(&row) {
+                    DueDecision::Change { change, next_fire } => {
+                        let missed = change.missed.clone();
+                        let version = row.version;
+                        let written = self
+                            .update_schedule(&row.id, version, change.clone())
+                            .await?;
+                        let mut row = row;
+                        if written {
+                            if let Some(state) = change.state {
+                                row.state = state;
+                            }
+                            if let Some(paused) = change.paused {
+                                row.paused = paused;
+                            }
+                            row.version += 1;
+                            if let Some(at) = next_fire.filter(|&at| at > due.now) {
+                                next = Some(next.map_or(at, |n| n.min(at)));
+                            }
+                        }
+                        out.push(DueRow {
+                            row,
+                            decided: written,
+                            missed: missed.filter(|_| written),
+                        });
+                    }
+                    DueDecision::Later(_) => out.push(DueRow {
+                        row,
+                        decided: false,
+                        missed: None,
+                    }),
+                }
+            }
+            Ok(DueBatch { rows: out, next })
+        })
+    }
+
+    /// Applies several compare-and-sets of schedule rows in one transaction (each as
+    /// [`Store::update_schedule`] would, with the next fire time given), and returns
+    /// whether each applied, in order. The default applies them one by one.
+    fn update_schedules(
+        &self,
+        updates: Vec<ScheduleUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move {
+            let mut applied = Vec::with_capacity(updates.len());
+            for update in updates {
+                applied.push(
+                    self.update_schedule(&update.id, update.version, update.change)
+                        .await?,
+                );
+            }
+            Ok(applied)
+        })
+    }
 
     /// Deletes up to `filter.limit` finished runs (completed, failed or cancelled) that
     /// match `filter`, lowest id first, with their journals, inboxes, dead letters, search

@@ -89,3 +89,68 @@ pub struct MissedTicks {
     /// When the decision that missed them was made.
     pub recorded_at: Timestamp,
 }
+
+/// Which due schedule rows [`crate::store::Store::decide_schedules`] takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueSchedules {
+    /// Now, by the caller's clock: rows whose next fire time is at or before it are due.
+    pub now: Timestamp,
+    /// The workflows whose schedules the caller can start runs for.
+    pub workflows: Vec<String>,
+    /// The most rows one call takes.
+    pub limit: usize,
+}
+
+/// What the decider makes of one due row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DueDecision {
+    /// Write this change (the version is bumped), with the row's new next fire time
+    /// ([`crate::schedule::next_fire`] of the changed row, or later while its ticks are
+    /// being started).
+    Change {
+        /// The change.
+        change: ScheduleChange,
+        /// The row's next fire time after it.
+        next_fire: Option<Timestamp>,
+    },
+    /// Change nothing; the row is not due again before this instant.
+    Later(Timestamp),
+}
+
+/// The decider of [`crate::store::Store::decide_schedules`]: called once per row taken,
+/// inside the transaction that writes its answer. It must not block.
+pub type Decider = std::sync::Arc<dyn Fn(&ScheduleRow) -> DueDecision + Send + Sync>;
+
+/// A due row as [`crate::store::Store::decide_schedules`] left it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueRow {
+    /// The row: as written when `decided`, as read otherwise.
+    pub row: ScheduleRow,
+    /// Whether the decider's change was written.
+    pub decided: bool,
+    /// The missed ticks recorded with the change.
+    pub missed: Option<MissedTicks>,
+}
+
+/// The answer of [`crate::store::Store::decide_schedules`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DueBatch {
+    /// The rows taken, in the order of their next fire times.
+    pub rows: Vec<DueRow>,
+    /// The earliest next fire time after `now` of the workflows' schedules that are not
+    /// paused, after the batch's writes.
+    pub next: Option<Timestamp>,
+}
+
+/// One compare-and-set of a batch ([`crate::store::Store::update_schedules`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleUpdate {
+    /// The schedule.
+    pub id: String,
+    /// The version the change expects.
+    pub version: u64,
+    /// The change.
+    pub change: ScheduleChange,
+    /// The row's next fire time after the change ([`crate::schedule::next_fire`]).
+    pub next_fire: Option<Timestamp>,
+}

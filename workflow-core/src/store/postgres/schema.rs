@@ -514,6 +514,8 @@ CREATE INDEX run_search_value ON run_search (name, value, run_id);
     super::group::MIGRATION,
     // Flow control: gated runs, step slots, rate buckets and waiting steps.
     super::limits::MIGRATION,
+    // Schedules' next fire times, indexed, so a pass reads only due rows.
+    super::schedules::MIGRATION,
 ];
 
 /// The newest schema version this library knows.
@@ -599,6 +601,9 @@ async fn migrate(conn: &mut PgConnection, schema: &str, target: &Target) -> Resu
         }
         if *migration == super::tasks::MIGRATION {
             super::tasks::backfill(conn, target).await?;
+        }
+        if *migration == super::schedules::MIGRATION {
+            super::schedules::backfill(conn, target).await?;
         }
     }
     if version < VERSION {
