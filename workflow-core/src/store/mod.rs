@@ -35,7 +35,9 @@
 //! - **Schedule rows keep a definition apart from its state.** [`Store::put_schedule`]
 //!   creates a row or replaces only its definition; [`Store::update_schedule`] changes its
 //!   state or paused flag only if the row's `version` is the one the caller read, and bumps
-//!   it, so of several workers deciding one tick exactly one records it.
+//!   it, so of several workers deciding one tick exactly one records it. Every write of a
+//!   row stores its next fire time, and [`Store::decide_schedules`] takes only the rows
+//!   due by now, each by one caller at a time, deciding a batch in one transaction.
 //!
 //! - **Open tasks are indexed with the entries that open and close them.** A write that
 //!   journals a task's opening, escalation or end (or stops or restarts its run) changes

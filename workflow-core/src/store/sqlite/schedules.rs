@@ -395,3 +395,83 @@ pub(super) fn schedules(db: &Db) -> Result<Vec<ScheduleRow>, StoreError> {
         .map_err(db_error(db))?;
     raws.into_iter().map(Raw::row).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::schema::MIGRATIONS;
+    use super::*;
+    use crate::store::{SqliteStore, Store};
+    use std::sync::Arc;
+    use workflow_spec::Schedule;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_migration_computes_the_next_fire_time_of_existing_rows() {
+        let dir = std::env::temp_dir().join(format!("workflow-next-fire-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let path = dir.join("store.db");
+        let _ = std::fs::remove_file(&path);
+        let before = MIGRATIONS
+            .iter()
+            .position(|m| *m == MIGRATION)
+            .expect("next fire times have a migration");
+        {
+            // A file as the version before next fire times left it.
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute_batch(&MIGRATIONS[..before].join("\n"))
+                .expect("the older schema");
+            conn.pragma_update(None, "application_id", super::super::schema::APPLICATION_ID)
+                .expect("application id");
+            conn.pragma_update(None, "user_version", before as u32)
+                .expect("version");
+            let definition = json(&Schedule::new("* * * * *"));
+            for (id, paused) in [("minutely", false), ("paused", true)] {
+                let state = json(&ScheduleState::default());
+                let text = ScheduleText {
+                    id,
+                    workflow: "W",
+                    definition: &definition,
+                    paused,
+                    state: &state,
+                    version: 1,
+                    created_at: 0,
+                };
+                conn.execute(
+                    &format!(
+                        "INSERT INTO schedules ({COLUMNS}) VALUES (?1, 'W', ?2, ?3, ?4, 1, 0, ?5)"
+                    ),
+                    params![id, definition, paused, state, checksum::schedule(&text)],
+                )
+                .expect("a row");
+            }
+        }
+        let store = SqliteStore::open(&path).expect("open and migrate");
+        let due = |now| DueSchedules {
+            now,
+            workflows: vec!["W".to_owned()],
+            limit: 10,
+        };
+        let later: Decider = Arc::new(|_: &ScheduleRow| DueDecision::Later(u64::MAX / 2));
+        let batch = store
+            .decide_schedules(due(59_999), Arc::clone(&later))
+            .await
+            .expect("decide");
+        assert!(batch.rows.is_empty());
+        assert_eq!(
+            batch.next,
+            Some(60_000),
+            "the first tick after the state's `after`"
+        );
+        let batch = store
+            .decide_schedules(due(60_000), later)
+            .await
+            .expect("decide");
+        let taken: Vec<&str> = batch.rows.iter().map(|due| due.row.id.as_str()).collect();
+        assert_eq!(
+            taken,
+            ["minutely"],
+            "due at its tick; a paused row never is"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
