@@ -246,9 +246,7 @@ impl Engine {
                 let _permit = permit;
                 let row = due.row;
                 if !due.decided {
-                    let Some(compiled) = engine.compiled(&row) else {
-                        return None;
-                    };
+                    let compiled = engine.compiled(&row)?;
                     if let Err(error) = engine.fire_one(&row, &compiled).await {
                         tracing::warn!(schedule = %row.id, %error, "a schedule could not fire");
                     }
