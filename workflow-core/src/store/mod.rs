@@ -577,60 +577,7 @@ pub trait Store: Send + Sync + 'static {
         due: DueSchedules,
         decide: Decider,
     ) -> BoxFuture<'_, Result<DueBatch, StoreError>> {
-        Box::pin(async move {
-            let mut rows = self.schedules().await?;
-            rows.retain(|row| due.workflows.contains(&row.workflow));
-            let mut taken: Vec<(Timestamp, ScheduleRow)> = Vec::new();
-            let mut next: Option<Timestamp> = None;
-            for row in rows {
-                match crate::schedule::next_fire(&row) {
-                    Some(at) if at <= due.now => taken.push((at, row)),
-                    Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
-                    None => {}
-                }
-            }
-            taken.sort_by_key(|(at, _)| *at);
-            let later = taken.split_off(taken.len().min(due.limit));
-            for (at, _) in later {
-                next = Some(next.map_or(at, |n| n.min(at)));
-            }
-            let mut out = Vec::with_capacity(taken.len());
-            for (_, row) in taken {
-                match decide(&row) {
-                    DueDecision::Change { change, next_fire } => {
-                        let missed = change.missed.clone();
-                        let version = row.version;
-                        let written = self
-                            .update_schedule(&row.id, version, change.clone())
-                            .await?;
-                        let mut row = row;
-                        if written {
-                            if let Some(state) = change.state {
-                                row.state = state;
-                            }
-                            if let Some(paused) = change.paused {
-                                row.paused = paused;
-                            }
-                            row.version += 1;
-                            if let Some(at) = next_fire.filter(|&at| at > due.now) {
-                                next = Some(next.map_or(at, |n| n.min(at)));
-                            }
-                        }
-                        out.push(DueRow {
-                            row,
-                            decided: written,
-                            missed: missed.filter(|_| written),
-                        });
-                    }
-                    DueDecision::Later(_) => out.push(DueRow {
-                        row,
-                        decided: false,
-                        missed: None,
-                    }),
-                }
-            }
-            Ok(DueBatch { rows: out, next })
-        })
+        Box::pin(schedules::decide_one_by_one(self, due, decide))
     }
 
     /// Applies several compare-and-sets of schedule rows in one transaction (each as
