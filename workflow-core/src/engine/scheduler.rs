@@ -7,16 +7,26 @@
 //! 1. **Decide.** From the row's state and the clock: which due ticks run, which are missed
 //!    ([`catch_up`]), and what each does about runs still in flight ([`decide_overlap`]).
 //!    The ticks to start are written to the state as `pending`, with the missed count.
+//!    A pass takes only the rows due by now (the store indexes each row's next fire time)
+//!    and decides a batch of them in one transaction ([`Store::decide_schedules`]); rows
+//!    another worker is deciding are left to it. A schedule whose policy waits on runs in
+//!    flight (every policy but `allow`, while it has some) is decided alone, after reading
+//!    them.
 //! 2. **Carry out.** Each pending tick's run is started with the tick's idempotency key
 //!    (`schedule:<id>@<scheduled ms>`), so a worker that repeats a start another already
-//!    made gets the same run; then `pending` is cleared and the runs recorded.
+//!    made gets the same run; then `pending` is cleared and the runs recorded, the rows of
+//!    one batch in one transaction ([`Store::update_schedules`]).
 //!
-//! A worker that crashes between the two leaves `pending` in the row: the next worker to
-//! look carries it out. Missed ticks are recorded with the decision that won, in the same
-//! write (a [`MissedTicks`] record: the range and its count, readable through
-//! `Engine::schedules().missed()`), and counted once in `workflow_schedule_missed_total`;
-//! each run's lag (fire time − scheduled time) is recorded once (by the start that created
-//! it) in `workflow_schedule_lag_seconds`.
+//! A worker that crashes between the two leaves `pending` in the row: once
+//! [`PENDING_GRACE`] has passed, the next worker to look carries it out. Missed ticks are
+//! recorded with the decision that won, in the same write (a [`MissedTicks`] record: the
+//! range and its count, readable through `Engine::schedules().missed()`), and counted
+//! once in `workflow_schedule_missed_total`; each run's lag (fire time − scheduled time) is
+//! recorded once (by the start that created it) in `workflow_schedule_lag_seconds`.
+//!
+//! [`Store::decide_schedules`]: crate::store::Store::decide_schedules
+//! [`Store::update_schedules`]: crate::store::Store::update_schedules
+//! [`PENDING_GRACE`]: crate::schedule::PENDING_GRACE
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,15 +39,25 @@ use crate::clock::until;
 use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::schedule::{
-    catch_up, decide_overlap, fire_time, CompiledSchedule, Overlap, OverlapDecision, Schedule, Tick,
+    catch_up, decide_overlap, next_fire_compiled, next_fire_pending, CompiledSchedule, Overlap,
+    OverlapDecision, Schedule, Tick,
 };
-use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState, StoreError};
+use crate::store::{
+    DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow, ScheduleState,
+    ScheduleUpdate, StoreError,
+};
 
 /// Who cancels the previous run under `overlap: cancel_previous`, in its journal.
 const CANCELLED_BY: &str = "schedule";
 
 /// How many schedules fire at once in one pass.
 const FIRING_AT_ONCE: usize = 64;
+
+/// How many due schedules one transaction decides.
+const DECIDED_AT_ONCE: usize = 256;
+
+/// The most compiled definitions kept between passes.
+const COMPILED_KEPT: usize = 1_024;
 
 /// How often a schedule with a buffered tick looks whether the run in flight finished.
 const BUFFERED_POLL_MS: u64 = 1_000;
@@ -82,88 +102,218 @@ impl Engine {
         self.inner.schedule_notify.notify_one();
     }
 
-    /// One pass over every schedule this engine can start runs for: fires what is due.
-    /// Returns when the next tick fires, if any.
+    /// One pass over the due schedules this engine can start runs for: fires them, a
+    /// batch at a time. Returns when the next tick fires, if any.
     pub(super) async fn fire_due(&self) -> Option<Timestamp> {
         if let Err(error) = self.sync_declared().await {
             tracing::warn!(%error, "could not record the schedules of registered workflows");
         }
-        let rows = match self.inner.store.schedules().await {
-            Ok(rows) => rows,
-            Err(error) => {
-                tracing::warn!(%error, "could not read the schedules");
-                return None;
+        let workflows: Vec<String> = self
+            .inner
+            .registry
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        if workflows.is_empty() {
+            return None;
+        }
+        loop {
+            let now = self.now();
+            let engine = self.clone();
+            let due = DueSchedules {
+                now,
+                workflows: workflows.clone(),
+                limit: DECIDED_AT_ONCE,
+            };
+            let decider = Arc::new(move |row: &ScheduleRow| engine.decide_due(row, now));
+            let batch = match self.inner.store.decide_schedules(due, decider).await {
+                Ok(batch) => batch,
+                Err(error) => {
+                    tracing::warn!(%error, "could not decide the due schedules");
+                    return Some(now + BUFFERED_POLL_MS);
+                }
+            };
+            let full = batch.rows.len() >= DECIDED_AT_ONCE;
+            // A row left undecided (waiting on a run in flight) is looked at again soon.
+            let waiting = batch.rows.iter().any(|due| !due.decided);
+            self.carry_out_batch(batch.rows).await;
+            if !full {
+                let soon = waiting.then(|| self.now() + BUFFERED_POLL_MS);
+                return match (batch.next, soon) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
+        }
+    }
+
+    /// What a due row does now, inside the store's deciding transaction: no I/O. A row
+    /// whose policy waits on runs in flight is left for [`Engine::fire_one`] (`Later`,
+    /// looked at again after [`BUFFERED_POLL_MS`]).
+    fn decide_due(&self, row: &ScheduleRow, now: Timestamp) -> DueDecision {
+        let Some(compiled) = self.compiled(row) else {
+            return DueDecision::Later(now + IDLE.as_millis() as u64);
         };
-        let mut next: Option<Timestamp> = None;
+        let policy = row.schedule.overlap;
+        let state = &row.state;
+        let waits_on_runs =
+            !state.active.is_empty() || !state.pending.is_empty() || !state.cancel.is_empty();
+        if policy != Overlap::Allow && waits_on_runs {
+            return DueDecision::Later(now + BUFFERED_POLL_MS);
+        }
+        let decision = catch_up(&compiled, &row.id, state.after, now);
+        // Under `overlap: allow` runs in flight change nothing, so none is tracked; for
+        // the other policies there are none here.
+        let mut state = ScheduleState {
+            active: Vec::new(),
+            ..state.clone()
+        };
+        if let Some(tick) = state.buffered.take() {
+            state.pending.push(tick);
+        }
+        if decision.last.is_none() && state.pending.is_empty() && state.cancel.is_empty() {
+            let again = next_fire_compiled(row, &compiled)
+                .filter(|&at| at > now)
+                .unwrap_or(now + BUFFERED_POLL_MS);
+            return DueDecision::Later(again);
+        }
+        // Overlap is decided against the ticks already waiting to start: the ticks one
+        // catch-up decides to run start together.
+        let running = state.pending.len();
+        for &tick in &decision.run {
+            match decide_overlap(policy, running, state.buffered.is_some()) {
+                OverlapDecision::Start => state.pending.push(tick),
+                OverlapDecision::Skip => state.skipped += 1,
+                OverlapDecision::Buffer => state.buffered = Some(tick),
+                OverlapDecision::CancelPreviousThenStart => state.pending.push(tick),
+            }
+        }
+        if let Some(last) = decision.last {
+            state.after = last;
+        }
+        state.missed += decision.missed;
+        if let Some((_, newest)) = decision.missed_range {
+            state.last_missed = Some(newest);
+        }
+        let decided = ScheduleRow {
+            state: state.clone(),
+            ..row.clone()
+        };
+        let next_fire = if decided.state.pending.is_empty() && decided.state.cancel.is_empty() {
+            next_fire_compiled(&decided, &compiled)
+        } else {
+            next_fire_pending(&decided, &compiled, now)
+        };
+        DueDecision::Change {
+            change: ScheduleChange {
+                state: Some(state),
+                paused: None,
+                missed: decision.missed_range.map(|(first, last)| MissedTicks {
+                    first,
+                    last,
+                    count: decision.missed,
+                    recorded_at: now,
+                }),
+            },
+            next_fire,
+        }
+    }
+
+    /// Carries out one decided batch: starts the pending ticks' runs (a bounded number of
+    /// schedules at once, so the store commits many starts together) and records them in
+    /// one write; the rows left undecided go through [`Engine::fire_one`].
+    async fn carry_out_batch(&self, rows: Vec<DueRow>) {
         let limit = Arc::new(tokio::sync::Semaphore::new(FIRING_AT_ONCE));
         let mut firing = tokio::task::JoinSet::new();
-        let mut fresh = Compiled::default();
-        for row in rows {
-            if row.paused || self.inner.registry.any(&row.workflow).is_none() {
+        for due in rows {
+            if let Some(missed) = due.missed.as_ref().filter(|m| m.count > 0) {
+                metrics::counter!("workflow_schedule_missed_total", "schedule" => due.row.id.clone())
+                    .increment(missed.count);
+                tracing::warn!(
+                    schedule = %due.row.id,
+                    missed = missed.count,
+                    "ticks missed while no engine ran; recorded, not run"
+                );
+            }
+            let state = &due.row.state;
+            if due.decided && state.pending.is_empty() && state.cancel.is_empty() {
                 continue;
             }
-            let Some(compiled) = self.compiled(&mut fresh, &row) else {
-                continue;
-            };
-            let now = self.now();
-            let due = !row.state.pending.is_empty()
-                || row.state.buffered.is_some()
-                || compiled
-                    .next_after(row.state.after)
-                    .is_some_and(|tick| tick <= now);
-            if due {
-                // Schedules fire concurrently (a bounded number at once), so the store
-                // commits many schedules' writes together instead of one after another.
-                let permit = Arc::clone(&limit).acquire_owned().await.ok();
-                let engine = self.clone();
-                let (row, compiled) = (row.clone(), Arc::clone(&compiled));
-                firing.spawn(async move {
-                    let _permit = permit;
+            let permit = Arc::clone(&limit).acquire_owned().await.ok();
+            let engine = self.clone();
+            firing.spawn(async move {
+                let _permit = permit;
+                let row = due.row;
+                if !due.decided {
+                    let compiled = engine.compiled(&row)?;
                     if let Err(error) = engine.fire_one(&row, &compiled).await {
                         tracing::warn!(schedule = %row.id, %error, "a schedule could not fire");
                     }
-                });
-            }
-            let after = row.state.after.max(now.saturating_sub(1));
-            let upcoming = compiled
-                .next_after(after)
-                .map(|tick| fire_time(&row.id, tick, row.schedule.jitter));
-            if let Some(at) = upcoming {
-                next = Some(next.map_or(at, |n| n.min(at)));
-            }
-            // A buffered tick starts as soon as the run in flight finishes: look again soon.
-            if row.state.buffered.is_some() {
-                let soon = self.now() + BUFFERED_POLL_MS;
-                next = Some(next.map_or(soon, |n| n.min(soon)));
-            }
-        }
-        // Only the definitions this pass met stay compiled (deleted or changed schedules'
-        // go).
-        *lock(&self.inner.compiled_schedules) = fresh;
-        while firing.join_next().await.is_some() {}
-        next
-    }
-
-    /// The compiled form of a row's schedule, from `fresh` (this pass's), else from the
-    /// previous pass's cache, else compiled now: an idle pass parses no pattern, and one
-    /// compiled pattern and zone serve every schedule with the same definition.
-    fn compiled(&self, fresh: &mut Compiled, row: &ScheduleRow) -> Option<Arc<CompiledSchedule>> {
-        if let Some(compiled) = fresh.get(&row.schedule) {
-            return Some(compiled);
-        }
-        let known = lock(&self.inner.compiled_schedules).get(&row.schedule);
-        let compiled = match known {
-            Some(compiled) => compiled,
-            None => match CompiledSchedule::new(row.schedule.clone()) {
-                Ok(compiled) => Arc::new(compiled),
-                Err(error) => {
-                    tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
                     return None;
                 }
-            },
+                match engine.start_pending(&row).await {
+                    Ok(state) => Some((row, state)),
+                    Err(error) => {
+                        tracing::warn!(schedule = %row.id, %error, "a schedule could not fire");
+                        None
+                    }
+                }
+            });
+        }
+        let mut updates = Vec::new();
+        while let Some(joined) = firing.join_next().await {
+            let Ok(Some((row, state))) = joined else {
+                continue;
+            };
+            let recorded = ScheduleRow {
+                state: state.clone(),
+                ..row.clone()
+            };
+            let next_fire = self
+                .compiled(&row)
+                .and_then(|compiled| next_fire_compiled(&recorded, &compiled));
+            updates.push(ScheduleUpdate {
+                id: row.id,
+                version: row.version,
+                change: ScheduleChange {
+                    state: Some(state),
+                    paused: None,
+                    missed: None,
+                },
+                next_fire,
+            });
+        }
+        if updates.is_empty() {
+            return;
+        }
+        // A row another worker changed meanwhile keeps its own record: its runs are the
+        // same (started under the ticks' keys).
+        if let Err(error) = self.inner.store.update_schedules(updates).await {
+            tracing::warn!(%error, "could not record the runs the schedules started");
+        }
+    }
+
+    /// The compiled form of a row's schedule, from the engine's cache of definitions, else
+    /// compiled now: an idle pass parses no pattern, and one compiled pattern and zone
+    /// serve every schedule with the same definition.
+    fn compiled(&self, row: &ScheduleRow) -> Option<Arc<CompiledSchedule>> {
+        if let Some(compiled) = lock(&self.inner.compiled_schedules).get(&row.schedule) {
+            return Some(compiled);
+        }
+        let compiled = match CompiledSchedule::new(row.schedule.clone()) {
+            Ok(compiled) => Arc::new(compiled),
+            Err(error) => {
+                tracing::warn!(schedule = %row.id, %error, "a stored schedule is not valid");
+                return None;
+            }
         };
-        fresh.insert(&row.schedule, Arc::clone(&compiled));
+        let mut cache = lock(&self.inner.compiled_schedules);
+        // Bounded: many distinct definitions start over rather than grow without end.
+        if cache.len() >= COMPILED_KEPT {
+            *cache = Compiled::default();
+        }
+        cache.insert(&row.schedule, Arc::clone(&compiled));
         Some(compiled)
     }
 
@@ -299,22 +449,7 @@ impl Engine {
     /// Cancels what the decision cancels and starts the pending ticks' runs, then records
     /// them. Returns the row as written, or `None` when another worker changed it first.
     async fn carry_out(&self, row: &ScheduleRow) -> Result<Option<ScheduleRow>, crate::RunError> {
-        for &run in &row.state.cancel {
-            // A run that finished meanwhile needs no cancelling.
-            let _ = self.cancel(run, CANCELLED_BY).await;
-        }
-        let mut state = row.state.clone();
-        for &scheduled in &row.state.pending {
-            let (run, fired, _) = self.start_tick(row, scheduled).await?;
-            if row.schedule.overlap != Overlap::Allow {
-                state.active.push(run);
-            }
-            state.last_run = Some(run);
-            state.last_tick = Some(scheduled);
-            state.last_fired = Some(fired);
-        }
-        state.pending.clear();
-        state.cancel.clear();
+        let state = self.start_pending(row).await?;
         let written = self
             .inner
             .store
@@ -333,6 +468,28 @@ impl Engine {
             version: row.version + 1,
             ..row.clone()
         }))
+    }
+
+    /// Cancels what the decision cancels and starts the pending ticks' runs. Returns the
+    /// state that records them, not yet written.
+    async fn start_pending(&self, row: &ScheduleRow) -> Result<ScheduleState, crate::RunError> {
+        for &run in &row.state.cancel {
+            // A run that finished meanwhile needs no cancelling.
+            let _ = self.cancel(run, CANCELLED_BY).await;
+        }
+        let mut state = row.state.clone();
+        for &scheduled in &row.state.pending {
+            let (run, fired, _) = self.start_tick(row, scheduled).await?;
+            if row.schedule.overlap != Overlap::Allow {
+                state.active.push(run);
+            }
+            state.last_run = Some(run);
+            state.last_tick = Some(scheduled);
+            state.last_fired = Some(fired);
+        }
+        state.pending.clear();
+        state.cancel.clear();
+        Ok(state)
     }
 
     /// Starts the run of one tick, keyed by (schedule, scheduled time). Returns the run,
@@ -429,6 +586,11 @@ impl Compiled {
             .iter()
             .find(|(definition, _)| definition == schedule)
             .map(|(_, compiled)| Arc::clone(compiled))
+    }
+
+    /// How many definitions are compiled.
+    fn len(&self) -> usize {
+        self.0.values().map(Vec::len).sum()
     }
 
     /// Notes the compiled form of `schedule`.

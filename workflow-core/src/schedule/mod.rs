@@ -10,6 +10,7 @@
 //! Times are milliseconds since the Unix epoch ([`Timestamp`]), as everywhere in the engine.
 
 mod catchup;
+mod due;
 mod overlap;
 pub mod rows;
 mod ticks;
@@ -17,6 +18,7 @@ mod ticks;
 use serde::{Deserialize, Serialize};
 
 pub use self::catchup::{catch_up, fire_time, CatchUp, ON_TIME};
+pub use self::due::{next_fire, next_fire_compiled, next_fire_pending, PENDING_GRACE};
 pub use self::overlap::{decide_overlap, OverlapDecision};
 pub use self::ticks::{jitter, CompiledSchedule};
 pub use crate::journal::Timestamp;

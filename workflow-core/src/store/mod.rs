@@ -35,7 +35,9 @@
 //! - **Schedule rows keep a definition apart from its state.** [`Store::put_schedule`]
 //!   creates a row or replaces only its definition; [`Store::update_schedule`] changes its
 //!   state or paused flag only if the row's `version` is the one the caller read, and bumps
-//!   it, so of several workers deciding one tick exactly one records it.
+//!   it, so of several workers deciding one tick exactly one records it. Every write of a
+//!   row stores its next fire time, and [`Store::decide_schedules`] takes only the rows
+//!   due by now, each by one caller at a time, deciding a batch in one transaction.
 //!
 //! - **Open tasks are indexed with the entries that open and close them.** A write that
 //!   journals a task's opening, escalation or end (or stops or restarts its run) changes
@@ -78,7 +80,10 @@ pub use postgres::testing as pg_testing;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
-pub use schedules::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState};
+pub use schedules::{
+    Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
+    ScheduleState, ScheduleUpdate,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
@@ -555,6 +560,44 @@ pub trait Store: Send + Sync + 'static {
         version: u64,
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Takes up to `due.limit` schedule rows of `due.workflows` that are due (not paused,
+    /// their next fire time at or before `due.now`), earliest first, asks `decide` what
+    /// each does, and writes the answers, all in one transaction. Rows another caller is
+    /// deciding at the same moment are left to it (not waited for, not taken), so several
+    /// workers never decide the same row at once, and each change is written under the
+    /// version it was decided from. Every write of a row (here, [`Store::put_schedule`],
+    /// [`Store::update_schedule`], [`Store::update_schedules`]) stores its next fire time,
+    /// so a pass reads only due rows.
+    ///
+    /// The default reads every row and applies each answer with
+    /// [`Store::update_schedule`], for stores without an index of next fire times.
+    fn decide_schedules(
+        &self,
+        due: DueSchedules,
+        decide: Decider,
+    ) -> BoxFuture<'_, Result<DueBatch, StoreError>> {
+        Box::pin(schedules::decide_one_by_one(self, due, decide))
+    }
+
+    /// Applies several compare-and-sets of schedule rows in one transaction (each as
+    /// [`Store::update_schedule`] would, with the next fire time given), and returns
+    /// whether each applied, in order. The default applies them one by one.
+    fn update_schedules(
+        &self,
+        updates: Vec<ScheduleUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move {
+            let mut applied = Vec::with_capacity(updates.len());
+            for update in updates {
+                applied.push(
+                    self.update_schedule(&update.id, update.version, update.change)
+                        .await?,
+                );
+            }
+            Ok(applied)
+        })
+    }
 
     /// Deletes up to `filter.limit` finished runs (completed, failed or cancelled) that
     /// match `filter`, lowest id first, with their journals, inboxes, dead letters, search

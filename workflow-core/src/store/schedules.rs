@@ -89,3 +89,132 @@ pub struct MissedTicks {
     /// When the decision that missed them was made.
     pub recorded_at: Timestamp,
 }
+
+/// Which due schedule rows [`crate::store::Store::decide_schedules`] takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueSchedules {
+    /// Now, by the caller's clock: rows whose next fire time is at or before it are due.
+    pub now: Timestamp,
+    /// The workflows whose schedules the caller can start runs for.
+    pub workflows: Vec<String>,
+    /// The most rows one call takes.
+    pub limit: usize,
+}
+
+/// What the decider makes of one due row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+// One per row decided, handed straight to the store: boxing the change would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum DueDecision {
+    /// Write this change (the version is bumped), with the row's new next fire time
+    /// ([`crate::schedule::next_fire`] of the changed row, or later while its ticks are
+    /// being started).
+    Change {
+        /// The change.
+        change: ScheduleChange,
+        /// The row's next fire time after it.
+        next_fire: Option<Timestamp>,
+    },
+    /// Change nothing; the row is not due again before this instant.
+    Later(Timestamp),
+}
+
+/// The decider of [`crate::store::Store::decide_schedules`]: called once per row taken,
+/// inside the transaction that writes its answer. It must not block.
+pub type Decider = std::sync::Arc<dyn Fn(&ScheduleRow) -> DueDecision + Send + Sync>;
+
+/// A due row as [`crate::store::Store::decide_schedules`] left it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueRow {
+    /// The row: as written when `decided`, as read otherwise.
+    pub row: ScheduleRow,
+    /// Whether the decider's change was written.
+    pub decided: bool,
+    /// The missed ticks recorded with the change.
+    pub missed: Option<MissedTicks>,
+}
+
+/// The answer of [`crate::store::Store::decide_schedules`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DueBatch {
+    /// The rows taken, in the order of their next fire times.
+    pub rows: Vec<DueRow>,
+    /// The earliest next fire time after `now` of the workflows' schedules that are not
+    /// paused, after the batch's writes.
+    pub next: Option<Timestamp>,
+}
+
+/// One compare-and-set of a batch ([`crate::store::Store::update_schedules`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleUpdate {
+    /// The schedule.
+    pub id: String,
+    /// The version the change expects.
+    pub version: u64,
+    /// The change.
+    pub change: ScheduleChange,
+    /// The row's next fire time after the change ([`crate::schedule::next_fire`]).
+    pub next_fire: Option<Timestamp>,
+}
+
+/// [`crate::store::Store::decide_schedules`] for a store without an index of next fire
+/// times: reads every row and applies each answer with
+/// [`crate::store::Store::update_schedule`].
+pub(super) async fn decide_one_by_one<S: crate::store::Store + ?Sized>(
+    store: &S,
+    due: DueSchedules,
+    decide: Decider,
+) -> Result<DueBatch, crate::store::StoreError> {
+    let mut rows = store.schedules().await?;
+    rows.retain(|row| due.workflows.contains(&row.workflow));
+    let mut taken: Vec<(Timestamp, ScheduleRow)> = Vec::new();
+    let mut next: Option<Timestamp> = None;
+    for row in rows {
+        match crate::schedule::next_fire(&row) {
+            Some(at) if at <= due.now => taken.push((at, row)),
+            Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+            None => {}
+        }
+    }
+    taken.sort_by_key(|(at, _)| *at);
+    let later = taken.split_off(taken.len().min(due.limit));
+    for (at, _) in later {
+        next = Some(next.map_or(at, |n| n.min(at)));
+    }
+    let mut out = Vec::with_capacity(taken.len());
+    for (_, row) in taken {
+        match decide(&row) {
+            DueDecision::Change { change, next_fire } => {
+                let missed = change.missed.clone();
+                let version = row.version;
+                let written = store
+                    .update_schedule(&row.id, version, change.clone())
+                    .await?;
+                let mut row = row;
+                if written {
+                    if let Some(state) = change.state {
+                        row.state = state;
+                    }
+                    if let Some(paused) = change.paused {
+                        row.paused = paused;
+                    }
+                    row.version += 1;
+                    if let Some(at) = next_fire.filter(|&at| at > due.now) {
+                        next = Some(next.map_or(at, |n| n.min(at)));
+                    }
+                }
+                out.push(DueRow {
+                    row,
+                    decided: written,
+                    missed: missed.filter(|_| written),
+                });
+            }
+            DueDecision::Later(_) => out.push(DueRow {
+                row,
+                decided: false,
+                missed: None,
+            }),
+        }
+    }
+    Ok(DueBatch { rows: out, next })
+}

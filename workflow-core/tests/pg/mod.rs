@@ -6,6 +6,7 @@ mod faults;
 mod group;
 mod leases;
 mod schedules;
+mod schedules_migrate;
 mod tasks;
 
 use std::time::{SystemTime, UNIX_EPOCH};

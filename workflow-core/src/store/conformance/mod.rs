@@ -21,6 +21,7 @@ mod limits;
 mod owners;
 mod runs;
 mod schedules;
+mod schedules_due;
 mod search;
 mod subject;
 mod tasks;
@@ -114,6 +115,18 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("missed ticks are recorded with the change that wins", |s| {
         Box::pin(schedules::missed_ticks_go_with_the_winning_change(s.store))
     }),
+    ("a pass takes only due schedule rows", |s| {
+        Box::pin(schedules_due::only_due_rows_are_taken(s.store))
+    }),
+    ("two workers never decide the same schedule row", |s| {
+        Box::pin(schedules_due::two_workers_never_decide_the_same_row(
+            s.store,
+        ))
+    }),
+    (
+        "a batch of schedule changes applies each under its version",
+        |s| Box::pin(schedules_due::a_batch_of_changes_applies_each_under_its_version(s.store)),
+    ),
     ("runs are found by their search values", |s| {
         Box::pin(search::runs_are_found_by_search_values(s.store))
     }),

@@ -451,6 +451,33 @@ impl Store for PgStore {
         })
     }
 
+    fn decide_schedules(
+        &self,
+        due: super::DueSchedules,
+        decide: super::Decider,
+    ) -> BoxFuture<'_, Result<super::DueBatch, StoreError>> {
+        Box::pin(async move {
+            let (due, decide) = (&due, &decide);
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { schedules::decide_schedules(&mut conn, due, decide).await })
+            })
+            .await
+        })
+    }
+
+    fn update_schedules(
+        &self,
+        updates: Vec<super::ScheduleUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move {
+            let updates = &updates;
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { schedules::update_schedules(&mut conn, updates).await })
+            })
+            .await
+        })
+    }
+
     fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
         Box::pin(async move {
             let filter = &filter;

@@ -516,6 +516,8 @@ CREATE INDEX run_search_value ON run_search (name, value, run_id);
     super::limits::MIGRATION,
     // A step's commit checks and updates the run's row in one statement.
     super::group::STEP_COMMIT_MIGRATION,
+    // Schedules' next fire times, indexed, so a pass reads only due rows.
+    super::schedules::MIGRATION,
 ];
 
 /// The newest schema version this library knows.
@@ -601,6 +603,9 @@ async fn migrate(conn: &mut PgConnection, schema: &str, target: &Target) -> Resu
         }
         if *migration == super::tasks::MIGRATION {
             super::tasks::backfill(conn, target).await?;
+        }
+        if *migration == super::schedules::MIGRATION {
+            super::schedules::backfill(conn, target).await?;
         }
     }
     if version < VERSION {

@@ -569,6 +569,21 @@ impl Store for SqliteStore {
         self.write(move |db| schedules::update_schedule(db, &id, version, &change))
     }
 
+    fn decide_schedules(
+        &self,
+        due: super::DueSchedules,
+        decide: super::Decider,
+    ) -> BoxFuture<'_, Result<super::DueBatch, StoreError>> {
+        self.write(move |db| schedules::decide_schedules(db, &due, &decide))
+    }
+
+    fn update_schedules(
+        &self,
+        updates: Vec<super::ScheduleUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        self.write(move |db| schedules::update_schedules(db, &updates))
+    }
+
     fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
         if filter.dry_run {
             self.read(move |db| search::purgeable(db, &filter))

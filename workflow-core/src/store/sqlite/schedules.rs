@@ -1,15 +1,26 @@
 //! Schedule rows in SQLite: one row per schedule, its definition and its state as JSON,
-//! a version for compare-and-set, and a checksum verified on every read.
+//! a version for compare-and-set, and a checksum verified on every read. Beside them its
+//! next fire time, indexed, so a scheduler's pass reads only due rows; it is derived from
+//! the row (or decided with it), so the checksum does not cover it.
 
 use rusqlite::{params, OptionalExtension};
 
 use super::schema::{db_error, Db};
 use crate::journal::Timestamp;
 use crate::store::checksum::{self, ScheduleText};
-use crate::store::{MissedTicks, ScheduleChange, ScheduleRow, ScheduleState, StoreError};
+use crate::store::{
+    Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
+    ScheduleState, ScheduleUpdate, StoreError,
+};
+
+/// The migration that adds the next fire time of every schedule row, indexed; [`backfill`]
+/// fills it.
+pub(super) const MIGRATION: &str = "ALTER TABLE schedules ADD COLUMN next_fire INTEGER;
+    CREATE INDEX schedules_next_fire ON schedules (next_fire);";
 
 const COLUMNS: &str = "id, workflow, definition, paused, state, version, created_at, crc";
 
+#[derive(Clone)]
 struct Raw {
     id: String,
     workflow: String,
@@ -59,11 +70,12 @@ fn get(db: &Db, id: &str) -> Result<Option<Raw>, StoreError> {
         .map_err(db_error(db))
 }
 
-fn put(db: &Db, raw: &Raw) -> Result<(), StoreError> {
+fn put(db: &Db, raw: &Raw, next_fire: Option<Timestamp>) -> Result<(), StoreError> {
     let crc = checksum::schedule(&raw.text());
     db.conn
         .prepare_cached(&format!(
-            "INSERT OR REPLACE INTO schedules ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+            "INSERT OR REPLACE INTO schedules ({COLUMNS}, next_fire)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         ))
         .and_then(|mut s| {
             s.execute(params![
@@ -74,11 +86,21 @@ fn put(db: &Db, raw: &Raw) -> Result<(), StoreError> {
                 raw.state,
                 raw.version,
                 raw.created_at,
-                crc
+                crc,
+                next_fire
             ])
         })
         .map_err(db_error(db))?;
     Ok(())
+}
+
+/// Writes `raw` with the next fire time computed from it; returns the row as written.
+fn put_derived(db: &Db, raw: Raw) -> Result<ScheduleRow, StoreError> {
+    let crc = checksum::schedule(&raw.text());
+    let written = Raw { crc, ..raw };
+    let row = written.clone().row()?;
+    put(db, &written, crate::schedule::next_fire(&row))?;
+    Ok(row)
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -122,9 +144,74 @@ pub(super) fn put_schedule(
             crc: 0,
         },
     };
-    put(db, &raw)?;
-    let crc = checksum::schedule(&raw.text());
-    Ok((Raw { crc, ..raw }.row()?, 0))
+    Ok((put_derived(db, raw)?, 0))
+}
+
+/// The row `change` makes of `row` (version bumped), not yet written.
+fn changed(row: &ScheduleRow, definition: String, change: &ScheduleChange) -> Raw {
+    Raw {
+        id: row.id.clone(),
+        workflow: row.workflow.clone(),
+        definition,
+        paused: change.paused.unwrap_or(row.paused),
+        state: json(change.state.as_ref().unwrap_or(&row.state)),
+        version: row.version + 1,
+        created_at: row.created_at,
+        crc: 0,
+    }
+}
+
+fn record_missed(db: &Db, id: &str, missed: &MissedTicks) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO schedule_missed (schedule, first, last, count, recorded_at, crc)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                id,
+                missed.first,
+                missed.last,
+                missed.count,
+                missed.recorded_at,
+                checksum::missed_ticks(id, missed)
+            ])
+        })
+        .map_err(db_error(db))?;
+    Ok(())
+}
+
+/// Applies a change if the version matches; `next_fire` is the row's next fire time
+/// after it, `None` to compute it from the changed row.
+fn apply(
+    db: &Db,
+    id: &str,
+    version: u64,
+    change: &ScheduleChange,
+    next_fire: Option<Option<Timestamp>>,
+) -> Result<bool, StoreError> {
+    let Some(existing) = get(db, id)? else {
+        return Ok(false);
+    };
+    if existing.version != version {
+        return Ok(false);
+    }
+    let definition = existing.definition.clone();
+    let row = existing.row()?;
+    let raw = changed(&row, definition, change);
+    match next_fire {
+        Some(next_fire) => {
+            let crc = checksum::schedule(&raw.text());
+            put(db, &Raw { crc, ..raw }, next_fire)?;
+        }
+        None => {
+            put_derived(db, raw)?;
+        }
+    }
+    if let Some(missed) = &change.missed {
+        record_missed(db, id, missed)?;
+    }
+    Ok(true)
 }
 
 /// Applies a change if the version matches.
@@ -134,43 +221,110 @@ pub(super) fn update_schedule(
     version: u64,
     change: &ScheduleChange,
 ) -> Result<(bool, u64), StoreError> {
-    let Some(existing) = get(db, id)? else {
-        return Ok((false, 0));
-    };
-    if existing.version != version {
-        return Ok((false, 0));
+    Ok((apply(db, id, version, change, None)?, 0))
+}
+
+/// Applies several compare-and-sets (in the writer's transaction).
+pub(super) fn update_schedules(
+    db: &Db,
+    updates: &[ScheduleUpdate],
+) -> Result<(Vec<bool>, u64), StoreError> {
+    let applied = updates
+        .iter()
+        .map(|u| apply(db, &u.id, u.version, &u.change, Some(u.next_fire)))
+        .collect::<Result<Vec<bool>, StoreError>>()?;
+    Ok((applied, 0))
+}
+
+/// Takes the due rows, decides them and writes the answers (in the writer's transaction:
+/// one writer, so no other caller decides at the same time).
+pub(super) fn decide_schedules(
+    db: &Db,
+    due: &DueSchedules,
+    decide: &Decider,
+) -> Result<(DueBatch, u64), StoreError> {
+    let workflows = serde_json::to_string(&due.workflows).unwrap_or_else(|_| "[]".to_owned());
+    let limit = i64::try_from(due.limit).unwrap_or(i64::MAX);
+    let raws = db
+        .conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM schedules
+             WHERE next_fire <= ?1 AND paused = 0
+               AND workflow IN (SELECT value FROM json_each(?2))
+             ORDER BY next_fire LIMIT ?3"
+        ))
+        .and_then(|mut s| {
+            s.query_map(params![due.now, workflows, limit], raw)?
+                .collect::<rusqlite::Result<Vec<Raw>>>()
+        })
+        .map_err(db_error(db))?;
+    let mut rows = Vec::with_capacity(raws.len());
+    for existing in raws {
+        let definition = existing.definition.clone();
+        let row = existing.row()?;
+        match decide(&row) {
+            DueDecision::Change { change, next_fire } => {
+                let raw = changed(&row, definition, &change);
+                let crc = checksum::schedule(&raw.text());
+                let raw = Raw { crc, ..raw };
+                put(db, &raw, next_fire)?;
+                if let Some(missed) = &change.missed {
+                    record_missed(db, &row.id, missed)?;
+                }
+                rows.push(DueRow {
+                    row: raw.row()?,
+                    decided: true,
+                    missed: change.missed,
+                });
+            }
+            DueDecision::Later(at) => {
+                db.conn
+                    .prepare_cached("UPDATE schedules SET next_fire = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![row.id, at]))
+                    .map_err(db_error(db))?;
+                rows.push(DueRow {
+                    row,
+                    decided: false,
+                    missed: None,
+                });
+            }
+        }
     }
-    let row = existing.row()?;
-    let raw = Raw {
-        id: row.id,
-        workflow: row.workflow,
-        definition: json(&row.schedule),
-        paused: change.paused.unwrap_or(row.paused),
-        state: json(change.state.as_ref().unwrap_or(&row.state)),
-        version: row.version + 1,
-        created_at: row.created_at,
-        crc: 0,
-    };
-    put(db, &raw)?;
-    if let Some(missed) = &change.missed {
+    let next = db
+        .conn
+        .prepare_cached(
+            "SELECT MIN(next_fire) FROM schedules
+             WHERE next_fire > ?1 AND paused = 0
+               AND workflow IN (SELECT value FROM json_each(?2))",
+        )
+        .and_then(|mut s| s.query_row(params![due.now, workflows], |r| r.get(0)))
+        .map_err(db_error(db))?;
+    Ok((DueBatch { rows, next }, 0))
+}
+
+/// After [`MIGRATION`]: the next fire time of every existing row, from its definition and
+/// state. A row that does not verify is made due at once, so the scheduler reports it.
+pub(super) fn backfill(db: &Db) -> Result<(), StoreError> {
+    let raws = db
+        .conn
+        .prepare(&format!("SELECT {COLUMNS} FROM schedules"))
+        .and_then(|mut s| {
+            s.query_map([], raw)?
+                .collect::<rusqlite::Result<Vec<Raw>>>()
+        })
+        .map_err(db_error(db))?;
+    for existing in raws {
+        let id = existing.id.clone();
+        let next_fire = match existing.row() {
+            Ok(row) => crate::schedule::next_fire(&row),
+            Err(_) => Some(0),
+        };
         db.conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO schedule_missed (schedule, first, last, count, recorded_at, crc)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id,
-                    missed.first,
-                    missed.last,
-                    missed.count,
-                    missed.recorded_at,
-                    checksum::missed_ticks(id, missed)
-                ])
-            })
+            .prepare_cached("UPDATE schedules SET next_fire = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![id, next_fire]))
             .map_err(db_error(db))?;
     }
-    Ok((true, 0))
+    Ok(())
 }
 
 /// The missed-tick records of a schedule, newest first.
@@ -240,4 +394,84 @@ pub(super) fn schedules(db: &Db) -> Result<Vec<ScheduleRow>, StoreError> {
         })
         .map_err(db_error(db))?;
     raws.into_iter().map(Raw::row).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schema::MIGRATIONS;
+    use super::*;
+    use crate::store::{SqliteStore, Store};
+    use std::sync::Arc;
+    use workflow_spec::Schedule;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_migration_computes_the_next_fire_time_of_existing_rows() {
+        let dir = std::env::temp_dir().join(format!("workflow-next-fire-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let path = dir.join("store.db");
+        let _ = std::fs::remove_file(&path);
+        let before = MIGRATIONS
+            .iter()
+            .position(|m| *m == MIGRATION)
+            .expect("next fire times have a migration");
+        {
+            // A file as the version before next fire times left it.
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute_batch(&MIGRATIONS[..before].join("\n"))
+                .expect("the older schema");
+            conn.pragma_update(None, "application_id", super::super::schema::APPLICATION_ID)
+                .expect("application id");
+            conn.pragma_update(None, "user_version", before as u32)
+                .expect("version");
+            let definition = json(&Schedule::new("* * * * *"));
+            for (id, paused) in [("minutely", false), ("paused", true)] {
+                let state = json(&ScheduleState::default());
+                let text = ScheduleText {
+                    id,
+                    workflow: "W",
+                    definition: &definition,
+                    paused,
+                    state: &state,
+                    version: 1,
+                    created_at: 0,
+                };
+                conn.execute(
+                    &format!(
+                        "INSERT INTO schedules ({COLUMNS}) VALUES (?1, 'W', ?2, ?3, ?4, 1, 0, ?5)"
+                    ),
+                    params![id, definition, paused, state, checksum::schedule(&text)],
+                )
+                .expect("a row");
+            }
+        }
+        let store = SqliteStore::open(&path).expect("open and migrate");
+        let due = |now| DueSchedules {
+            now,
+            workflows: vec!["W".to_owned()],
+            limit: 10,
+        };
+        let later: Decider = Arc::new(|_: &ScheduleRow| DueDecision::Later(u64::MAX / 2));
+        let batch = store
+            .decide_schedules(due(59_999), Arc::clone(&later))
+            .await
+            .expect("decide");
+        assert!(batch.rows.is_empty());
+        assert_eq!(
+            batch.next,
+            Some(60_000),
+            "the first tick after the state's `after`"
+        );
+        let batch = store
+            .decide_schedules(due(60_000), later)
+            .await
+            .expect("decide");
+        let taken: Vec<&str> = batch.rows.iter().map(|due| due.row.id.as_str()).collect();
+        assert_eq!(
+            taken,
+            ["minutely"],
+            "due at its tick; a paused row never is"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

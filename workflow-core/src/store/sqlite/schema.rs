@@ -110,6 +110,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX run_search_value ON run_search (name, value, run_id);",
     // Flow control: gated runs, step slots, rate buckets and waiting steps.
     super::limits::MIGRATION,
+    // Schedules' next fire times, indexed, so a pass reads only due rows.
+    super::schedules::MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.
@@ -340,6 +342,9 @@ impl Db {
             }
             if *migration == super::tasks::MIGRATION {
                 super::tasks::backfill(self)?;
+            }
+            if *migration == super::schedules::MIGRATION {
+                super::schedules::backfill(self)?;
             }
         }
         if version < SqliteStore::SCHEMA_VERSION || application_id != APPLICATION_ID {
