@@ -398,7 +398,6 @@ pub(super) fn schedules(db: &Db) -> Result<Vec<ScheduleRow>, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::schema::MIGRATIONS;
     use super::*;
     use crate::store::{SqliteStore, Store};
     use std::sync::Arc;
@@ -406,23 +405,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_migration_computes_the_next_fire_time_of_existing_rows() {
-        let dir = std::env::temp_dir().join(format!("workflow-next-fire-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a temp dir");
-        let path = dir.join("store.db");
-        let _ = std::fs::remove_file(&path);
-        let before = MIGRATIONS
-            .iter()
-            .position(|m| *m == MIGRATION)
-            .expect("next fire times have a migration");
+        let (path, conn) = super::super::schema::file_before(MIGRATION, "workflow-next-fire");
         {
             // A file as the version before next fire times left it.
-            let conn = rusqlite::Connection::open(&path).expect("open");
-            conn.execute_batch(&MIGRATIONS[..before].join("\n"))
-                .expect("the older schema");
-            conn.pragma_update(None, "application_id", super::super::schema::APPLICATION_ID)
-                .expect("application id");
-            conn.pragma_update(None, "user_version", before as u32)
-                .expect("version");
             let definition = json(&Schedule::new("* * * * *"));
             for (id, paused) in [("minutely", false), ("paused", true)] {
                 let state = json(&ScheduleState::default());
@@ -444,6 +429,8 @@ mod tests {
                 .expect("a row");
             }
         }
+        // Closed before the store opens the file.
+        drop(conn);
         let store = SqliteStore::open(&path).expect("open and migrate");
         let due = |now| DueSchedules {
             now,
@@ -472,6 +459,8 @@ mod tests {
             "due at its tick; a paused row never is"
         );
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

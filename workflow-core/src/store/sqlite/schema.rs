@@ -424,3 +424,28 @@ pub(super) fn db_error(db: &Db) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     let started = Instant::now();
     move |e| db.error(e, started)
 }
+
+/// A SQLite file (in a fresh temp directory named after `name`) whose schema is as it was
+/// before `migration`, open for a test of that migration to fill.
+#[cfg(test)]
+pub(super) fn file_before(
+    migration: &str,
+    name: &str,
+) -> (std::path::PathBuf, rusqlite::Connection) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let path = dir.join("store.db");
+    let _ = std::fs::remove_file(&path);
+    let before = MIGRATIONS
+        .iter()
+        .position(|m| *m == migration)
+        .expect("the migration is listed");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(&MIGRATIONS[..before].join("\n"))
+        .expect("the older schema");
+    conn.pragma_update(None, "application_id", APPLICATION_ID)
+        .expect("application id");
+    conn.pragma_update(None, "user_version", before as u32)
+        .expect("version");
+    (path, conn)
+}

@@ -244,7 +244,6 @@ pub(super) fn counts(db: &Db) -> Result<Vec<TaskCount>, StoreError> {
 mod tests {
     use super::*;
     use crate::store::checksum;
-    use crate::store::sqlite::schema::{APPLICATION_ID, MIGRATIONS};
     use crate::store::{SqliteStore, Store};
 
     fn opened(step: usize, assignee: &str, at: u64) -> Event {
@@ -259,24 +258,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_migration_indexes_the_open_tasks_of_running_runs() {
-        let dir =
-            std::env::temp_dir().join(format!("workflow-tasks-migrate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a temp dir");
-        let path = dir.join("store.db");
-        let _ = std::fs::remove_file(&path);
-        let before = MIGRATIONS
-            .iter()
-            .position(|m| *m == MIGRATION)
-            .expect("the index has a migration");
+        let (path, conn) = super::super::schema::file_before(MIGRATION, "workflow-tasks-migrate");
         {
             // A file as the version before the index left it.
-            let conn = rusqlite::Connection::open(&path).expect("open");
-            conn.execute_batch(&MIGRATIONS[..before].join("\n"))
-                .expect("the older schema");
-            conn.pragma_update(None, "application_id", APPLICATION_ID)
-                .expect("application id");
-            conn.pragma_update(None, "user_version", before as u32)
-                .expect("version");
             let decided = Event::TaskDecided {
                 step: 1,
                 by: "ana@finance".to_owned(),
@@ -312,6 +296,8 @@ mod tests {
                 }
             }
         }
+        // Closed before the store opens the file.
+        drop(conn);
         let store = SqliteStore::open(&path).expect("open and migrate");
         let tasks = store
             .open_tasks(TaskFilter::default())
@@ -326,6 +312,8 @@ mod tests {
             [(1, 1, "refund", "finance"), (1, 2, "refund", "legal")]
         );
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
