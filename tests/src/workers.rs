@@ -321,3 +321,18 @@ pub async fn serve_until_orphaned(parent: u32, at_most: Duration) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A PostgreSQL worker process's store: the test's schema on its server, with four
+/// connections and a ten-second connect timeout.
+pub async fn pg_store(
+    url: &str,
+    schema: &str,
+) -> Result<workflow_core::store::PgStore, workflow_core::store::StoreError> {
+    let options = workflow_core::store::PgOptions {
+        schema: schema.to_owned(),
+        max_connections: 4,
+        connect_timeout: Duration::from_secs(10),
+        ..workflow_core::store::PgOptions::default()
+    };
+    workflow_core::store::PgStore::connect_with(url, options).await
+}

@@ -102,18 +102,10 @@ fn limits_rates_and_priorities_hold_across_three_workers_through_kills_and_pause
         freeze: Some(Duration::from_millis(LEASE_MS + 1_000)),
         finish_within: Duration::from_secs(60 + runs / 10),
     };
-    let struck = drive::strike_until_done(&mut workers, &mut rng, strikes, || {
+    drive::strike_until_done(&mut workers, &mut rng, strikes, || {
         runtime.block_on(unfinished(&*store))
     });
     workers.stop_all();
-    println!(
-        "{} kills and {} pauses in {:?}, all runs done after {:?}; {} worker processes",
-        struck.kills,
-        struck.pauses,
-        struck.striking,
-        struck.done,
-        workers.started()
-    );
     // Paused workers' attempts may begin long after their token (see `check::verify`).
     let frozen: Vec<u32> = workers
         .incidents()

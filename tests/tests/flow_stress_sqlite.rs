@@ -95,18 +95,10 @@ fn limits_rates_and_priorities_hold_on_a_sqlite_file_through_kills_and_pauses() 
         freeze: None,
         finish_within: Duration::from_secs(60 + runs / 10),
     };
-    let struck = drive::strike_until_done(&mut workers, &mut rng, strikes, || {
+    drive::strike_until_done(&mut workers, &mut rng, strikes, || {
         runtime.block_on(unfinished(&*store))
     });
     workers.stop_all();
-    println!(
-        "{} kills and {} pauses in {:?}, all runs done after {:?}; {} worker processes",
-        struck.kills,
-        struck.pauses,
-        struck.striking,
-        struck.done,
-        workers.started()
-    );
     let summary = runtime.block_on(check::verify(
         &*store,
         &observer,

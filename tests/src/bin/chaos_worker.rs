@@ -19,8 +19,8 @@ use tests::workers;
 use workflow_core::journal::Timestamp;
 use workflow_core::prelude::*;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgOptions,
-    PgStore, RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgStore,
+    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
 };
 use workflow_core::BoxFuture;
 
@@ -251,13 +251,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let runs: u64 = runs.parse()?;
     let lease = Duration::from_millis(lease_ms.parse()?);
     let parent = workers::parent_pid();
-    let options = PgOptions {
-        schema: schema.clone(),
-        max_connections: 4,
-        connect_timeout: Duration::from_secs(10),
-        ..PgOptions::default()
-    };
-    let store = PgStore::connect_with(url, options).await?;
+    let store = tests::workers::pg_store(url, schema).await?;
     let ledger = Ledger::open(url, schema).await?;
     let engine = Engine::builder()
         .store(Reporting(store))

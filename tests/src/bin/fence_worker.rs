@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tests::fence::{Notifier, Notify, NotifyInput};
 use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -18,13 +17,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let [_, url, schema, role, lease_ms] = args.as_slice() else {
         return Err("usage: fence_worker URL SCHEMA start|take LEASE_MS".into());
     };
-    let options = PgOptions {
-        schema: schema.clone(),
-        max_connections: 4,
-        connect_timeout: Duration::from_secs(10),
-        ..PgOptions::default()
-    };
-    let store = PgStore::connect_with(url, options).await?;
+    let store = tests::workers::pg_store(url, schema).await?;
     let notifier = Notifier::open(url, schema).await?;
     let engine = Engine::builder()
         .store(store)

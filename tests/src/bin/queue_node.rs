@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tests::queue::{Job, JobInput, Node};
 use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -18,13 +17,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let [_, url, schema, role, arg, rest @ ..] = args.as_slice() else {
         return Err("usage: queue_node URL SCHEMA intake N | worker NAME LEASE_MS".into());
     };
-    let options = PgOptions {
-        schema: schema.clone(),
-        max_connections: 4,
-        connect_timeout: Duration::from_secs(10),
-        ..PgOptions::default()
-    };
-    let store = PgStore::connect_with(url, options).await?;
+    let store = tests::workers::pg_store(url, schema).await?;
     // The engine is kept to the end: a dropped engine stops admitting and taking over
     // runs as soon as the runs it drives have finished.
     let _engine = match role.as_str() {

@@ -9,7 +9,6 @@ use std::error::Error;
 use std::time::Duration;
 
 use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore};
 use workflow_core::Tick;
 
 async fn record(tick: Tick) -> Result<u64, StepError> {
@@ -30,13 +29,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let [_, url, schema, name, lease_ms] = args.as_slice() else {
         return Err("usage: schedule_worker URL SCHEMA NAME LEASE_MS".into());
     };
-    let options = PgOptions {
-        schema: schema.clone(),
-        max_connections: 4,
-        connect_timeout: Duration::from_secs(10),
-        ..PgOptions::default()
-    };
-    let store = PgStore::connect_with(url, options).await?;
+    let store = tests::workers::pg_store(url, schema).await?;
     let engine = Engine::builder()
         .store(store)
         .owner(name.clone())

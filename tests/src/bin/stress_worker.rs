@@ -13,7 +13,7 @@ use std::time::Duration;
 use tests::stress::{observer, Observer, Stressed};
 use tests::workers;
 use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore, SqliteOptions, SqliteStore};
+use workflow_core::store::{SqliteOptions, SqliteStore};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -21,13 +21,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (engine, observer) = match args.as_slice() {
         [_, store, url, schema, name, lease_ms] if store == "pg" => {
-            let options = PgOptions {
-                schema: schema.clone(),
-                max_connections: 4,
-                connect_timeout: Duration::from_secs(10),
-                ..PgOptions::default()
-            };
-            let store = PgStore::connect_with(url, options).await?;
+            let store = tests::workers::pg_store(url, schema).await?;
             let engine = Engine::builder()
                 .store(store)
                 .owner(name.clone())

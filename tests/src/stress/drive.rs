@@ -64,8 +64,8 @@ pub struct Struck {
 
 /// Kills a random worker every 1 to 2.5 s (starting another in its place), freezes
 /// another after every second kill (when `strikes.freeze` says so), until `strikes.kills` kills were made or `unfinished()` says
-/// no run is left; then waits for the runs to be done. Panics when a worker stopped on
-/// its own or the runs take too long.
+/// no run is left; then waits for the runs to be done, and prints what it did. Panics when
+/// a worker stopped on its own or the runs take too long.
 pub fn strike_until_done(
     workers: &mut Workers,
     rng: &mut Rng,
@@ -102,10 +102,19 @@ pub fn strike_until_done(
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    Struck {
+    let struck = Struck {
         kills,
         pauses,
         striking,
         done: started.elapsed(),
-    }
+    };
+    println!(
+        "{} kills and {} pauses in {:?}, all runs done after {:?}; {} worker processes",
+        struck.kills,
+        struck.pauses,
+        struck.striking,
+        struck.done,
+        workers.started()
+    );
+    struck
 }
