@@ -242,12 +242,50 @@ pub enum DecisionError {
         /// Why.
         reason: String,
     },
+    /// This person approved towards the task's quorum and may not hand the rest of it on
+    /// (they would choose who completes it).
+    #[error("{by} approved task `{step}` already and may not delegate it: the rest of its quorum is for others to decide")]
+    ApproverDelegating {
+        /// The step.
+        step: String,
+        /// Who tried to delegate.
+        by: String,
+    },
+    /// The delegate is not someone the authorizer admits for the step's assignee or its
+    /// escalation target.
+    #[error("task `{step}` cannot be delegated to {to}: they are not admitted for its assignee or escalation target")]
+    DelegateNotAdmitted {
+        /// The step.
+        step: String,
+        /// The delegate named.
+        to: String,
+    },
+    /// The delegate approved towards the task's quorum already.
+    #[error("task `{step}` cannot be delegated to {to}: they approved it already")]
+    DelegateApproved {
+        /// The step.
+        step: String,
+        /// The delegate named.
+        to: String,
+    },
+    /// The step has `self_approval: false` and the delegate started the run.
+    #[error(
+        "task `{step}` cannot be delegated to {to}: they started the run (`self_approval: false`)"
+    )]
+    DelegateIsInitiator {
+        /// The step.
+        step: String,
+        /// The delegate named.
+        to: String,
+    },
 }
 
 impl DecisionError {
     /// A stable code for the refusal, for APIs and the journal: `unknown_run`,
     /// `unknown_task`, `already_decided`, `expired`, `unauthorized`, `wrong_type`,
-    /// `finished`, `store`, `already_approved`, `self_approval`, `invalid_delegate`.
+    /// `finished`, `store`, `already_approved`, `self_approval`, `invalid_delegate`,
+    /// `approver_may_not_delegate`, `delegate_not_admitted`, `delegate_approved`,
+    /// `delegate_is_initiator`.
     pub fn code(&self) -> &'static str {
         match self {
             DecisionError::UnknownRun(_) => "unknown_run",
@@ -261,6 +299,10 @@ impl DecisionError {
             DecisionError::AlreadyApproved { .. } => "already_approved",
             DecisionError::SelfApproval { .. } => "self_approval",
             DecisionError::InvalidDelegate { .. } => "invalid_delegate",
+            DecisionError::ApproverDelegating { .. } => "approver_may_not_delegate",
+            DecisionError::DelegateNotAdmitted { .. } => "delegate_not_admitted",
+            DecisionError::DelegateApproved { .. } => "delegate_approved",
+            DecisionError::DelegateIsInitiator { .. } => "delegate_is_initiator",
         }
     }
 }

@@ -10,14 +10,15 @@ use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::store::{RunRecord, StoredRun};
 use workflow_core::{admin, RunError, RunId};
 
-use crate::auth::MAX_IDENTITY;
+use crate::auth::check_identity;
 use crate::error::ApiError;
 use crate::permissions::{Action, Caller, Credential, Target, Verdict};
 use crate::view::{Loaded, Opened};
 use crate::App;
 
-/// Who is asking, or why nobody is: 401 `unauthenticated`, 400 `duplicate_identity_header`
-/// or `identity_too_long`. A state change (any method but GET, HEAD, OPTIONS) signed in by
+/// Who is asking, or why nobody is: 401 `unauthenticated`, 400 `duplicate_identity_header`,
+/// `duplicate_authorization`, `identity_too_long` or `invalid_identity` (whichever
+/// authenticator named the caller). A state change (any method but GET, HEAD, OPTIONS) signed in by
 /// an ambient credential must come from the server's own origin (403 `cross_site`).
 pub(crate) fn caller(parts: &Parts, app: &App) -> Result<Caller, ApiError> {
     let authenticator = app
@@ -27,10 +28,7 @@ pub(crate) fn caller(parts: &Parts, app: &App) -> Result<Caller, ApiError> {
     let caller = authenticator
         .caller(parts)?
         .ok_or_else(ApiError::unauthenticated)?;
-    let length = caller.identity().name().len();
-    if length > MAX_IDENTITY {
-        return Err(crate::auth::AuthError::TooLong(length).into());
-    }
+    check_identity(caller.identity().name())?;
     if changes_state(&parts.method) && caller.credential() == Credential::Ambient {
         let host = parts
             .headers
@@ -285,9 +283,14 @@ impl App {
     /// [`Action::ViewPayloads`].
     pub(crate) async fn view_run(&self, caller: &Caller, run: RunId) -> Result<Loaded, ApiError> {
         let opened = Opened::open(&self.engine, run).await?;
-        let approver = opened
-            .spec()
-            .is_some_and(|spec| self.approver(caller, spec));
+        // An approver of the workflow, or of an open task of this run (delegated to
+        // someone the spec does not name), as for every other route.
+        let approver = opened.spec().is_some_and(|spec| {
+            self.approver(caller, spec)
+                || opened
+                    .open_assignees()
+                    .any(|assignee| self.engine.authorizes(assignee, caller.identity().name()))
+        });
         let workflow = opened.record().workflow.clone();
         if !self
             .allows(caller, Action::View, &workflow, approver)

@@ -48,19 +48,51 @@ pub enum AuthError {
     /// The identity is longer than [`MAX_IDENTITY`] bytes.
     #[error("the identity is {0} bytes long; at most {MAX_IDENTITY} are accepted")]
     TooLong(usize),
+    /// The identity holds a `,` (what a proxy merging two header lines sends: two people,
+    /// not one) or a control character.
+    #[error(
+        "the identity `{0}` holds a comma or a control character: one person's name is expected"
+    )]
+    InvalidIdentity(String),
+    /// `Authorization` appears more than once: nobody is signed in by guessing which one
+    /// counts.
+    #[error("the `Authorization` header appears more than once")]
+    DuplicateAuthorization,
 }
 
 impl AuthError {
-    /// The stable code: `duplicate_identity_header`, `identity_too_long`.
+    /// The stable code: `duplicate_identity_header`, `identity_too_long`,
+    /// `invalid_identity`, `duplicate_authorization`.
     pub fn code(&self) -> &'static str {
         match self {
             AuthError::DuplicateHeader(_) => "duplicate_identity_header",
             AuthError::TooLong(_) => "identity_too_long",
+            AuthError::InvalidIdentity(_) => "invalid_identity",
+            AuthError::DuplicateAuthorization => "duplicate_authorization",
         }
     }
 }
 
+/// Whether `name` can be one person's identity: at most [`MAX_IDENTITY`] bytes, no `,`
+/// and no control character. Every caller is checked with it, whichever authenticator
+/// named them (400 otherwise).
+pub fn check_identity(name: &str) -> Result<(), AuthError> {
+    if name.len() > MAX_IDENTITY {
+        return Err(AuthError::TooLong(name.len()));
+    }
+    if name.chars().any(|c| c == ',' || c.is_control()) {
+        let shown: String = name.chars().flat_map(char::escape_default).collect();
+        return Err(AuthError::InvalidIdentity(shown));
+    }
+    Ok(())
+}
+
 /// Says who sent a request; `None` is a 401.
+///
+/// The server asks [`Authenticator::caller`]. To combine authenticators (bearer tokens for
+/// scripts, a trusted header for people), use [`Authenticator::or`] rather than a wrapper
+/// of your own: a wrapper that calls only [`Authenticator::authenticate`] loses what
+/// `caller` checks (a [`TrustedHeader`] with trusted proxies then names nobody).
 pub trait Authenticator: Send + Sync + 'static {
     /// The identity the request's headers carry, if any.
     fn authenticate(&self, headers: &HeaderMap) -> Option<Identity>;
@@ -73,6 +105,63 @@ pub trait Authenticator: Send + Sync + 'static {
         Ok(self
             .authenticate(&parts.headers)
             .map(|identity| Caller::new(identity, Credential::Ambient)))
+    }
+
+    /// This authenticator, then `next` for a request this one names nobody in (a refusal
+    /// by either, such as a duplicate header, stands):
+    /// `BearerTokens::parse(text)?.or(TrustedHeader::new())`.
+    fn or(self, next: impl Authenticator) -> Authenticators
+    where
+        Self: Sized,
+    {
+        Authenticators::new().with(self).with(next)
+    }
+}
+
+/// Several authenticators asked in order: the first that names the caller does; a refusal
+/// (400) by any of them stands. Built by [`Authenticator::or`] or [`Authenticators::with`].
+#[derive(Clone, Default)]
+pub struct Authenticators {
+    list: Vec<std::sync::Arc<dyn Authenticator>>,
+}
+
+impl fmt::Debug for Authenticators {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authenticators")
+            .field("len", &self.list.len())
+            .finish()
+    }
+}
+
+impl Authenticators {
+    /// None yet: nobody is signed in.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks `next` after those added before.
+    pub fn with(mut self, next: impl Authenticator) -> Self {
+        self.list.push(std::sync::Arc::new(next));
+        self
+    }
+}
+
+impl Authenticator for Authenticators {
+    fn authenticate(&self, headers: &HeaderMap) -> Option<Identity> {
+        self.list.iter().find_map(|one| one.authenticate(headers))
+    }
+
+    fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
+        for one in &self.list {
+            if let Some(caller) = one.caller(parts)? {
+                return Ok(Some(caller));
+            }
+        }
+        Ok(None)
+    }
+
+    fn or(self, next: impl Authenticator) -> Authenticators {
+        self.with(next)
     }
 }
 
@@ -156,8 +245,9 @@ impl Default for TrustedHeader {
     }
 }
 
-impl Authenticator for TrustedHeader {
-    fn authenticate(&self, headers: &HeaderMap) -> Option<Identity> {
+impl TrustedHeader {
+    /// The header's one value, trimmed, if it has one.
+    fn read(&self, headers: &HeaderMap) -> Option<Identity> {
         let mut values = headers.get_all(&self.name).iter();
         let value = values.next()?;
         if values.next().is_some() {
@@ -165,6 +255,20 @@ impl Authenticator for TrustedHeader {
         }
         let value = value.to_str().ok()?.trim();
         (!value.is_empty()).then(|| Identity(value.to_owned()))
+    }
+}
+
+impl Authenticator for TrustedHeader {
+    /// The header's identity; `None` when it appears twice, is not one person's name
+    /// ([`check_identity`]), or [`TrustedHeader::trusted_proxies`] are set: the headers
+    /// alone cannot tell who connected, so only [`Authenticator::caller`] (which sees the
+    /// peer) names anyone then.
+    fn authenticate(&self, headers: &HeaderMap) -> Option<Identity> {
+        if self.proxies.is_some() {
+            return None;
+        }
+        self.read(headers)
+            .filter(|identity| check_identity(identity.name()).is_ok())
     }
 
     fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
@@ -177,12 +281,10 @@ impl Authenticator for TrustedHeader {
         if parts.headers.get_all(&self.name).iter().count() > 1 {
             return Err(AuthError::DuplicateHeader(self.name.to_string()));
         }
-        let Some(identity) = self.authenticate(&parts.headers) else {
+        let Some(identity) = self.read(&parts.headers) else {
             return Ok(None);
         };
-        if identity.0.len() > MAX_IDENTITY {
-            return Err(AuthError::TooLong(identity.0.len()));
-        }
+        check_identity(identity.name())?;
         let mut groups = Vec::new();
         if let Some(name) = &self.groups {
             let mut values = parts.headers.get_all(name).iter();
@@ -245,16 +347,30 @@ impl BearerTokens {
 }
 
 impl Authenticator for BearerTokens {
+    /// The identity of `Authorization: Bearer <token>` (the scheme in any case), if the
+    /// header appears once and the token is known.
     fn authenticate(&self, headers: &HeaderMap) -> Option<Identity> {
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let token = value.strip_prefix("Bearer ")?.trim();
+        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        let value = values.next()?.to_str().ok()?;
+        if values.next().is_some() {
+            return None;
+        }
+        let (scheme, token) = value.trim_start().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let token = token.trim();
         if token.is_empty() {
             return None;
         }
         self.tokens.get(&digest(token)).cloned().map(Identity)
     }
 
+    /// Two `Authorization` headers are refused (400 `duplicate_authorization`).
     fn caller(&self, parts: &Parts) -> Result<Option<Caller>, AuthError> {
+        if parts.headers.get_all(header::AUTHORIZATION).iter().count() > 1 {
+            return Err(AuthError::DuplicateAuthorization);
+        }
         Ok(self
             .authenticate(&parts.headers)
             .map(|identity| Caller::new(identity, Credential::Bearer)))
@@ -418,6 +534,13 @@ mod tests {
             tokens.authenticate(&with("authorization", "Bearer other")),
             Some(Identity("ana@on_call".into()))
         );
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            assert_eq!(
+                tokens.authenticate(&with("authorization", &format!("{scheme} s3cret"))),
+                Some(Identity("lee@support_leads".into())),
+                "{scheme}"
+            );
+        }
         for bad in ["Bearer s3cre", "Bearer ", "Basic s3cret", "s3cret"] {
             assert_eq!(
                 tokens.authenticate(&with("authorization", bad)),
@@ -480,6 +603,80 @@ mod tests {
             .extensions
             .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 4000))));
         assert!(proxied.caller(&from_proxy).unwrap().is_some());
+    }
+
+    #[test]
+    fn identities_are_one_persons_name() {
+        let header = TrustedHeader::new();
+        for bad in ["eve@marketing, ana@finance", "ana\tx"] {
+            let mut request = axum::http::Request::builder();
+            request = request.header(
+                "x-forwarded-user",
+                axum::http::HeaderValue::from_bytes(bad.as_bytes()).unwrap(),
+            );
+            let parts = request.body(()).unwrap().into_parts().0;
+            assert!(
+                matches!(header.caller(&parts), Err(AuthError::InvalidIdentity(_))),
+                "{bad:?}"
+            );
+            assert_eq!(header.authenticate(&parts.headers), None, "{bad:?}");
+        }
+        assert!(check_identity("ana@finance").is_ok());
+        assert_eq!(
+            check_identity("a,b").unwrap_err().code(),
+            "invalid_identity"
+        );
+        assert_eq!(
+            check_identity("a\u{7f}").unwrap_err().code(),
+            "invalid_identity"
+        );
+    }
+
+    #[test]
+    fn two_authorization_headers_are_refused() {
+        let tokens = BearerTokens::new().token("t1", "ana").token("t2", "vic");
+        let twice = parts(&[
+            ("authorization", "Bearer t1"),
+            ("authorization", "Bearer t2"),
+        ]);
+        assert_eq!(
+            tokens.caller(&twice),
+            Err(AuthError::DuplicateAuthorization)
+        );
+        assert_eq!(tokens.authenticate(&twice.headers), None);
+    }
+
+    #[test]
+    fn combined_authenticators_keep_the_proxy_check() {
+        let proxied = TrustedHeader::new().trusted_proxies(["10.0.0.1".parse().unwrap()]);
+        // However it is wrapped, the header names nobody without the peer's address.
+        assert_eq!(proxied.authenticate(&with("x-forwarded-user", "eve")), None);
+        let both = BearerTokens::new().token("t1", "bot").or(proxied);
+        let forged = parts(&[("x-forwarded-user", "eve")]);
+        assert_eq!(both.caller(&forged), Ok(None));
+        let mut from_proxy = parts(&[("x-forwarded-user", "lee")]);
+        from_proxy
+            .extensions
+            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 4000))));
+        let caller = both.caller(&from_proxy).unwrap().unwrap();
+        assert_eq!(
+            (caller.identity().name(), caller.credential()),
+            ("lee", Credential::Ambient)
+        );
+        let bot = both
+            .caller(&parts(&[("authorization", "Bearer t1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (bot.identity().name(), bot.credential()),
+            ("bot", Credential::Bearer)
+        );
+        // A refusal by any of them stands.
+        let twice = parts(&[
+            ("authorization", "Bearer t1"),
+            ("authorization", "Bearer t1"),
+        ]);
+        assert_eq!(both.caller(&twice), Err(AuthError::DuplicateAuthorization));
     }
 
     #[test]

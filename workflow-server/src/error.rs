@@ -67,6 +67,20 @@ impl ApiError {
     }
 }
 
+/// The answer for a path no route serves: 404 `not_found`, as JSON.
+pub(crate) async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no such path: {}", uri.path()))
+}
+
+/// The answer for a method a path does not take: 405 `method_not_allowed`, as JSON.
+pub(crate) async fn no_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "error": { "code": self.code, "message": self.message } });
@@ -121,8 +135,13 @@ impl From<DecisionError> for ApiError {
         use StatusCode as S;
         let status = match &error {
             DecisionError::UnknownRun(_) | DecisionError::UnknownTask { .. } => S::NOT_FOUND,
-            DecisionError::Unauthorized { .. } | DecisionError::SelfApproval { .. } => S::FORBIDDEN,
-            DecisionError::InvalidDelegate { .. } => S::UNPROCESSABLE_ENTITY,
+            DecisionError::Unauthorized { .. }
+            | DecisionError::SelfApproval { .. }
+            | DecisionError::ApproverDelegating { .. } => S::FORBIDDEN,
+            DecisionError::InvalidDelegate { .. }
+            | DecisionError::DelegateNotAdmitted { .. }
+            | DecisionError::DelegateApproved { .. }
+            | DecisionError::DelegateIsInitiator { .. } => S::UNPROCESSABLE_ENTITY,
             DecisionError::AlreadyDecided { .. }
             | DecisionError::AlreadyApproved { .. }
             | DecisionError::Expired { .. }

@@ -86,14 +86,19 @@ impl Html {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem;color:#1a202c}\
+/// The pages' one stylesheet, inline in each page and allowed by its hash in the
+/// `Content-Security-Policy` ([`crate::headers`]).
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem;color:#1a202c}\
 table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #cbd5e0;padding:.3rem .6rem;text-align:left;vertical-align:top}\
 .task{border:1px solid #cbd5e0;border-radius:6px;padding:1rem;margin:1rem 0}\
 .status{font-weight:bold}pre{background:#f7fafc;padding:.5rem;white-space:pre-wrap}\
 textarea{width:100%;min-height:4rem}button{margin:.5rem .5rem 0 0;padding:.4rem 1rem}\
 .error{color:#c53030}header{display:flex;justify-content:space-between}\
 .confirmation{background:#f0fff4;border:1px solid #9ae6b4;padding:.6rem;border-radius:6px}\
-.meta{color:#4a5568;margin:.2rem 0}.fields{margin:0}.fields th{font-weight:normal;color:#4a5568}time{border-bottom:1px dotted #a0aec0}nav a{margin-right:1rem}";
+.meta{color:#4a5568;margin:.2rem 0}.fields{margin:0}.fields th{font-weight:normal;color:#4a5568}time{border-bottom:1px dotted #a0aec0}nav a{margin-right:1rem}\
+button.approve{background:#276749;color:#fff;border:1px solid #22543d;border-radius:4px}\
+button.reject{background:#fff;color:#9b2c2c;border:2px solid #9b2c2c;border-radius:4px}\
+form.delegate{margin-top:.8rem;padding-top:.6rem;border-top:1px dashed #cbd5e0}";
 
 /// `at` relative to `now` in words ("in 3 h", "12 min ago", "now").
 pub(crate) fn relative(now: u64, at: u64) -> String {

@@ -49,6 +49,7 @@ where
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| {
                 let essence = value.split(';').next().unwrap_or("").trim();
+                let essence = essence.to_ascii_lowercase();
                 essence == "application/json" || essence.ends_with("+json")
             });
         if !is_json {
@@ -61,7 +62,12 @@ where
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
-                ApiError::new(rejection.status(), "invalid_json", rejection.body_text())
+                let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    "body_too_large"
+                } else {
+                    "invalid_json"
+                };
+                ApiError::new(rejection.status(), code, rejection.body_text())
             })?;
         serde_json::from_slice(&bytes).map(Json).map_err(|error| {
             let status = if error.is_data() {

@@ -37,6 +37,8 @@
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
+//! - [`headers`]: the security headers of every answer (no framing, no sniffing, no
+//!   caching, no referrer).
 //! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
 //!   ([`Permissions`], by default [`Roles`]) for every API route and inbox page.
 //!
@@ -54,6 +56,7 @@ pub mod api;
 pub mod auth;
 mod error;
 mod form;
+pub mod headers;
 mod html;
 pub mod inbox;
 pub mod intake;
@@ -76,8 +79,8 @@ use serde::de::DeserializeOwned;
 use workflow_core::{Engine, Workflow};
 
 pub use crate::auth::{
-    AuthError, Authenticator, BearerTokens, Csrf, Identity, TokenFile, TokenFileError,
-    TrustedHeader,
+    check_identity, AuthError, Authenticator, Authenticators, BearerTokens, Csrf, Identity,
+    TokenFile, TokenFileError, TrustedHeader,
 };
 pub use crate::error::ApiError;
 pub use crate::intake::verify::{Scheme, SecretError, VerifyError, WebhookConfig};
@@ -287,7 +290,11 @@ impl Server {
         for webhook in self.webhooks {
             router = webhook.mount(router);
         }
-        router.with_state(app)
+        router
+            .fallback(error::no_route)
+            .method_not_allowed_fallback(error::no_method)
+            .with_state(app)
+            .layer(axum::middleware::map_response(headers::secure))
     }
 }
 

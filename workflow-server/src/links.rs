@@ -36,9 +36,12 @@ use workflow_core::store::{Message, RunStatus};
 use workflow_core::{admin, Approval, DecisionOptions, RunId, TaskInfo};
 
 use crate::api::check_comment;
+use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::html::{page, words, Html};
 use crate::inbox::MAX_FORM;
+use crate::permissions::{Action, Caller, Credential};
+use crate::present::{present, Presented};
 use crate::{App, Shared};
 
 /// The longest token accepted, in bytes.
@@ -236,8 +239,10 @@ async fn open_task(app: &App, link: &DecisionLink) -> Result<TaskInfo, ApiError>
         .iter()
         .position(|s| s.id == link.step)
         .ok_or_else(closed)?;
+    // A decision by the link's identity, or its approval towards a quorum, spends it.
     let used = stored.events.iter().any(|event| {
-        matches!(event, Event::TaskDecided { step: s, by, .. } if *s == step && *by == link.by)
+        matches!(event, Event::TaskDecided { step: s, by, .. }
+            | Event::TaskApproved { step: s, by, .. } if *s == step && *by == link.by)
     });
     // A decision left in the run's inbox, not taken in yet, counts as a use too.
     let taken: std::collections::BTreeSet<u64> =
@@ -321,6 +326,28 @@ async fn show(State(app): State<Shared>, Path(token): Path<String>) -> Response 
     if let Some(prompt) = &task.prompt {
         body.element("p", prompt);
     }
+    let presented = presented(&app, &link).await;
+    if let Some(presented) = &presented {
+        body.raw("<table id=\"shown\">");
+        for (path, value) in &presented.shown {
+            body.raw("<tr>").element("th", path).raw("<td>");
+            match value {
+                Some(value) => body.value(value),
+                None => body.text("-"),
+            };
+            body.raw("</td></tr>");
+        }
+        if presented.approvals > 1 {
+            let mut quorum = format!("{} of {}", presented.approved_by.len(), presented.approvals);
+            if !presented.approved_by.is_empty() {
+                quorum.push_str(&format!(" (by {})", presented.approved_by.join(", ")));
+            }
+            body.raw("<tr><th>Approvals</th><td id=\"approvals\">")
+                .text(&quorum)
+                .raw("</td></tr>");
+        }
+        body.raw("</table>");
+    }
     body.raw("<p>Deciding as <b id=\"as\">")
         .text(&link.by)
         .raw("</b>, without signing in. This link works once.</p>");
@@ -341,8 +368,28 @@ async fn show(State(app): State<Shared>, Path(token): Path<String>) -> Response 
         ));
     }
     body.raw("</form></section>");
-    let title = words(&task.step);
+    let title = presented
+        .and_then(|presented| presented.title)
+        .unwrap_or_else(|| words(&task.step));
     no_store(HtmlBody(page(&title, None, &app.base, &body.finish())).into_response())
+}
+
+/// The link's task as a card shows it first (title, `show` values, approvals so far), its
+/// values shown if the server shows payloads and the policy lets the link's identity, an
+/// approver of the task, see them.
+async fn presented(app: &App, link: &DecisionLink) -> Option<Presented> {
+    let store = &**app.engine.store();
+    let stored = store.load(link.run).await.ok()??;
+    let spec = admin::stored_spec(store, &stored.record.fingerprint)
+        .await
+        .ok()??;
+    let caller = Caller::new(Identity(link.by.clone()), Credential::Ambient);
+    let show = app.show_payloads
+        && app
+            .allows(&caller, Action::ViewPayloads, &stored.record.workflow, true)
+            .await
+            .unwrap_or(false);
+    Some(present(&spec, &stored.events, &link.step, show))
 }
 
 #[derive(Debug, Deserialize)]

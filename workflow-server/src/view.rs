@@ -143,6 +143,15 @@ impl Opened {
         self.spec.as_ref()
     }
 
+    /// Who each of its open tasks waits for now (a delegate the spec does not name
+    /// among them).
+    pub(crate) fn open_assignees(&self) -> impl Iterator<Item = &str> {
+        self.view.steps.iter().filter_map(|step| match &step.state {
+            workflow_core::machine::StepState::Waiting { assignee, .. } => Some(assignee.as_str()),
+            _ => None,
+        })
+    }
+
     /// Explains the run, with its payloads if `show`.
     pub(crate) async fn load(self, engine: &Engine, show: bool) -> Result<Loaded, ApiError> {
         let Opened { view, spec } = self;

@@ -301,7 +301,37 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
         )
         .await;
 
-    // The form answers with the run page, confirming the decision.
+    // The decision asks once, saying what it will record, before anything is journaled.
+    browser
+        .wait_until("the question", async |b: &Browser| {
+            b.title().await.starts_with("Approve ")
+        })
+        .await;
+    assert_eq!(
+        browser.title().await,
+        "Approve “Approve alert” of ".to_owned() + &run.to_string() + "?"
+    );
+    assert!(browser
+        .text("#recorded")
+        .await
+        .contains("Confirmed with the customer <b>now</b>"));
+    let question_png = browser.screenshot("question.png").await;
+    assert!(!engine
+        .events(run)
+        .await
+        .unwrap()
+        .iter()
+        .any(|e| matches!(e, workflow_core::journal::Event::TaskDecided { .. })));
+    let yes = browser.find("#yes").await;
+    browser
+        .call(
+            Method::POST,
+            &format!("/element/{yes}/click"),
+            Some(json!({})),
+        )
+        .await;
+
+    // The answer is the run page, confirming the decision.
     browser
         .wait_until("the confirmation", async |b: &Browser| {
             b.execute(
@@ -340,7 +370,7 @@ async fn an_approver_approves_in_the_browser_and_an_outsider_gets_404() {
     browser.screenshot("outsider.png").await;
     browser.quit().await;
 
-    for png in [inbox_png, confirmation_png, run_png] {
+    for png in [inbox_png, question_png, confirmation_png, run_png] {
         assert!(
             std::fs::metadata(&png).unwrap().len() > 1000,
             "{}",
@@ -375,7 +405,12 @@ impl Browser {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("the browser did not get to {what} within 10 s");
+        let shown = self
+            .execute(
+                "return document.title + ' | ' + (document.body ? document.body.innerText : '');",
+            )
+            .await;
+        panic!("the browser did not get to {what} within 10 s; it shows: {shown}");
     }
 }
 
@@ -416,13 +451,28 @@ async fn a_page_on_another_origin_changes_nothing() {
         .id();
     wait_for_task(&engine, run, "approve_alert").await;
     let page = attacker_page(lead, run);
-    let attacker = serve(axum::Router::new().route(
-        "/",
-        axum::routing::get(move || {
-            let page = page.clone();
-            async move { axum::response::Html(page) }
-        }),
-    ))
+    let framing = format!(
+        r#"<!doctype html><html><head><title>framing</title></head><body>
+<iframe src="http://{lead}/inbox/runs/{run}" style="opacity:.3" width="800" height="600"
+  onload="document.title = 'framed'"></iframe></body></html>"#
+    );
+    let attacker = serve(
+        axum::Router::new()
+            .route(
+                "/",
+                axum::routing::get(move || {
+                    let page = page.clone();
+                    async move { axum::response::Html(page) }
+                }),
+            )
+            .route(
+                "/frame",
+                axum::routing::get(move || {
+                    let page = framing.clone();
+                    async move { axum::response::Html(page) }
+                }),
+            ),
+    )
     .await;
 
     let browser = Browser::start().await;
@@ -452,6 +502,27 @@ async fn a_page_on_another_origin_changes_nothing() {
             .await;
         browser.screenshot(&format!("cross-site-{form}.png")).await;
     }
+    // Framed by the other origin (to trick a click), the run page does not render.
+    browser.open(&format!("http://{attacker}/frame")).await;
+    browser
+        .wait_until("the frame's load", async |b: &Browser| {
+            b.title().await == "framed"
+        })
+        .await;
+    browser.screenshot("framed.png").await;
+    browser
+        .call(Method::POST, "/frame", Some(json!({ "id": 0 })))
+        .await;
+    let inside = browser
+        .execute(
+            "return [document.getElementById('status') ? 'rendered' : 'blocked', \
+             location.href];",
+        )
+        .await;
+    assert_eq!(
+        inside[0], "blocked",
+        "the run page rendered in a frame: {inside}"
+    );
     browser.quit().await;
 
     assert_eq!(

@@ -56,6 +56,7 @@ const ANA: &str = "ana@finance";
 const BOB: &str = "bob@finance";
 const CY: &str = "cy@finance";
 const LEE: &str = "lee@legal";
+const DEE: &str = "dee@finance";
 
 async fn started() -> (Engine, std::net::SocketAddr, workflow_core::RunId) {
     let engine = Engine::builder().store(MemoryStore::new()).build();
@@ -166,7 +167,7 @@ async fn a_quorum_over_the_api_refuses_the_initiator_and_a_second_approval() {
 async fn a_task_is_delegated_over_the_api_and_the_delegate_decides_it() {
     let (_engine, addr, run) = started().await;
     let delegate = format!("/api/runs/{run}/tasks/approve/delegate");
-    let outsider = post_json(addr, &delegate, Some(LEE), json!({"to": "legal"})).await;
+    let outsider = post_json(addr, &delegate, Some(LEE), json!({"to": DEE})).await;
     assert_eq!(
         status(&outsider),
         (StatusCode::NOT_FOUND, "unknown_run".into())
@@ -176,22 +177,172 @@ async fn a_task_is_delegated_over_the_api_and_the_delegate_decides_it() {
         status(&nobody),
         (StatusCode::UNPROCESSABLE_ENTITY, "invalid_delegate".into())
     );
-    let own = post_json(addr, &delegate, Some(ANA), json!({"to": "legal"})).await;
+    let own = post_json(addr, &delegate, Some(ANA), json!({"to": DEE})).await;
     assert_eq!(
         status(&own),
         (StatusCode::FORBIDDEN, "self_approval".into())
     );
-    let handed = post_json(addr, &delegate, Some(BOB), json!({"to": "legal"})).await;
+    let handed = post_json(addr, &delegate, Some(BOB), json!({"to": DEE})).await;
     assert_eq!(handed.status, StatusCode::OK, "{}", handed.body);
-    assert_eq!(handed.json()["to"], "legal");
+    assert_eq!(handed.json()["to"], DEE);
 
     let path = format!("/api/runs/{run}/tasks/approve");
     let former = post_json(addr, &path, Some(CY), json!({"approved": true})).await;
     assert_eq!(status(&former).0, StatusCode::FORBIDDEN, "{}", former.body);
-    let tasks = get(addr, "/api/tasks", Some(LEE)).await.json();
-    assert_eq!(tasks["tasks"][0]["assignee"], "legal", "{tasks}");
-    let decided = post_json(addr, &path, Some(LEE), json!({"approved": false})).await;
+    let tasks = get(addr, "/api/tasks", Some(DEE)).await.json();
+    assert_eq!(tasks["tasks"][0]["assignee"], DEE, "{tasks}");
+    // The delegate sees the run of the task handed to them, on every route.
+    for route in [
+        format!("/api/runs/{run}"),
+        format!("/api/runs/{run}/diagram.svg"),
+        format!("/inbox/runs/{run}"),
+    ] {
+        let seen = get(addr, &route, Some(DEE)).await;
+        assert_eq!(seen.status, StatusCode::OK, "{route}: {}", seen.body);
+    }
+    let decided = post_json(addr, &path, Some(DEE), json!({"approved": false})).await;
     assert_eq!(decided.status, StatusCode::OK, "{}", decided.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegation_keeps_four_eyes_over_http() {
+    let (engine, addr, run) = started().await;
+    let path = format!("/api/runs/{run}/tasks/approve");
+    let delegate = format!("{path}/delegate");
+    let first = post_json(addr, &path, Some(BOB), json!({"approved": true})).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    // One approver and a name he chose would complete the quorum: refused.
+    let cases = [
+        (BOB, CY, StatusCode::FORBIDDEN, "approver_may_not_delegate"),
+        (
+            CY,
+            BOB,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "delegate_approved",
+        ),
+        (
+            CY,
+            ANA,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "delegate_is_initiator",
+        ),
+        (
+            CY,
+            LEE,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "delegate_not_admitted",
+        ),
+        (
+            CY,
+            "legal",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "delegate_not_admitted",
+        ),
+    ];
+    for (by, to, code_status, code) in cases {
+        let answer = post_json(addr, &delegate, Some(by), json!({"to": to})).await;
+        assert_eq!(
+            status(&answer),
+            (code_status, code.into()),
+            "{by} → {to}: {}",
+            answer.body
+        );
+    }
+    let events = engine.events(run).await.unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, workflow_core::journal::Event::TaskDelegated { .. })),
+        "nothing was handed on"
+    );
+    // The inbox shows those who may not act why, with no buttons: the approver, and the
+    // initiator of a `self_approval: false` step.
+    for (who, why) in [
+        (BOB, "You approved this already"),
+        (ANA, "You started this run"),
+    ] {
+        let page = get(addr, "/inbox", Some(who)).await.body;
+        assert!(page.contains(why), "{who}: {page}");
+        assert!(!page.contains("value=\"approve\""), "{who}: {page}");
+        assert!(!page.contains("name=\"to\""), "{who}: {page}");
+    }
+    let page = get(addr, "/inbox", Some(CY)).await.body;
+    assert!(page.contains("value=\"approve\""), "{page}");
+    // A member who has not approved may still hand it on, to another member.
+    let handed = post_json(addr, &delegate, Some(CY), json!({"to": DEE})).await;
+    assert_eq!(handed.status, StatusCode::OK, "{}", handed.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_asks_once_and_each_action_has_its_own_form() {
+    let (engine, addr, run) = started().await;
+    let page = get(addr, "/inbox", Some(BOB)).await.body;
+    // Two forms per card: the decision, and the delegation (with its own verdict).
+    let card = &page[page.find("class=\"task\"").expect("a card")..];
+    assert_eq!(card.matches("<form method=\"post\"").count(), 2, "{card}");
+    let delegate_form = &card[card.find("class=\"delegate\"").expect("delegate form")..];
+    assert!(delegate_form.contains("name=\"verdict\" value=\"delegate\""));
+    assert!(page.contains("class=\"reject\">Reject"), "{page}");
+    let csrf = Csrf::new([42; 32]).token(&Identity(BOB.to_owned()));
+    let form = format!("/inbox/runs/{run}/tasks/approve");
+    let asked = post_form(
+        addr,
+        &form,
+        BOB,
+        &[
+            ("csrf", &csrf),
+            ("confirm", "ask"),
+            ("verdict", "approve"),
+            ("comment", "fine"),
+        ],
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
+    assert!(
+        asked
+            .body
+            .contains("<title>Approve refund 4200 for Ada?</title>"),
+        "{}",
+        asked.body
+    );
+    assert!(asked.body.contains("1 of 2") || asked.body.contains("0 of 2"));
+    assert!(!asked.body.contains("name=\"confirm\""), "{}", asked.body);
+    assert!(
+        !engine
+            .events(run)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, workflow_core::journal::Event::TaskApproved { .. })),
+        "asking records nothing"
+    );
+    let answered = post_form(
+        addr,
+        &form,
+        BOB,
+        &[("csrf", &csrf), ("verdict", "approve"), ("comment", "fine")],
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::SEE_OTHER, "{}", answered.body);
+    let handed = post_form(
+        addr,
+        &form,
+        CY,
+        &[
+            ("csrf", &Csrf::new([42; 32]).token(&Identity(CY.to_owned()))),
+            ("confirm", "ask"),
+            ("verdict", "delegate"),
+            ("to", DEE),
+        ],
+    )
+    .await;
+    assert!(
+        handed.body.contains(&format!(
+            "<title>Hand refund 4200 for Ada to {DEE}?</title>"
+        )),
+        "{}",
+        handed.body
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! run's initiator kept out (`self_approval: false`), and delegation to another person or
 //! group.
 
-use workflow_spec::{HumanStep, StepKind};
+use workflow_spec::{HumanStep, OnTimeout, StepKind};
 
 use super::{Authorize, Machine, StepState};
 use crate::error::{DecisionError, RunId};
@@ -99,9 +99,20 @@ impl Machine<'_> {
 
     /// The event that hands human step `step` to `to`, if `by` may decide it now (the same
     /// admission as a decision: open, in time, admitted by `authorize`, not the initiator
-    /// of a `self_approval: false` step; one who approved towards the quorum may delegate
-    /// the rest). The deadline stays, and so do the approvals gathered; the delegate
-    /// decides from then on.
+    /// of a `self_approval: false` step) and the four-eyes rules hold:
+    ///
+    /// - whoever approved towards the step's quorum may not hand the rest of it on
+    ///   ([`DecisionError::ApproverDelegating`]): one person and a name she chose would
+    ///   otherwise complete it;
+    /// - the delegate must be someone `authorize` admits for the step's assignee or its
+    ///   escalation target ([`DecisionError::DelegateNotAdmitted`]);
+    /// - the delegate must not have approved it already ([`DecisionError::DelegateApproved`]);
+    /// - a `self_approval: false` step is not handed to the run's initiator
+    ///   ([`DecisionError::DelegateIsInitiator`]).
+    ///
+    /// Without `authorize` (a pre-check where the authorizer is not known) the delegate's
+    /// admission is left to the run's owner, which checks it again with its own. The
+    /// deadline stays, and so do the approvals gathered; the delegate decides from then on.
     pub fn delegate(
         &self,
         run: RunId,
@@ -113,15 +124,8 @@ impl Machine<'_> {
     ) -> Result<Event, DecisionError> {
         let index = match self.admit(run, step, by, at, authorize) {
             Ok(index) => index,
-            // Who approved towards a quorum may still hand the rest of it on (the last
-            // check of admission, so every other one passed).
-            Err(DecisionError::AlreadyApproved { .. }) => {
-                self.spec
-                    .step_index(step)
-                    .ok_or_else(|| DecisionError::UnknownTask {
-                        run,
-                        step: step.to_owned(),
-                    })?
+            Err(DecisionError::AlreadyApproved { step, by }) => {
+                return Err(DecisionError::ApproverDelegating { step, by })
             }
             Err(error) => return Err(error),
         };
@@ -141,6 +145,7 @@ impl Machine<'_> {
                 return Err(invalid("it is assigned to them already"));
             }
         }
+        self.admit_delegate(index, step, to, authorize)?;
         Ok(Event::TaskDelegated {
             step: index,
             by: by.to_owned(),
@@ -148,6 +153,49 @@ impl Machine<'_> {
             inbox: None,
             at,
         })
+    }
+
+    /// The four-eyes rules on the person (or group) a task is handed to.
+    fn admit_delegate(
+        &self,
+        index: usize,
+        step: &str,
+        to: &str,
+        authorize: Option<Authorize<'_>>,
+    ) -> Result<(), DecisionError> {
+        let Some(human) = self.human(index) else {
+            return Ok(());
+        };
+        let refused =
+            |rule: fn(String, String) -> DecisionError| rule(step.to_owned(), to.to_owned());
+        if !human.self_approval && self.initiator.as_deref() == Some(to) {
+            return Err(refused(|step, to| DecisionError::DelegateIsInitiator {
+                step,
+                to,
+            }));
+        }
+        if self.approvers(index).iter().any(|approver| approver == to) {
+            return Err(refused(|step, to| DecisionError::DelegateApproved {
+                step,
+                to,
+            }));
+        }
+        if let Some(authorize) = authorize {
+            let escalation = match &human.on_timeout {
+                OnTimeout::Escalate(target) => Some(target.as_str()),
+                _ => None,
+            };
+            let admitted = std::iter::once(human.assignee.as_str())
+                .chain(escalation)
+                .any(|group| authorize(group, to));
+            if !admitted {
+                return Err(refused(|step, to| DecisionError::DelegateNotAdmitted {
+                    step,
+                    to,
+                }));
+            }
+        }
+        Ok(())
     }
 
     /// Applies `Initiated`, `TaskApproved` and `TaskDelegated`.

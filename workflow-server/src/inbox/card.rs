@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 use workflow_core::journal::Event;
+use workflow_core::machine::Machine;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
-use workflow_core::TaskInfo;
+use workflow_core::{DecisionError, TaskInfo};
 
 use crate::auth::Identity;
 use crate::html::{escape, words, Html};
@@ -92,7 +93,7 @@ pub(super) fn task_card(
         body.raw("</table>");
     }
     context(body, spec, index, events, show);
-    decision_form(app, who, body, task, spec, index);
+    decision_form(app, who, body, task, spec, index, events);
     body.raw("</section>");
 }
 
@@ -162,6 +163,41 @@ fn is_approval(spec: &Spec, index: Option<usize>) -> bool {
         .is_some_and(|step| step.output == "Approval" || step.output.ends_with("::Approval"))
 }
 
+/// Why `who` may not act on the task, in words, or `None` if they may decide (and so
+/// delegate) it now: the machine's admission, with the engine's authorizer.
+fn not_yours(
+    app: &App,
+    who: &Identity,
+    task: &TaskInfo,
+    spec: &Spec,
+    events: &[Event],
+) -> Option<String> {
+    let machine = Machine::replay(spec, events);
+    let authorize = |assignee: &str, by: &str| app.engine.authorizes(assignee, by);
+    let admitted = machine.admit(
+        task.run,
+        &task.step,
+        who.name(),
+        app.engine.now(),
+        Some(&authorize),
+    );
+    let error = admitted.err()?;
+    Some(match error {
+        DecisionError::AlreadyApproved { .. } => {
+            "You approved this already; the rest of its approvals are for others.".to_owned()
+        }
+        DecisionError::SelfApproval { .. } => {
+            "You started this run; someone else decides this task.".to_owned()
+        }
+        DecisionError::Expired { .. } => "This task is past its deadline.".to_owned(),
+        _ => "You may not decide this task.".to_owned(),
+    })
+}
+
+/// The task's forms, one per action, so Enter in a field submits only its own: the
+/// decision (Approve and Reject, a decision form's fields, or JSON) and the delegation.
+/// Each asks once before it records anything (`confirm=ask`). Someone the machine would
+/// refuse sees why instead of buttons.
 fn decision_form(
     app: &App,
     who: &Identity,
@@ -169,25 +205,45 @@ fn decision_form(
     task: &TaskInfo,
     spec: &Spec,
     index: Option<usize>,
+    events: &[Event],
 ) {
-    let action = format!("{}/inbox/runs/{}/tasks/{}", app.base, task.run, task.step);
+    if let Some(why) = not_yours(app, who, task, spec, events) {
+        body.raw("<p class=\"meta not-yours\">")
+            .text(&why)
+            .raw("</p>");
+        return;
+    }
+    let action = escape(&format!(
+        "{}/inbox/runs/{}/tasks/{}",
+        app.base, task.run, task.step
+    ));
+    let csrf = app.csrf.token(who);
     body.raw(&format!(
-        "<form method=\"post\" action=\"{}\">",
-        escape(&action)
+        "<form method=\"post\" action=\"{action}\" class=\"decide\">"
     ))
-    .hidden("csrf", &app.csrf.token(who));
+    .hidden("csrf", &csrf)
+    .hidden("confirm", "ask");
     if let Some(fields) = app.engine.decision_form(&task.workflow, &task.step) {
         crate::form::render(body, &fields);
-        body.raw("<button type=\"submit\" name=\"verdict\" value=\"form\">Decide</button>");
+        body.raw(
+            "<button type=\"submit\" name=\"verdict\" value=\"form\" class=\"approve\">Decide</button>",
+        );
     } else if is_approval(spec, index) {
         body.raw("<label>Comment<textarea name=\"comment\"></textarea></label>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"reject\">Reject</button>");
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"approve\" class=\"approve\">Approve</button>")
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"reject\" class=\"reject\">Reject</button>");
     } else {
         body.raw("<label>Decision (JSON)<textarea name=\"decision\"></textarea></label>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"decide\">Decide</button>");
+            .raw("<button type=\"submit\" name=\"verdict\" value=\"decide\" class=\"approve\">Decide</button>");
     }
-    body.raw("<label>Delegate to<input name=\"to\" maxlength=\"256\"></label>")
-        .raw("<button type=\"submit\" name=\"verdict\" value=\"delegate\">Delegate</button>")
-        .raw("</form>");
+    body.raw("</form>");
+    body.raw(&format!(
+        "<form method=\"post\" action=\"{action}\" class=\"delegate\">"
+    ))
+    .hidden("csrf", &csrf)
+    .hidden("confirm", "ask")
+    .hidden("verdict", "delegate")
+    .raw("<label>Delegate to <input name=\"to\" maxlength=\"256\" required></label>")
+    .raw("<button type=\"submit\" class=\"delegate\">Delegate</button>")
+    .raw("</form>");
 }

@@ -2,14 +2,15 @@
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use workflow_core::Approval;
 
-use super::{fail, PageCaller, PageError, MAX_FORM};
+use super::{confirm, fail, PageCaller, PageError, MAX_FORM};
 use crate::api::{check_comment, decide_as, delegate_as, open_task};
 use crate::error::ApiError;
+use crate::permissions::Action;
 use crate::view::parse_run;
 use crate::Shared;
 
@@ -33,6 +34,9 @@ struct DecisionForm {
     comment: Option<String>,
     decision: Option<String>,
     to: Option<String>,
+    /// `ask`: show what would be recorded and ask once before recording it (the cards'
+    /// forms send it; the confirmation's form does not).
+    confirm: Option<String>,
     posted: Vec<(String, String)>,
 }
 
@@ -50,10 +54,14 @@ impl DecisionForm {
             comment: get("comment"),
             decision: get("decision"),
             to: get("to"),
+            confirm: get("confirm"),
             posted,
         }
     }
 }
+
+/// The verdicts a form may post.
+const VERDICTS: [&str; 5] = ["approve", "reject", "form", "decide", "delegate"];
 
 pub(super) async fn decide(
     State(app): State<Shared>,
@@ -79,7 +87,24 @@ pub(super) async fn decide(
             "the form's CSRF token is missing or not yours; reload the page and try again",
         )));
     }
+    // Load, then check permission, then validate: a run the caller may not see answers
+    // exactly as a missing one, whatever the step or the form says.
+    let seen = app
+        .permitted_run(&caller, run, Action::Decide)
+        .await
+        .map_err(&fail)?;
     check_comment(form.comment.as_deref()).map_err(&fail)?;
+    if !VERDICTS.contains(&form.verdict.as_str()) {
+        return Err(fail(ApiError::bad_request(format!(
+            "unknown verdict `{}`",
+            form.verdict
+        ))));
+    }
+    if form.confirm.as_deref() == Some("ask") {
+        return confirm::page_for(&app, &caller, &seen, &step, &form.verdict, &form.posted)
+            .await
+            .map_err(&fail);
+    }
     let comment = form.comment.filter(|c| !c.trim().is_empty());
     if form.verdict == "delegate" {
         let to = form.to.unwrap_or_default();
@@ -112,16 +137,11 @@ pub(super) async fn decide(
                 })?;
             crate::form::read(&fields, &form.posted).map_err(&fail)?
         }
-        "decide" => serde_json::from_str(form.decision.as_deref().unwrap_or("")).map_err(|e| {
+        _ => serde_json::from_str(form.decision.as_deref().unwrap_or("")).map_err(|e| {
             fail(ApiError::invalid_payload(format!(
                 "the decision is not JSON: {e}"
             )))
         })?,
-        other => {
-            return Err(fail(ApiError::bad_request(format!(
-                "unknown verdict `{other}`"
-            ))))
-        }
     };
     decide_as(&app, &caller, run, &step, decision)
         .await
@@ -131,10 +151,5 @@ pub(super) async fn decide(
         app.base,
         query_text(&step)
     );
-    let mut response = Redirect::to(&target).into_response();
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    Ok(response)
+    Ok(Redirect::to(&target).into_response())
 }

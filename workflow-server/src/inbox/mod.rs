@@ -16,6 +16,7 @@
 //! Without an identity every page is a 401. The permission policy is the API's.
 
 mod card;
+mod confirm;
 mod decide;
 mod run_page;
 

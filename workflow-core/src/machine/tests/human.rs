@@ -513,14 +513,14 @@ fn a_delegated_task_is_decided_by_the_delegate_before_the_same_deadline() {
         ));
     }
     let delegated = machine
-        .delegate(run, "h", "bob@a", "c", 10, Some(&members_of))
+        .delegate(run, "h", "bob@a", "c@b", 10, Some(&members_of))
         .expect("admitted");
     assert_eq!(
         delegated,
         Event::TaskDelegated {
             step: 0,
             by: "bob@a".into(),
-            to: "c".into(),
+            to: "c@b".into(),
             inbox: None,
             at: 10,
         }
@@ -528,7 +528,7 @@ fn a_delegated_task_is_decided_by_the_delegate_before_the_same_deadline() {
     machine.apply(&delegated);
     assert!(matches!(
         &machine.states()[0],
-        StepState::Waiting { assignee, deadline: 3_600_000, escalated: false } if assignee == "c"
+        StepState::Waiting { assignee, deadline: 3_600_000, escalated: false } if assignee == "c@b"
     ));
     assert!(
         matches!(
@@ -537,9 +537,9 @@ fn a_delegated_task_is_decided_by_the_delegate_before_the_same_deadline() {
         ),
         "the former assignee no longer decides"
     );
-    let first = approve(&machine, "dan@c", 11).expect("the delegate decides");
+    let first = approve(&machine, "dan@c@b", 11).expect("the delegate decides");
     machine.apply(&first);
-    let second = approve(&machine, "eli@c", 12).expect("the delegate decides");
+    let second = approve(&machine, "eli@c@b", 12).expect("the delegate decides");
     machine.apply(&second);
     assert_eq!(machine.status(), Status::Completed);
     // The deadline is unchanged: past it, the escalation still happens on time.
@@ -548,6 +548,79 @@ fn a_delegated_task_is_decided_by_the_delegate_before_the_same_deadline() {
     assert!(matches!(
         next(&late, 3_600_000).as_slice(),
         [Command::Journal(Event::TaskEscalated { to, .. })] if to == "b"
+    ));
+}
+
+#[test]
+fn delegation_keeps_four_eyes() {
+    let spec = spec(QUORUM);
+    let run = RunId(7);
+    let mut machine = quorum_opened(&spec);
+    let first = approve(&machine, "bob@a", 10).expect("admitted");
+    machine.apply(&first);
+    let code = |machine: &Machine<'_>, by: &str, to: &str| {
+        machine
+            .delegate(run, "h", by, to, 11, Some(&members_of))
+            .map(drop)
+            .map_err(|error| error.code())
+    };
+    // One approval and a name she chose would complete the quorum.
+    assert_eq!(
+        code(&machine, "bob@a", "cy@a"),
+        Err("approver_may_not_delegate")
+    );
+    assert!(
+        matches!(
+            machine.delegate(run, "h", "bob@a", "cy@a", 11, None),
+            Err(DecisionError::ApproverDelegating { .. })
+        ),
+        "refused without an authorizer too"
+    );
+    // Nor may anyone hand it to someone who approved already, to the initiator of a
+    // `self_approval: false` step, or to someone the authorizer does not admit for its
+    // assignee (`a`) or escalation target (`b`).
+    assert_eq!(code(&machine, "cy@a", "bob@a"), Err("delegate_approved"));
+    assert_eq!(
+        code(&machine, "cy@a", "ana@a"),
+        Err("delegate_is_initiator")
+    );
+    assert_eq!(
+        code(&machine, "cy@a", "eve@x"),
+        Err("delegate_not_admitted")
+    );
+    assert_eq!(code(&machine, "cy@a", "x"), Err("delegate_not_admitted"));
+    // Without an authorizer (a pre-check) the admission is left to the run's owner; the
+    // other rules hold.
+    assert!(machine
+        .delegate(run, "h", "cy@a", "eve@x", 11, None)
+        .is_ok());
+    assert!(matches!(
+        machine.delegate(run, "h", "cy@a", "ana@a", 11, None),
+        Err(DecisionError::DelegateIsInitiator { .. })
+    ));
+    // A member of the assignee or of the escalation target may take it.
+    assert_eq!(code(&machine, "cy@a", "dan@a"), Ok(()));
+    assert_eq!(code(&machine, "cy@a", "dan@b"), Ok(()));
+    // The same rules arrive through the inbox, journaled as refusals.
+    let refused = machine.take_in(
+        run,
+        &InboxItem {
+            id: 9,
+            run,
+            message: Message::Delegate {
+                step: "h".into(),
+                by: "bob@a".into(),
+                to: "cy@a".into(),
+            },
+            at: 12,
+        },
+        13,
+        &members_of,
+        &Approvals,
+    );
+    assert!(matches!(
+        &refused,
+        Event::MessageRefused { inbox: 9, code, .. } if code == "approver_may_not_delegate"
     ));
 }
 
@@ -617,19 +690,19 @@ fn quorum_and_delegation_messages_from_the_inbox_are_journaled_with_their_messag
     machine.apply(&refused);
     let delegate = Message::Delegate {
         step: "h".into(),
-        by: "bob@a".into(),
-        to: "c".into(),
+        by: "cy@a".into(),
+        to: "c@b".into(),
     };
     let delegated = machine.take_in(run, &item(5, delegate), 24, &members_of, &Approvals);
     assert!(matches!(
         &delegated,
-        Event::TaskDelegated { inbox: Some(5), at: 24, to, .. } if to == "c"
+        Event::TaskDelegated { inbox: Some(5), at: 24, to, .. } if to == "c@b"
     ));
     machine.apply(&delegated);
     assert_eq!(machine.inbox_cursor(), 5);
     let last = machine.take_in(
         run,
-        &item(6, decision("dan@c")),
+        &item(6, decision("dan@c@b")),
         25,
         &members_of,
         &Approvals,
