@@ -152,6 +152,17 @@ pub struct ServeArgs {
     /// letters and what this process saw.
     #[arg(long)]
     pub metrics: bool,
+
+    /// The origin people reach this at through the proxy (`https://ops.example.com`), when
+    /// the proxy rewrites `Host` (nginx's default `proxy_set_header Host $proxy_host`):
+    /// state changes from it are not refused as cross-site. May be repeated.
+    #[arg(long, value_name = "URL")]
+    pub public_origin: Vec<String>,
+
+    /// Honour the trusted header only on connections from this address (the proxy's). May
+    /// be repeated. Needed to listen beyond loopback with the trusted header.
+    #[arg(long, value_name = "IP", conflicts_with = "tokens")]
+    pub trusted_proxy: Vec<std::net::IpAddr>,
 }
 
 /// The arguments of `workflow diagram`.

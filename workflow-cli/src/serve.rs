@@ -53,10 +53,23 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
                     .groups_header(groups)
                     .map_err(|error| bad(groups, &error))?;
             }
+            if args.trusted_proxy.is_empty() {
+                if !args.listen.ip().is_loopback() {
+                    return Err(CliError::new(format!(
+                        "refusing to listen on {} with the trusted header {}: anyone who                          reaches that address could name themselves in it. Listen on                          loopback behind the proxy that sets it, name the proxy with                          --trusted-proxy IP, or sign people in with --tokens FILE",
+                        args.listen, args.trusted_header
+                    )));
+                }
+            } else {
+                header = header.trusted_proxies(args.trusted_proxy.iter().copied());
+            }
             server = server.authenticator(header);
             format!("the trusted header {}", args.trusted_header)
         }
     };
+    for origin in &args.public_origin {
+        server = server.allowed_origin(origin);
+    }
     server = server.permissions(roles);
     if args.metrics {
         let handle = workflow_server::metrics::install_recorder()

@@ -1192,3 +1192,87 @@ fn serve_metrics_exports_the_stores_figures_to_a_viewer_of_every_workflow() {
     );
     drop(serving);
 }
+
+#[test]
+fn serve_refuses_a_trusted_header_beyond_loopback_without_a_trusted_proxy() {
+    let temp = TempDir::new("serve-remote");
+    let db = temp.file("runs.db");
+    moderation_waiting(&db);
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow"))
+        .args([
+            "--store",
+            &db.display().to_string(),
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .env_remove("WORKFLOW_STORE")
+        .output()
+        .expect("run workflow serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--trusted-proxy"), "{stderr}");
+}
+
+#[test]
+fn serve_honours_the_trusted_header_from_its_proxy_only_and_takes_a_public_origin() {
+    let temp = TempDir::new("serve-proxy");
+    let db = temp.file("runs.db");
+    let id = moderation_waiting(&db);
+    let roles = temp.file("roles.txt");
+    std::fs::write(&roles, "ana@mods operator:Moderation\n").unwrap();
+    // The "proxy" is another address than the tests' client: nobody is trusted.
+    let (far, far_addr) = serve_store(
+        &db,
+        &[
+            "--roles",
+            &roles.display().to_string(),
+            "--trusted-proxy",
+            "10.9.9.9",
+        ],
+    );
+    assert_eq!(
+        http(&far_addr, "GET", "/api/tasks", Some("ana@mods"), "").0,
+        401
+    );
+    drop(far);
+    let (_near, addr) = serve_store(
+        &db,
+        &[
+            "--roles",
+            &roles.display().to_string(),
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--public-origin",
+            "https://ops.example.com",
+        ],
+    );
+    assert_eq!(
+        http(&addr, "GET", "/api/tasks", Some("ana@mods"), "").0,
+        200
+    );
+    // A state change from the public origin (the proxy rewrote `Host`) is not cross-site.
+    let (status, body) = http_with(
+        &addr,
+        "POST",
+        &format!("/api/runs/{id}/cancel"),
+        "X-Forwarded-User: ana@mods\r\nOrigin: https://ops.example.com\r\n\
+         Content-Type: application/json\r\n",
+        "{}",
+    );
+    assert_ne!(status, 403, "{body}");
+    let (status, body) = http_with(
+        &addr,
+        "POST",
+        &format!("/api/runs/{id}/cancel"),
+        "X-Forwarded-User: ana@mods\r\nOrigin: https://evil.example.com\r\n\
+         Content-Type: application/json\r\n",
+        "{}",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("cross_site"), "{body}");
+}

@@ -143,6 +143,20 @@ impl App {
         }
     }
 
+    /// Whether `caller` sees the payloads of every run of `workflow` (not only as an
+    /// approver of one): the server shows payloads and the policy allows it. Lists, search
+    /// and dead letters go by it.
+    pub(crate) async fn sees_payloads(
+        &self,
+        caller: &Caller,
+        workflow: &str,
+    ) -> Result<bool, ApiError> {
+        Ok(self.show_payloads
+            && self
+                .allows(caller, Action::ViewPayloads, workflow, false)
+                .await?)
+    }
+
     /// 403 `forbidden` unless the policy allows `action`.
     pub(crate) async fn require(
         &self,
@@ -302,7 +316,11 @@ impl App {
             && self
                 .allows(caller, Action::ViewPayloads, &workflow, approver)
                 .await?;
-        opened.load(&self.engine, show).await
+        let mut loaded = opened.load(&self.engine, show).await?;
+        if !show {
+            loaded.detail.redacted = Some(crate::view::redaction_reason(self.show_payloads));
+        }
+        Ok(loaded)
     }
 }
 

@@ -64,13 +64,13 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/dead-letters/{run}/retry", post(retry))
 }
 
-/// A run's row as the API shows it.
-pub(crate) fn record_json(record: &RunRecord) -> Value {
+/// A run's row as the API shows it (a failed run's note redacted without `payloads`).
+pub(crate) fn record_json(record: &RunRecord, payloads: bool) -> Value {
     json!({
         "run": record.id.to_string(),
         "workflow": record.workflow,
         "status": record.status.as_str(),
-        "note": record.note,
+        "note": crate::view::visible_note(record, payloads),
         "idempotency_key": record.idempotency_key,
         "parent": record.parent.map(|p| p.to_string()),
         "created_at": record.created_at,
@@ -154,10 +154,16 @@ async fn list_runs(
             if runs.len() == limit {
                 break;
             }
-            runs.push(record);
+            let payloads = app.sees_payloads(&caller, &record.workflow).await?;
+            // A search reads the runs' inputs: it finds only runs whose payloads the
+            // caller may see, so it confirms nothing about the others.
+            if !search.is_empty() && !payloads {
+                continue;
+            }
+            runs.push((record, payloads));
         }
         if runs.len() == limit {
-            next = runs.last().map(|r: &RunRecord| r.id);
+            next = runs.last().map(|(r, _): &(RunRecord, bool)| r.id);
             break;
         }
         if !full {
@@ -170,7 +176,10 @@ async fn list_runs(
     }
     let next = next.map(|id| id.to_string());
     Ok(Json(json!({
-        "runs": runs.iter().map(record_json).collect::<Vec<_>>(),
+        "runs": runs
+            .iter()
+            .map(|(record, payloads)| record_json(record, *payloads))
+            .collect::<Vec<_>>(),
         "next_before": next,
     })))
 }
@@ -273,11 +282,14 @@ async fn send_event(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
     Path((run, step)): Path<(String, String)>,
-    Json(event): Json<EventBody>,
+    event: Result<Json<EventBody>, ApiError>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let run = parse_run(&run)?;
-    check_event_id(&event.event_id, "event_id_too_long")?;
+    // Load, then check permission, then validate: a run the caller may not see answers
+    // as a missing one, whatever the body holds.
     app.permitted_run(&caller, run, Action::SendEvent).await?;
+    let Json(event) = event?;
+    check_event_id(&event.event_id, "event_id_too_long")?;
     app.engine
         .send_event(run, &step, &event.event_id, event.payload)
         .await?;
@@ -377,9 +389,11 @@ async fn decide(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
     Path((run, step)): Path<(String, String)>,
-    Json(decision): Json<DecideBody>,
+    decision: Result<Json<DecideBody>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    app.permitted_run(&caller, run, Action::Decide).await?;
+    let Json(decision) = decision?;
     check_comment(decision.comment.as_deref())?;
     let value = match (decision.decision, decision.approved) {
         (Some(value), None) => value,
@@ -423,6 +437,7 @@ pub(crate) async fn delegate_as(
     step: &str,
     to: &str,
 ) -> Result<(), ApiError> {
+    app.permitted_run(caller, run, Action::Decide).await?;
     if to.len() > workflow_core::machine::MAX_DELEGATE {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -434,7 +449,6 @@ pub(crate) async fn delegate_as(
             ),
         ));
     }
-    app.permitted_run(caller, run, Action::Decide).await?;
     let who = caller.identity();
     if let Some(task) = open_task(app, run, step).await? {
         if !app.engine.authorizes(&task.assignee, who.name()) {
@@ -461,9 +475,11 @@ async fn delegate(
     State(app): State<Shared>,
     ApiCaller(caller): ApiCaller,
     Path((run, step)): Path<(String, String)>,
-    Json(body): Json<DelegateBody>,
+    body: Result<Json<DelegateBody>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
+    app.permitted_run(&caller, run, Action::Decide).await?;
+    let Json(body) = body?;
     delegate_as(&app, &caller, run, &step, &body.to).await?;
     Ok(Json(json!({
         "run": run.to_string(),
@@ -530,16 +546,24 @@ async fn dead_letters(
             letters.push(letter);
         }
     }
-    let letters: Vec<Value> = letters
-        .iter()
-        .map(|letter| {
-            let mut value = serde_json::to_value(letter).unwrap_or(Value::Null);
-            if let Some(object) = value.as_object_mut() {
-                object.insert("run".into(), Value::from(letter.run.to_string()));
+    let mut shown = Vec::with_capacity(letters.len());
+    for letter in &letters {
+        let mut value = serde_json::to_value(letter).unwrap_or(Value::Null);
+        let payloads = app.sees_payloads(&caller, &letter.workflow).await?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("run".into(), Value::from(letter.run.to_string()));
+            if !payloads {
+                // The error's message may quote a payload ("card 4111… declined").
+                object.insert("message".into(), Value::from(crate::view::REDACTED));
+                object.insert(
+                    "redacted".into(),
+                    Value::from(crate::view::redaction_reason(app.show_payloads)),
+                );
             }
-            value
-        })
-        .collect();
+        }
+        shown.push(value);
+    }
+    let letters = shown;
     Ok(Json(json!({ "dead_letters": letters })))
 }
 

@@ -14,8 +14,46 @@ use workflow_core::{Engine, RunId, RunView, Tick};
 
 use crate::error::ApiError;
 
-/// What stands in for a payload that is not shown.
-pub(crate) const REDACTED: &str = "(redacted: the engine does not log payloads)";
+/// What stands in for a payload, a failure's message or a key's value that is not shown;
+/// [`RunDetail::redacted`] (and the run page) say why.
+pub(crate) const REDACTED: &str = "(redacted)";
+
+/// Why payloads are not shown to a caller: the server shows none, or the caller may not
+/// see this workflow's.
+pub(crate) fn redaction_reason(server_shows: bool) -> &'static str {
+    if server_shows {
+        "you may not see this workflow's payloads (the `payloads` role grants it)"
+    } else {
+        "this server shows no payloads (the engine does not log them and `Server::show_payloads` is off)"
+    }
+}
+
+/// A run's note as a caller sees it: a failed run's note quotes its error's message, a
+/// payload like any other, so without payloads it is redacted.
+pub(crate) fn visible_note(record: &RunRecord, show: bool) -> Option<String> {
+    match &record.note {
+        Some(_) if !show && record.status == workflow_core::store::RunStatus::Failed => {
+            Some(format!("failed: {REDACTED}"))
+        }
+        note => note.clone(),
+    }
+}
+
+/// The flow-control state with its keys' values (drawn from payloads) hidden.
+fn masked(
+    mut flow: workflow_core::store::limits::RunFlow,
+) -> workflow_core::store::limits::RunFlow {
+    if let Some((_, key)) = flow.gate.as_mut().and_then(|gate| gate.key.as_mut()) {
+        *key = REDACTED.to_owned();
+    }
+    for wait in &mut flow.waits {
+        wait.key = REDACTED.to_owned();
+    }
+    for (_, _, key) in &mut flow.held {
+        *key = REDACTED.to_owned();
+    }
+    flow
+}
 
 /// One run, explained.
 #[derive(Debug, Clone, Serialize)]
@@ -26,8 +64,11 @@ pub struct RunDetail {
     pub workflow: String,
     /// `running`, `completed`, `failed`, `cancelled` or `parked`.
     pub status: &'static str,
-    /// Why it is parked or failed, or who retried it.
+    /// Why it is parked or failed, or who retried it (a failure's message redacted
+    /// without payloads).
     pub note: Option<String>,
+    /// Why payloads, failure messages and key values read `(redacted)`, when they do.
+    pub redacted: Option<&'static str>,
     /// Whether it waits for a worker: queued (`Engine::enqueue`), nobody owns it and
     /// nothing but its start is journaled.
     pub queued: bool,
@@ -164,7 +205,8 @@ impl Opened {
         })?;
         let events = engine.events(run).await?;
         let waits_for = match engine.store().flow_of(run).await {
-            Ok(flow) => workflow_core::store::limits::describe(&flow, Some(&spec)),
+            Ok(flow) if show => workflow_core::store::limits::describe(&flow, Some(&spec)),
+            Ok(flow) => workflow_core::store::limits::describe(&masked(flow), Some(&spec)),
             Err(_) => Vec::new(),
         };
         let mut loaded = explain(view, spec, events, show)?;
@@ -213,6 +255,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         .collect();
     let tick = Tick::of_run(&view.record, &events);
     let record = view.record;
+    let note = visible_note(&record, show);
     let queued = record.status == workflow_core::store::RunStatus::Running
         && record.owner.is_none()
         && workflow_core::store::queued_journal(&events);
@@ -221,7 +264,8 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
             run: record.id.to_string(),
             workflow: record.workflow,
             status: record.status.as_str(),
-            note: record.note,
+            note,
+            redacted: None,
             queued,
             waits_for: Vec::new(),
             idempotency_key: record.idempotency_key,
@@ -239,6 +283,15 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         marks,
         payloads: show,
     })
+}
+
+/// A failure's message, which may quote a payload ("card 4111… declined").
+fn text(message: &str, show: bool) -> &str {
+    if show {
+        message
+    } else {
+        REDACTED
+    }
 }
 
 fn payload(value: &Value, show: bool) -> String {
@@ -279,7 +332,7 @@ fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> 
             ..
         } => (
             Some(*step),
-            format!("attempt {attempt} failed: {kind}: {message}"),
+            format!("attempt {attempt} failed: {kind}: {}", text(message, show)),
         ),
         Event::StepSucceeded { step, output, .. } => {
             (Some(*step), format!("succeeded: {}", payload(output, show)))
@@ -292,7 +345,10 @@ fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> 
             ..
         } => (
             Some(*step),
-            format!("failed after {attempts} attempt(s): {kind}: {message}"),
+            format!(
+                "failed after {attempts} attempt(s): {kind}: {}",
+                text(message, show)
+            ),
         ),
         Event::StepSkipped { step, reason, .. } => (Some(*step), format!("skipped: {reason}")),
         Event::EffectProposed { step, args, .. } => (

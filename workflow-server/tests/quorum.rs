@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use workflow_core::prelude::*;
 use workflow_core::store::MemoryStore;
-use workflow_server::{Csrf, Identity, Roles, Server, TrustedHeader};
+use workflow_server::{
+    Csrf, DecisionLink, DecisionLinks, Identity, LinkVerdict, Roles, Server, TrustedHeader,
+};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Refund {
@@ -57,6 +59,7 @@ const BOB: &str = "bob@finance";
 const CY: &str = "cy@finance";
 const LEE: &str = "lee@legal";
 const DEE: &str = "dee@finance";
+const LINK_KEY: [u8; 32] = [9; 32];
 
 async fn started() -> (Engine, std::net::SocketAddr, workflow_core::RunId) {
     let engine = Engine::builder().store(MemoryStore::new()).build();
@@ -67,6 +70,7 @@ async fn started() -> (Engine, std::net::SocketAddr, workflow_core::RunId) {
         .permissions(roles)
         .show_payloads(true)
         .csrf_key([42; 32])
+        .decision_links(DecisionLinks::new(LINK_KEY))
         .router();
     let addr = serve(router).await;
     let answer = post_json(
@@ -418,4 +422,251 @@ async fn a_decision_form_is_rendered_as_inputs_and_checked_field_by_field() {
         Some(json!({"approved": true, "amount_cents": 4000, "reason": "Damaged", "note": null})),
         "the journal keeps the typed value"
     );
+}
+
+/// One request of the refusal matrix: a route, given the run, the step and whether its
+/// body (or form) is malformed.
+type Route = fn(&str, &str, bool) -> (Method, String, Vec<(&'static str, String)>, Vec<u8>);
+
+fn json_body(value: serde_json::Value) -> (Vec<(&'static str, String)>, Vec<u8>) {
+    (
+        vec![("content-type", "application/json".to_owned())],
+        value.to_string().into_bytes(),
+    )
+}
+
+const ROUTES: [(&str, Route); 9] = [
+    ("run", |run, _, _| {
+        (Method::GET, format!("/api/runs/{run}"), vec![], vec![])
+    }),
+    ("diagram", |run, _, _| {
+        (
+            Method::GET,
+            format!("/api/runs/{run}/diagram.svg"),
+            vec![],
+            vec![],
+        )
+    }),
+    ("cancel", |run, _, bad| {
+        let (headers, body) = json_body(if bad { json!([1]) } else { json!({}) });
+        (
+            Method::POST,
+            format!("/api/runs/{run}/cancel"),
+            headers,
+            body,
+        )
+    }),
+    ("event", |run, step, bad| {
+        let body = if bad {
+            json!({"event_id": 5})
+        } else {
+            json!({"event_id": "e1", "payload": {}})
+        };
+        let (headers, body) = json_body(body);
+        (
+            Method::POST,
+            format!("/api/runs/{run}/events/{step}"),
+            headers,
+            body,
+        )
+    }),
+    ("decide", |run, step, bad| {
+        let body = if bad {
+            json!({"decision": {"amount_cents": "lots"}, "approved": true})
+        } else {
+            json!({"approved": true})
+        };
+        let (headers, body) = json_body(body);
+        (
+            Method::POST,
+            format!("/api/runs/{run}/tasks/{step}"),
+            headers,
+            body,
+        )
+    }),
+    ("delegate", |run, step, bad| {
+        let (headers, body) = json_body(json!({"to": if bad { "" } else { DEE }}));
+        (
+            Method::POST,
+            format!("/api/runs/{run}/tasks/{step}/delegate"),
+            headers,
+            body,
+        )
+    }),
+    ("retry", |run, _, _| {
+        let (headers, body) = json_body(json!({}));
+        (
+            Method::POST,
+            format!("/api/dead-letters/{run}/retry"),
+            headers,
+            body,
+        )
+    }),
+    ("run page", |run, _, _| {
+        (Method::GET, format!("/inbox/runs/{run}"), vec![], vec![])
+    }),
+    ("inbox decision", |run, step, bad| {
+        let fields = if bad {
+            "verdict=form&field.amount_cents=lots"
+        } else {
+            "verdict=approve"
+        };
+        (
+            Method::POST,
+            format!("/inbox/runs/{run}/tasks/{step}"),
+            vec![(
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            )],
+            format!("{fields}&csrf=CSRF").into_bytes(),
+        )
+    }),
+];
+
+/// `route` as `who` would send it (the form's CSRF token theirs).
+async fn ask(
+    addr: std::net::SocketAddr,
+    route: Route,
+    who: &str,
+    run: &str,
+    step: &str,
+    bad: bool,
+) -> Answer {
+    let (method, path, mut headers, body) = route(run, step, bad);
+    headers.push(("x-forwarded-user", who.to_owned()));
+    let csrf = Csrf::new([42; 32]).token(&Identity(who.to_owned()));
+    let body = String::from_utf8(body).unwrap().replace("CSRF", &csrf);
+    request(addr, method, &path, &headers, body.into_bytes()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_a_hidden_run_exactly_as_a_missing_one() {
+    let (engine, addr, run) = started().await;
+    let hidden = run.to_string();
+    let missing = workflow_core::RunId(run.0 + 1000).to_string();
+    for (name, route) in ROUTES {
+        for step in ["approve", "settle", "nope"] {
+            for bad in [false, true] {
+                let case = format!("{name} step={step} bad={bad}");
+                let seen = ask(addr, route, LEE, &hidden, step, bad).await;
+                let absent = ask(addr, route, LEE, &missing, step, bad).await;
+                assert_eq!(seen.status, StatusCode::NOT_FOUND, "{case}: {}", seen.body);
+                assert_eq!(
+                    (seen.status, seen.body.replace(&hidden, "RUN")),
+                    (absent.status, absent.body.replace(&missing, "RUN")),
+                    "{case}"
+                );
+                assert!(seen.body.contains("unknown_run"), "{case}: {}", seen.body);
+                // Someone who may see the run gets the step's or the form's own answer.
+                if bad || step == "nope" {
+                    let visible = ask(addr, route, BOB, &hidden, step, bad).await;
+                    let refusal = visible.status.is_client_error();
+                    assert!(
+                        !visible.body.contains("unknown_run"),
+                        "{case}: {}",
+                        visible.body
+                    );
+                    if name != "run" && name != "diagram" && name != "run page" {
+                        assert!(refusal, "{case}: {} {}", visible.status, visible.body);
+                    }
+                }
+            }
+        }
+    }
+    let events = engine.events(run).await.unwrap();
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            workflow_core::journal::Event::TaskApproved { .. }
+                | workflow_core::journal::Event::TaskDecided { .. }
+                | workflow_core::journal::Event::TaskDelegated { .. }
+                | workflow_core::journal::Event::Cancelled { .. }
+        )),
+        "no refused request changed the run"
+    );
+
+    // A decision link to a run that does not exist, or to a step it does not have, reads
+    // the same: the task is not open.
+    let links = DecisionLinks::new(LINK_KEY);
+    let link = |run, step: &str| {
+        links.url(
+            "",
+            &DecisionLink {
+                run,
+                step: step.to_owned(),
+                by: BOB.to_owned(),
+                verdict: LinkVerdict::Approve,
+                expires_at: engine.now() + 3_600_000,
+            },
+        )
+    };
+    for (target, step) in [
+        (workflow_core::RunId(run.0 + 1000), "approve"),
+        (run, "nope"),
+    ] {
+        let opened = get(addr, &link(target, step), None).await;
+        assert_eq!(opened.status, StatusCode::CONFLICT, "{}", opened.body);
+        assert!(opened.body.contains("task_closed"), "{}", opened.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_shows_what_it_decides_and_is_spent_by_an_approval_towards_a_quorum() {
+    let (engine, addr, run) = started().await;
+    let url = DecisionLinks::new(LINK_KEY).url(
+        "",
+        &DecisionLink {
+            run,
+            step: "approve".into(),
+            by: BOB.into(),
+            verdict: LinkVerdict::Approve,
+            expires_at: engine.now() + 3_600_000,
+        },
+    );
+    let page = get(addr, &url, None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    for shown in [
+        "<title>Refund 4200 for Ada</title>",
+        "refund.amount_cents",
+        "4200",
+        "id=\"approvals\">0 of 2",
+    ] {
+        assert!(page.body.contains(shown), "{shown} in {}", page.body);
+    }
+    let used = request(
+        addr,
+        Method::POST,
+        &url,
+        &[(
+            "content-type",
+            "application/x-www-form-urlencoded".to_owned(),
+        )],
+        b"comment=ok".to_vec(),
+    )
+    .await;
+    assert!(
+        used.status.is_success() || used.status.is_redirection(),
+        "{}",
+        used.body
+    );
+    wait_for(&engine, run).await;
+    // One approval of two: the task is still open, and the link is spent.
+    let again = get(addr, &url, None).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+    assert!(again.body.contains("link_used"), "{}", again.body);
+}
+
+/// Waits (bounded) until the run's journal holds an approval.
+async fn wait_for(engine: &Engine, run: workflow_core::RunId) {
+    for _ in 0..200 {
+        let events = engine.events(run).await.unwrap();
+        if events
+            .iter()
+            .any(|e| matches!(e, workflow_core::journal::Event::TaskApproved { .. }))
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no approval was journaled");
 }

@@ -29,7 +29,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 use workflow_core::store::{RunFilter, RunStatus};
-use workflow_core::RunId;
 
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -164,7 +163,20 @@ async fn inbox(
             })
             .await
             .map_err(|e| fail(e.into()))?;
-        Some(found.into_iter().map(|run| run.id).collect::<Vec<RunId>>())
+        // A search reads the runs' inputs: only runs whose payloads the person may see
+        // are found by it.
+        let mut shown = crate::tasks::Payloads::default();
+        let mut ids = Vec::with_capacity(found.len());
+        for run in found {
+            if shown
+                .shown(&app, &caller, &run.workflow)
+                .await
+                .map_err(&fail)?
+            {
+                ids.push(run.id);
+            }
+        }
+        Some(ids)
     };
     let total = match &runs {
         None => scope.total,

@@ -52,6 +52,13 @@ pub(super) async fn run_page(
             .raw("</code>");
     }
     body.raw("</p>");
+    if let Some(reason) = detail.redacted {
+        body.raw("<p class=\"meta\" id=\"redacted\">")
+            .text(&format!(
+                "Payloads, failure messages and key values are redacted: {reason}."
+            ))
+            .raw("</p>");
+    }
     for wait in &detail.waits_for {
         body.raw("<p class=\"waits\">").text(wait).raw("</p>");
     }
