@@ -519,6 +519,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_payloads_a_wait_names_no_key_value() {
+        use workflow_core::store::limits::{describe, GateState, KeyUsage, RunFlow};
+        let flow = RunFlow {
+            gate: Some(GateState {
+                key: Some(("Charge".to_owned(), "card-4111".to_owned())),
+                usage: KeyUsage {
+                    in_use: 1,
+                    holders: vec![(RunId(17), String::new())],
+                },
+                ..GateState::default()
+            }),
+            held: vec![("charge".into(), "Charge".into(), "card-4111".into())],
+            ..RunFlow::default()
+        };
+        let shown = describe(&flow, None).join("\n");
+        assert!(shown.contains("card-4111"), "{shown}");
+        let hidden = describe(&masked(flow), None).join("\n");
+        assert!(!hidden.contains("card-4111"), "{hidden}");
+        assert!(hidden.contains("key (redacted)"), "{hidden}");
+        assert!(hidden.contains("run-17"), "who holds it still shows: {hidden}");
+    }
+
+    #[test]
     fn timestamps_print_as_rfc3339() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(1_784_351_400_007), "2026-07-18T05:10:00.007Z");
