@@ -179,23 +179,46 @@ async fn a_delegated_task_is_decided_by_the_delegate() {
         Err(DecisionError::Unauthorized { .. })
     ));
     run.approve().approve("bob@finance", None).await.unwrap();
+    // Four eyes: who approved may not choose who completes the quorum, and a delegate is
+    // someone the authorizer admits for the assignee or the escalation target.
+    assert!(matches!(
+        run.approve().delegate("bob@finance", "cy@finance").await,
+        Err(DecisionError::ApproverDelegating { .. })
+    ));
+    assert!(matches!(
+        run.approve().delegate("cy@finance", "legal").await,
+        Err(DecisionError::DelegateNotAdmitted { .. })
+    ));
+    assert!(matches!(
+        run.approve().delegate("cy@finance", "bob@finance").await,
+        Err(DecisionError::DelegateApproved { .. })
+    ));
+    assert!(matches!(
+        run.approve().delegate("cy@finance", "ana@finance").await,
+        Err(DecisionError::DelegateIsInitiator { .. })
+    ));
     run.approve()
-        .delegate("bob@finance", "legal")
+        .delegate("cy@finance", "lee@finance_leads")
         .await
         .unwrap();
     let task = run.approve().info().await.expect("still open");
-    assert_eq!(task.assignee, "legal");
+    assert_eq!(task.assignee, "lee@finance_leads");
     assert!(matches!(
         run.approve().approve("cy@finance", None).await,
         Err(DecisionError::Unauthorized { .. })
     ));
-    run.approve().approve("lee@legal", None).await.unwrap();
+    // The person it was handed to decides it, though this authorizer admits only
+    // members of a group.
+    run.approve()
+        .approve("lee@finance_leads", None)
+        .await
+        .unwrap();
     testing::wait_for_task(&engine, run.id(), "settle", WAIT)
         .await
         .unwrap();
     let events = testing::events(&engine, run.id()).await.unwrap();
     assert!(testing::timeline(Refunds::spec(), &events)
-        .contains(&"task_delegated approve by bob@finance to legal".to_owned()));
+        .contains(&"task_delegated approve by cy@finance to lee@finance_leads".to_owned()));
 }
 
 #[tokio::test(start_paused = true)]

@@ -143,18 +143,20 @@ impl App {
         }
     }
 
-    /// Whether `caller` sees the payloads of every run of `workflow` (not only as an
-    /// approver of one): the server shows payloads and the policy allows it. Lists, search
-    /// and dead letters go by it.
-    pub(crate) async fn sees_payloads(
-        &self,
-        caller: &Caller,
-        workflow: &str,
-    ) -> Result<bool, ApiError> {
-        Ok(self.show_payloads
-            && self
-                .allows(caller, Action::ViewPayloads, workflow, false)
-                .await?)
+    /// Whether `name` may act on a task assigned to `assignee` as far as the server can
+    /// tell: the engine's authorizer admits them, or the task was handed to them by name
+    /// (the run's machine, which knows whether it was delegated, has the last word).
+    pub(crate) fn admitted(&self, assignee: &str, name: &str) -> bool {
+        assignee == name || self.engine.authorizes(assignee, name)
+    }
+
+    /// Whether `caller` is entitled to the payloads of every run of `workflow` (not only as
+    /// an approver of one): the policy allows [`Action::ViewPayloads`]. Failure messages,
+    /// key values and searches by input go by it, whether or not the server displays
+    /// inputs and outputs.
+    pub(crate) async fn entitled(&self, caller: &Caller, workflow: &str) -> Result<bool, ApiError> {
+        self.allows(caller, Action::ViewPayloads, workflow, false)
+            .await
     }
 
     /// 403 `forbidden` unless the policy allows `action`.
@@ -217,10 +219,9 @@ impl App {
         // to someone the spec does not name).
         let approver = spec.as_ref().is_some_and(|spec| {
             self.approver(caller, spec)
-                || admin::tasks_of(spec, &stored).iter().any(|task| {
-                    self.engine
-                        .authorizes(&task.assignee, caller.identity().name())
-                })
+                || admin::tasks_of(spec, &stored)
+                    .iter()
+                    .any(|task| self.admitted(&task.assignee, caller.identity().name()))
         });
         let workflow = &stored.record.workflow;
         let viewer = self
@@ -303,7 +304,7 @@ impl App {
             self.approver(caller, spec)
                 || opened
                     .open_assignees()
-                    .any(|assignee| self.engine.authorizes(assignee, caller.identity().name()))
+                    .any(|assignee| self.admitted(assignee, caller.identity().name()))
         });
         let workflow = opened.record().workflow.clone();
         if !self
@@ -312,13 +313,13 @@ impl App {
         {
             return Err(unknown_run(run));
         }
-        let show = self.show_payloads
-            && self
-                .allows(caller, Action::ViewPayloads, &workflow, approver)
-                .await?;
-        let mut loaded = opened.load(&self.engine, show).await?;
+        let entitled = self
+            .allows(caller, Action::ViewPayloads, &workflow, approver)
+            .await?;
+        let show = self.show_payloads && entitled;
+        let mut loaded = opened.load(&self.engine, show, entitled).await?;
         if !show {
-            loaded.detail.redacted = Some(crate::view::redaction_reason(self.show_payloads));
+            loaded.detail.redacted = Some(crate::view::redaction_reason(entitled));
         }
         Ok(loaded)
     }

@@ -53,7 +53,7 @@ pub(crate) async fn scope(
     for group in &counts {
         if workflow.is_some_and(|w| w != group.workflow)
             || refused.contains(&group.workflow)
-            || !app.engine.authorizes(&group.assignee, name)
+            || !app.admitted(&group.assignee, name)
         {
             continue;
         }

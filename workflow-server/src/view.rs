@@ -18,13 +18,14 @@ use crate::error::ApiError;
 /// [`RunDetail::redacted`] (and the run page) say why.
 pub(crate) const REDACTED: &str = "(redacted)";
 
-/// Why payloads are not shown to a caller: the server shows none, or the caller may not
-/// see this workflow's.
-pub(crate) fn redaction_reason(server_shows: bool) -> &'static str {
-    if server_shows {
-        "you may not see this workflow's payloads (the `payloads` role grants it)"
+/// Why payloads are not shown to a caller: they may not see this workflow's (then
+/// failure messages and key values are redacted too), or the server displays no inputs
+/// and outputs to anyone.
+pub(crate) fn redaction_reason(entitled: bool) -> &'static str {
+    if entitled {
+        "this server shows no inputs and outputs (the engine does not log them and `Server::show_payloads` is off)"
     } else {
-        "this server shows no payloads (the engine does not log them and `Server::show_payloads` is off)"
+        "you may not see this workflow's payloads (the `payloads` role grants it)"
     }
 }
 
@@ -193,8 +194,14 @@ impl Opened {
         })
     }
 
-    /// Explains the run, with its payloads if `show`.
-    pub(crate) async fn load(self, engine: &Engine, show: bool) -> Result<Loaded, ApiError> {
+    /// Explains the run, with its payloads if `show`, its failure messages and key values
+    /// if the caller is `entitled` to them.
+    pub(crate) async fn load(
+        self,
+        engine: &Engine,
+        show: bool,
+        entitled: bool,
+    ) -> Result<Loaded, ApiError> {
         let Opened { view, spec } = self;
         let run = view.record.id;
         let spec = spec.ok_or_else(|| {
@@ -205,17 +212,23 @@ impl Opened {
         })?;
         let events = engine.events(run).await?;
         let waits_for = match engine.store().flow_of(run).await {
-            Ok(flow) if show => workflow_core::store::limits::describe(&flow, Some(&spec)),
+            Ok(flow) if entitled => workflow_core::store::limits::describe(&flow, Some(&spec)),
             Ok(flow) => workflow_core::store::limits::describe(&masked(flow), Some(&spec)),
             Err(_) => Vec::new(),
         };
-        let mut loaded = explain(view, spec, events, show)?;
+        let mut loaded = explain(view, spec, events, show, entitled)?;
         loaded.detail.waits_for = waits_for;
         Ok(loaded)
     }
 }
 
-fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<Loaded, ApiError> {
+fn explain(
+    view: RunView,
+    spec: Spec,
+    events: Vec<Event>,
+    show: bool,
+    entitled: bool,
+) -> Result<Loaded, ApiError> {
     let names: Vec<String> = view.steps.iter().map(|s| s.id.clone()).collect();
     let name = |step: usize| {
         names
@@ -247,7 +260,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
     };
     let timeline = events
         .iter()
-        .map(|event| timeline_entry(event, &name, show))
+        .map(|event| timeline_entry(event, &name, show, entitled))
         .collect();
     let audit = events
         .iter()
@@ -255,7 +268,7 @@ fn explain(view: RunView, spec: Spec, events: Vec<Event>, show: bool) -> Result<
         .collect();
     let tick = Tick::of_run(&view.record, &events);
     let record = view.record;
-    let note = visible_note(&record, show);
+    let note = visible_note(&record, entitled);
     let queued = record.status == workflow_core::store::RunStatus::Running
         && record.owner.is_none()
         && workflow_core::store::queued_journal(&events);
@@ -310,7 +323,12 @@ fn event_name(event: &Event) -> String {
         .unwrap_or_else(|| "event".to_owned())
 }
 
-fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> TimelineEntry {
+fn timeline_entry(
+    event: &Event,
+    name: &dyn Fn(usize) -> String,
+    show: bool,
+    entitled: bool,
+) -> TimelineEntry {
     let (step, detail) = match event {
         Event::RunStarted {
             workflow, dry_run, ..
@@ -332,7 +350,10 @@ fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> 
             ..
         } => (
             Some(*step),
-            format!("attempt {attempt} failed: {kind}: {}", text(message, show)),
+            format!(
+                "attempt {attempt} failed: {kind}: {}",
+                text(message, entitled)
+            ),
         ),
         Event::StepSucceeded { step, output, .. } => {
             (Some(*step), format!("succeeded: {}", payload(output, show)))
@@ -347,7 +368,7 @@ fn timeline_entry(event: &Event, name: &dyn Fn(usize) -> String, show: bool) -> 
             Some(*step),
             format!(
                 "failed after {attempts} attempt(s): {kind}: {}",
-                text(message, show)
+                text(message, entitled)
             ),
         ),
         Event::StepSkipped { step, reason, .. } => (Some(*step), format!("skipped: {reason}")),
@@ -538,7 +559,10 @@ mod tests {
         let hidden = describe(&masked(flow), None).join("\n");
         assert!(!hidden.contains("card-4111"), "{hidden}");
         assert!(hidden.contains("key (redacted)"), "{hidden}");
-        assert!(hidden.contains("run-17"), "who holds it still shows: {hidden}");
+        assert!(
+            hidden.contains("run-17"),
+            "who holds it still shows: {hidden}"
+        );
     }
 
     #[test]
@@ -632,7 +656,7 @@ mod tests {
         );
         let timeline: Vec<String> = events
             .iter()
-            .map(|e| timeline_entry(e, &name, false).detail)
+            .map(|e| timeline_entry(e, &name, false, false).detail)
             .collect();
         assert_eq!(
             timeline[1],
@@ -640,7 +664,7 @@ mod tests {
         );
         assert_eq!(timeline[4], format!("succeeded: {REDACTED}"));
         assert_eq!(
-            timeline_entry(&events[4], &name, false).event,
+            timeline_entry(&events[4], &name, false, false).event,
             "step_succeeded"
         );
     }

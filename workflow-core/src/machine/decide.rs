@@ -153,7 +153,7 @@ impl Machine<'_> {
                     });
                 }
                 if let Some(authorize) = authorize {
-                    if !authorize(assignee, by) {
+                    if !authorize(assignee, by) && !self.is_delegate(index, assignee, by) {
                         return Err(DecisionError::Unauthorized {
                             step: step.to_owned(),
                             by: by.to_owned(),

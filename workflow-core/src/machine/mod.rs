@@ -75,6 +75,8 @@ pub struct Machine<'s> {
     deciders: Vec<Option<String>>,
     /// Per step: the approvals a quorum (`approvals: N`) gathered before its last.
     approvers: Vec<Vec<String>>,
+    /// Per step: who its task was last delegated to (`TaskDelegated`).
+    delegates: Vec<Option<String>>,
     /// Who started the run, when journaled (`Initiated`).
     initiator: Option<String>,
     /// The compensation journaled as started and not yet finished, and whether a crash
@@ -152,6 +154,7 @@ impl<'s> Machine<'s> {
             compensated: BTreeSet::new(),
             deciders: vec![None; n],
             approvers: vec![Vec::new(); n],
+            delegates: vec![None; n],
             initiator: None,
             compensating: None,
             maps: BTreeMap::new(),

@@ -28,6 +28,13 @@ impl Machine<'_> {
         self.approvers.get(step).map_or(&[], Vec::as_slice)
     }
 
+    /// Whether `by` is the person human step `step`'s open task was delegated to: they
+    /// decide it whatever the authorizer says of their own name (a group it was handed
+    /// to is admitted by the authorizer, as any assignee).
+    pub(super) fn is_delegate(&self, step: usize, assignee: &str, by: &str) -> bool {
+        assignee == by && self.delegates.get(step).and_then(Option::as_deref) == Some(by)
+    }
+
     /// How many approvals human step `step` needs (1 for any other step).
     pub fn approvals_needed(&self, step: usize) -> u32 {
         self.human(step).map_or(1, |human| human.approvals)
@@ -208,6 +215,9 @@ impl Machine<'_> {
                 }
             }
             Event::TaskDelegated { step, to, .. } => {
+                if let Some(delegate) = self.delegates.get_mut(*step) {
+                    *delegate = Some(to.clone());
+                }
                 if let Some(StepState::Waiting {
                     deadline,
                     escalated,

@@ -84,7 +84,7 @@ pub(super) async fn run_page(
     };
     for task in tasks
         .iter()
-        .filter(|task| app.engine.authorizes(&task.assignee, who.name()))
+        .filter(|task| app.admitted(&task.assignee, who.name()))
     {
         task_card(
             &app,

@@ -601,6 +601,21 @@ fn delegation_keeps_four_eyes() {
     // A member of the assignee or of the escalation target may take it.
     assert_eq!(code(&machine, "cy@a", "dan@a"), Ok(()));
     assert_eq!(code(&machine, "cy@a", "dan@b"), Ok(()));
+    // The person it is handed to decides it, though the authorizer admits only members
+    // of a group (`dan@b` is no member of `dan@b`); nobody else of their name's group does.
+    let mut handed = machine.clone();
+    let delegated = handed
+        .delegate(run, "h", "cy@a", "dan@b", 11, Some(&members_of))
+        .unwrap();
+    handed.apply(&delegated);
+    assert!(matches!(
+        approve(&handed, "eve@b", 12),
+        Err(DecisionError::Unauthorized { .. })
+    ));
+    assert!(matches!(
+        approve(&handed, "dan@b", 12),
+        Ok(Event::TaskDecided { .. })
+    ));
     // The same rules arrive through the inbox, journaled as refusals.
     let refused = machine.take_in(
         run,
