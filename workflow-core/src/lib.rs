@@ -33,6 +33,7 @@ pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod trace;
+pub mod upgrade;
 mod workflow;
 
 #[doc(hidden)]

@@ -78,6 +78,11 @@ pub fn optional<T: DeserializeOwned>(
     }
 }
 
+/// Whether a journaled value of `step` decodes into `T` (the upgrade check's question).
+pub fn check_decodes<T: DeserializeOwned>(step: usize, value: &Value) -> Result<(), CallError> {
+    decode::<T>(step, value).map(drop)
+}
+
 fn decode<T: DeserializeOwned>(step: usize, value: &Value) -> Result<T, CallError> {
     T::deserialize(value).map_err(|error| CallError::Decode {
         step,

@@ -51,6 +51,7 @@ pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
 
 use self::driver::Msg;
 use self::registry::Registry;
+pub(crate) use self::registry::Version;
 use crate::clock::Clock;
 use crate::error::RunId;
 use crate::human::TaskInfo;
@@ -270,6 +271,16 @@ impl Engine {
     /// Whether the engine's authorizer admits `by` for tasks assigned to `assignee`.
     pub fn authorizes(&self, assignee: &str, by: &str) -> bool {
         (self.inner.authorizer)(assignee, by)
+    }
+
+    /// The registration a run of `name` started under `fingerprint` would resume on here.
+    pub(crate) fn registration(&self, name: &str, fingerprint: &str) -> Option<Version> {
+        self.inner.registry.version(name, fingerprint).map(Version)
+    }
+
+    /// The fingerprints registered here under `name`, newest registration first.
+    pub(crate) fn registered_fingerprints(&self, name: &str) -> Vec<&'static str> {
+        self.inner.registry.fingerprints(name)
     }
 
     /// Whether this engine writes inputs and outputs to its logs

@@ -50,6 +50,8 @@ pub(super) trait Registered: Send + Sync + 'static {
     fn event(&self, step: usize, payload: Value) -> Result<Value, CallError>;
     /// The typed outputs of a finished run, as JSON.
     fn outputs_value(&self, outputs: &[Option<Value>]) -> Result<Value, CallError>;
+    /// Whether a journaled output of `step` (one item's, with `item`) decodes.
+    fn check_output(&self, step: usize, output: &Value, item: bool) -> Result<(), CallError>;
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
@@ -159,6 +161,10 @@ impl<W: Workflow> Registered for Registration<W> {
 
     fn outputs_value(&self, outputs: &[Option<Value>]) -> Result<Value, CallError> {
         W::outputs_value(&outputs)
+    }
+
+    fn check_output(&self, step: usize, output: &Value, item: bool) -> Result<(), CallError> {
+        W::check_output(step, output, item)
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
@@ -326,5 +332,41 @@ impl Registry {
 
     pub(super) fn all(&self) -> Vec<Arc<dyn Registered>> {
         self.lock().by_version.clone()
+    }
+}
+
+/// One registered version, as the upgrade check reads it: its spec and its decoders.
+#[derive(Clone)]
+pub(crate) struct Version(pub(super) Arc<dyn Registered>);
+
+impl Version {
+    /// The spec.
+    pub(crate) fn spec(&self) -> &'static Spec {
+        self.0.spec()
+    }
+
+    /// Whether a start's inputs decode.
+    pub(crate) fn check_input(&self, input: &Value) -> Result<(), RunError> {
+        self.0.check_input(input)
+    }
+
+    /// Whether a journaled output of `step` (one item's, with `item`) decodes.
+    pub(crate) fn check_output(
+        &self,
+        step: usize,
+        output: &Value,
+        item: bool,
+    ) -> Result<(), CallError> {
+        self.0.check_output(step, output, item)
+    }
+
+    /// Whether a decision of human `step` decodes.
+    pub(crate) fn decision(&self, step: usize, decision: Value) -> Result<Value, CallError> {
+        self.0.decision(step, decision)
+    }
+
+    /// Whether an event payload of `step` decodes.
+    pub(crate) fn event(&self, step: usize, payload: Value) -> Result<Value, CallError> {
+        self.0.event(step, payload)
     }
 }

@@ -212,6 +212,15 @@ impl Gen<'_> {
             };
             quote!(#field: #read,)
         });
+        // The journaled type of each step, whole and per item, for the upgrade check.
+        let output_checks = (0..self.ast.steps.len()).map(|index| {
+            let whole = self.journal_ty(index);
+            let item = self.declared_ty(index);
+            quote! {
+                (#index, false) => ::workflow_core::__private::check_decodes::<#whole>(__step, __output),
+                (#index, true) => ::workflow_core::__private::check_decodes::<#item>(__step, __output),
+            }
+        });
         let input_bindings_unused = quote!(let _ = __input;);
         let (schedule_item, tick_check) = self.schedule_items();
         let shown_check = self.shown_check();
@@ -344,6 +353,13 @@ impl Gen<'_> {
                     ::core::result::Result::Ok(#outputs_ident {
                         #(#output_fields)*
                     })
+                }
+
+                fn check_output(__step: usize, __output: &#p::Value, __item: bool) -> ::core::result::Result<(), #p::CallError> {
+                    match (__step, __item) {
+                        #(#output_checks)*
+                        _ => ::core::result::Result::Err(#p::CallError::NoSuchCall(__step)),
+                    }
                 }
 
                 #[allow(unused_variables, clippy::clone_on_copy)]
