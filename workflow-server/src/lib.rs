@@ -37,6 +37,7 @@
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
+//! - [`health`]: `/healthz` and `/readyz`, unauthenticated, for supervisors.
 //! - [`headers`]: the security headers of every answer (no framing, no sniffing, no
 //!   caching, no referrer).
 //! - [`permissions`]: what they may do: one [`Caller`], one [`Action`], one policy
@@ -57,6 +58,7 @@ pub mod auth;
 mod error;
 mod form;
 pub mod headers;
+pub mod health;
 mod html;
 pub mod inbox;
 pub mod intake;
@@ -285,6 +287,7 @@ impl Server {
             .merge(api::routes())
             .merge(inbox::routes())
             .merge(metrics::routes())
+            .merge(health::routes())
             .merge(links::routes())
             .merge(schedules::routes());
         for webhook in self.webhooks {

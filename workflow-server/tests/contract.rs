@@ -261,3 +261,38 @@ async fn without_payloads_failure_messages_and_searches_reveal_nothing() {
         .json();
     assert_eq!(found["runs"], json!([]), "{found}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_readiness_answer_without_a_sign_in_and_say_nothing_else() {
+    use std::sync::Arc;
+    use workflow_core::store::{MemoryStore, StoreError};
+    use workflow_core::testing::{FaultyStore, Write};
+
+    let store = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let (engine, _) = engine_on(store.clone(), false);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let health = get(addr, "/healthz", None).await;
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (StatusCode::OK, "ok")
+    );
+    let ready = get(addr, "/readyz", None).await;
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (StatusCode::OK, "ready")
+    );
+    // The store stops answering: not ready (the process still lives), and the answer
+    // names no error.
+    store.fail_always(
+        Write::ListRuns,
+        StoreError::Io("connection refused to 10.0.0.5".into()),
+    );
+    let ready = get(addr, "/readyz", None).await;
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    );
+    assert_eq!(get(addr, "/healthz", None).await.status, StatusCode::OK);
+    store.heal();
+    assert_eq!(get(addr, "/readyz", None).await.status, StatusCode::OK);
+}

@@ -25,6 +25,8 @@ pub enum Write {
     Submit,
     /// [`Store::purge`].
     Purge,
+    /// [`Store::runs`] (a read, refused as a store that is down refuses it).
+    ListRuns,
 }
 
 /// Wraps a store and refuses the next writes of a kind with a given error, writing
@@ -178,6 +180,9 @@ impl Store for FaultyStore {
     }
 
     fn runs(&self, filter: RunFilter) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        if let Some(error) = self.fault(Write::ListRuns) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         self.inner.runs(filter)
     }
 
