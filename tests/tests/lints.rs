@@ -166,6 +166,45 @@ async fn the_lint_clean_workflow_runs() {
     assert_eq!(OnboardingStep::ALL.len(), 5);
 }
 
+mod from_file {
+    use super::{Plan, Services, Signup, User};
+    use workflow_core::prelude::*;
+
+    workflow_file!(
+        "specs/lint-clean.yaml",
+        actions: crate::steps,
+        env: Services
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lint_clean_workflow_from_a_file_runs() {
+    use from_file::{FileOnboarding, FileOnboardingInput};
+    let engine = Engine::builder().seed(3).build();
+    engine
+        .register::<FileOnboarding>(Services::default())
+        .expect("registers");
+    let run = engine
+        .start::<FileOnboarding>(FileOnboardingInput {
+            signup: Signup {
+                email: "ada@example.com".into(),
+            },
+        })
+        .await
+        .expect("starts");
+    while run.review().info().await.is_none() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    run.review()
+        .approve("ana@trust_and_safety_team", None)
+        .await
+        .expect("approves");
+    let outputs = run.outputs().await.expect("completes");
+    assert_eq!(outputs.create_account, User { id: 7 });
+    assert_eq!(outputs.send_welcome, Some(1));
+    assert_eq!(outputs.activate, Some(1));
+}
+
 /// Reads the tick a scheduled run was given.
 async fn tick_time(tick: workflow_core::Tick) -> Result<u64, StepError> {
     Ok(tick.scheduled)

@@ -1,6 +1,7 @@
 //! Schedules at run time, under paused tokio time, on the memory and SQLite stores: one run
 //! per tick, with two engines too; each overlap policy against a slow run; three days of
-//! downtime under each catch-up policy; jitter; the missed-tick counter and the lag
+//! downtime under each catch-up policy; an hourly and a daily schedule through both
+//! daylight-saving changes in two zones; jitter; the missed-tick counter and the lag
 //! histogram; pause, resume, trigger, delete and backfill.
 
 use std::collections::{BTreeSet, HashMap};
@@ -223,6 +224,61 @@ async fn a_declared_schedule_gets_its_row_at_registration() {
     assert_eq!(info.next, [T0 + 3 * 3_600_000, T0 + 4 * 3_600_000]);
     assert_eq!(info.next_local[0], "2026-01-05T03:00:00+00:00[UTC]");
     engine.shutdown();
+}
+
+// ---------------------------------------------------------------- daylight saving time
+
+/// `y-m-d hh:00Z` in ms since the epoch (days from civil, as in Hinnant's algorithm).
+fn utc(y: i64, m: i64, d: i64, hour: i64) -> Timestamp {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + hour) * 3_600_000) as Timestamp
+}
+
+/// Runs `cron` in `tz` on an engine whose clock starts at `start` for `hours` hours of
+/// paused time; the scheduled times of the runs it started.
+async fn through(cron: &str, tz: &str, start: Timestamp, hours: u32) -> Vec<Timestamp> {
+    let store = store(Kind::Memory);
+    let env = Arc::new(Env::default());
+    let engine = engine(&store, TokioClock::starting_at(start), &env);
+    engine
+        .schedules()
+        .create("dst", "Job", Schedule::new(cron).in_zone(tz))
+        .await
+        .unwrap();
+    tokio::time::sleep(hours * HOUR - MINUTE).await;
+    engine.shutdown();
+    let mut fired = scheduled_times(&env);
+    fired.sort_unstable();
+    fired
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hourly_schedule_runs_once_each_real_hour_through_both_changes_in_two_zones() {
+    // 72 hours from half past an hour, across each change: the wall clock repeats an hour
+    // (autumn) or skips one (spring), and `30 * * * *` runs 72 times, an hour apart.
+    assert_eq!(utc(2026, 1, 5, 0), T0);
+    for (tz, from) in [
+        ("Europe/Berlin", utc(2026, 3, 28, 0)),
+        ("Europe/Berlin", utc(2026, 10, 24, 0)),
+        ("America/New_York", utc(2026, 3, 7, 5)),
+        ("America/New_York", utc(2026, 10, 31, 4)),
+    ] {
+        let fired = through("30 * * * *", tz, from, 72).await;
+        assert_eq!(fired.len(), 72, "{tz} from {from}");
+        assert!(
+            fired.windows(2).all(|w| w[1] - w[0] == 3_600_000),
+            "{tz} from {from}: {fired:?}"
+        );
+    }
+    // A fixed time runs once a day: 02:30 in Berlin through the autumn fold (it happens
+    // twice on 2026-10-25) runs three times in three days.
+    let daily = through("30 2 * * *", "Europe/Berlin", utc(2026, 10, 24, 0), 72).await;
+    assert_eq!(daily.len(), 3, "{daily:?}");
 }
 
 // ------------------------------------------------------------------------------ overlap

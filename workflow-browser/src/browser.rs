@@ -219,22 +219,17 @@ impl Browser {
     /// [`Page::close`] (which keeps its cookies for the run's next page); dropping it
     /// unclosed ends its Chromium.
     pub async fn page(&self, ctx: &StepContext) -> Result<Page, BrowserError> {
-        let dir = self
-            .inner
-            .config
-            .artifacts
-            .join(format!("run-{}", ctx.run_id.0))
-            .join(ctx.step)
-            .join(format!("attempt-{}", ctx.attempt));
+        let dir = attempt_dir(&self.inner.config.artifacts, ctx);
         let fail = |failure| BrowserError::new("page", failure);
         let downloads = dir.join("downloads");
         std::fs::create_dir_all(&downloads).map_err(|e| fail(e.into()))?;
-        // Chromium does not finish downloads into a path with `..` in it.
-        let downloads = std::fs::canonicalize(&downloads).map_err(|e| fail(e.into()))?;
-        let dir = downloads.parent().map(Path::to_path_buf).unwrap_or(dir);
+        // Chromium does not finish downloads into a path with `..` in it, nor into a
+        // relative one: it is given the canonical path. Everything the page reports and
+        // the journal keeps (evidence, downloads) is under `dir` as configured.
+        let chromium_downloads = std::fs::canonicalize(&downloads).map_err(|e| fail(e.into()))?;
         let n = self.inner.pages.fetch_add(1, Ordering::Relaxed);
         let profile = self.inner.scratch.join(format!("profile-{n}"));
-        let capabilities = self.capabilities(&profile, &downloads);
+        let capabilities = self.capabilities(&profile, &chromium_downloads);
         // A chromedriver that died since the last page is started again; one that dies
         // while the session is made is retried once.
         let mut tries = 0;
@@ -363,3 +358,47 @@ impl Drop for Inner {
 
 /// How long the browsers of a dropped [`Browser`] may take to shut down.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The directory of a step attempt's artifacts: `<artifacts>/run-<id>/<step>/attempt-<n>`,
+/// under `artifacts` as configured, so a relative directory gives relative paths (the
+/// journal keeps them as written, and they stay valid when the store moves with its
+/// working directory).
+pub(crate) fn attempt_dir(artifacts: &Path, ctx: &StepContext) -> PathBuf {
+    artifacts
+        .join(format!("run-{}", ctx.run_id.0))
+        .join(ctx.step)
+        .join(format!("attempt-{}", ctx.attempt))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(run: u64, step: &'static str, attempt: u32) -> StepContext {
+        StepContext {
+            workflow: "Test",
+            run_id: RunId(run),
+            step,
+            attempt,
+            idempotency_key: format!("Test/{run}/{step}"),
+            deadline: None,
+            dry_run: false,
+            trace_id: "t".into(),
+            fence: 1,
+        }
+    }
+
+    #[test]
+    fn an_attempts_directory_keeps_the_artifacts_directory_as_configured() {
+        let relative = attempt_dir(Path::new("artifacts"), &ctx(7, "report", 2));
+        assert_eq!(relative, Path::new("artifacts/run-7/report/attempt-2"));
+        assert!(relative.is_relative());
+        let dotted = attempt_dir(Path::new("../shared/evidence"), &ctx(7, "report", 1));
+        assert_eq!(
+            dotted,
+            Path::new("../shared/evidence/run-7/report/attempt-1")
+        );
+        let absolute = attempt_dir(Path::new("/var/lib/flows"), &ctx(1, "login", 3));
+        assert_eq!(absolute, Path::new("/var/lib/flows/run-1/login/attempt-3"));
+    }
+}

@@ -308,6 +308,79 @@ async fn a_page_logs_in_follows_the_redirect_waits_for_a_late_element_and_downlo
     assert_eq!(site.logins(), 1);
 }
 
+/// `path` relative to `base`, both absolute: `../..` up to their common part, then down.
+fn relative_to(base: &std::path::Path, path: &std::path::Path) -> PathBuf {
+    let base: Vec<_> = base.components().collect();
+    let path: Vec<_> = path.components().collect();
+    let common = base.iter().zip(&path).take_while(|(a, b)| a == b).count();
+    let mut relative = PathBuf::new();
+    for _ in common..base.len() {
+        relative.push("..");
+    }
+    for part in &path[common..] {
+        relative.push(part);
+    }
+    relative
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_and_downloads_under_a_relative_artifacts_directory_stay_relative() {
+    ensure_installed().expect("chromedriver and chromium");
+    let site = Site::serve().await;
+    let absolute = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser-artifacts")
+        .join("relative");
+    let _ = std::fs::remove_dir_all(&absolute);
+    let artifacts = relative_to(&std::env::current_dir().unwrap(), &absolute);
+    assert!(artifacts.is_relative(), "{}", artifacts.display());
+    let browser = Browser::launch(BrowserConfig::new(&artifacts))
+        .await
+        .expect("chromedriver starts");
+    let page = browser.page(&ctx(3, "report", 1)).await.unwrap();
+    let dir = artifacts.join("run-3/report/attempt-1");
+    assert_eq!(page.artifacts(), dir);
+    page.goto(&site.url("/dashboard")).await.unwrap();
+    log_in(&page).await.unwrap();
+    // Downloaded into the configured directory (Chromium itself is given its canonical
+    // path), and named as configured.
+    let report = page.download(test_id("export")).await.unwrap();
+    assert_eq!(report.path, dir.join("downloads/report.csv"));
+    assert_eq!(std::fs::read_to_string(&report.path).unwrap(), REPORT_CSV);
+    assert_eq!(
+        page.screenshot("dashboard").await.unwrap(),
+        dir.join("dashboard.png")
+    );
+    // A failure's evidence is named as configured, in the error and in the step error
+    // the journal keeps.
+    let error = page
+        .fail(
+            "check",
+            Failure::Assertion {
+                selector: "test_id(\"greeting\")".into(),
+                actual: "Hello, robot".into(),
+                expected: "Hello".into(),
+            },
+        )
+        .await;
+    assert_eq!(
+        error.evidence().screenshot.as_deref(),
+        Some(dir.join("failure-1.png").as_path())
+    );
+    assert_eq!(
+        error.evidence().html.as_deref(),
+        Some(dir.join("failure-1.html").as_path())
+    );
+    let journaled = StepError::from(error);
+    assert_eq!(
+        evidence_paths(journaled.message()),
+        vec![dir.join("failure-1.png"), dir.join("failure-1.html")]
+    );
+    assert!(std::fs::read(dir.join("failure-1.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+    page.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_timeout_is_transient_and_the_retries_keep_the_login() {
     let site = Site::serve().await;

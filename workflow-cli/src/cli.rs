@@ -9,10 +9,12 @@ use workflow_core::RunId;
 
 /// Draw workflows, inspect runs, decide human tasks and retry dead letters.
 ///
-/// `diagram` reads Rust source files and needs no store. Every other command works on the
+/// `diagram`, `lint`, `schema` and `export` read files and need no store (`diagram`
+/// without a file draws a workflow the store holds). Every other command works on the
 /// store a running engine writes (`--store`, default `workflow.db`): a SQLite file, never
-/// created here, or a PostgreSQL database (`postgres://user@host:5432/db?schema=workflow`). Decisions and retries are appended to the store's journals: a running
-/// engine picks them up, a stopped one when it resumes.
+/// created here, or a PostgreSQL database (`postgres://user@host:5432/db?schema=workflow`).
+/// Decisions and retries are appended to the store's journals: a running engine picks them
+/// up, a stopped one when it resumes.
 #[derive(Debug, Parser)]
 #[command(name = "workflow", version, propagate_version = true)]
 pub struct Cli {
@@ -40,14 +42,17 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Draw a workflow declared with `workflow!` in a Rust source file.
+    /// Draw a workflow from a Rust source file, a spec file, or the store.
     ///
-    /// Finds every `workflow! { ... }` in the file (at item level, inside modules and
-    /// inside function bodies), checks it exactly as the macro does, and renders it with
-    /// the macro's renderers. A spec with errors prints each error as FILE:LINE:COLUMN.
+    /// A Rust source file: finds every `workflow! { ... }` in it (at item level, inside
+    /// modules and inside function bodies), checks it exactly as the macro does, and
+    /// renders it with the macro's renderers. A `.yaml` / `.yml` file is a spec file
+    /// (`workflow_file!`), checked as that macro checks it. A spec with errors prints each
+    /// error as FILE:LINE:COLUMN.
     ///
-    /// A `.yaml` / `.yml` file is a spec file (`workflow_file!`): it is checked as the
-    /// macro checks it and its errors print as FILE:LINE:COLUMN.
+    /// Without FILE, `--workflow NAME` draws the newest version of NAME that an engine
+    /// recorded in the store (`--store`): the spec its runs use, without its code. With a
+    /// file the store is not opened.
     Diagram(DiagramArgs),
 
     /// Check spec files (`.yaml`) without compiling: their YAML, their keys and every
@@ -90,9 +95,12 @@ pub enum Command {
     ///
     /// Runs, run pages with their diagrams, open tasks, decisions (left in the run's inbox
     /// for the engine that drives it, which admits the approver with its authorizer),
-    /// cancellations and dead letters: everything that needs no workflow code. Webhook
-    /// intake and starting runs need the workflows, so they are served by a binary of your
-    /// own that mounts `workflow_server::Server`.
+    /// cancellations, dead letters, and starting runs: `POST /api/runs` queues a run on
+    /// the newest version of the workflow a worker recorded in the store, its inputs
+    /// checked by name only (a worker that registers the workflow decodes them, and
+    /// claims and drives the run). Webhook intake needs the workflows' code to verify and
+    /// map a payload, so it is served by a binary of your own that mounts
+    /// `workflow_server::Server`.
     ///
     /// People are signed in by a reverse proxy that sets a trusted header (default
     /// `X-Forwarded-User`), or by bearer tokens (`--tokens FILE`, one `TOKEN IDENTITY
@@ -168,11 +176,13 @@ pub struct ServeArgs {
 /// The arguments of `workflow diagram`.
 #[derive(Debug, Args)]
 pub struct DiagramArgs {
-    /// The Rust source file declaring the workflow, or a spec file (`.yaml`).
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// The Rust source file declaring the workflow, or a spec file (`.yaml`); without
+    /// one, the workflow `--workflow` names is read from the store.
+    #[arg(value_name = "FILE", required_unless_present = "workflow")]
+    pub file: Option<PathBuf>,
 
-    /// Which workflow to draw, by name; required when the file declares several.
+    /// Which workflow to draw, by name: required when the file declares several, or
+    /// without a file (the name runs are journaled under).
     #[arg(long, value_name = "NAME")]
     pub workflow: Option<String>,
 

@@ -1,9 +1,11 @@
 //! `workflow diagram`: find the `workflow!` invocations of a Rust source file, check them
-//! as the macro does, and render one with the macro's renderers.
+//! as the macro does, and render one with the macro's renderers; or render a spec file,
+//! or the newest version of a workflow recorded in the store.
 
 use proc_macro2::Span;
 use serde_json::json;
 use syn::visit::Visit;
+use workflow_core::store::Store;
 use workflow_spec::parse::{parse, Parsed};
 use workflow_spec::render;
 use workflow_spec::Spec;
@@ -31,16 +33,49 @@ impl Found {
     }
 }
 
-/// Runs `workflow diagram`; returns what to print on stdout.
-pub fn run(args: &DiagramArgs, json: bool) -> Result<String> {
-    let file = &args.file;
+/// Runs `workflow diagram FILE`; returns what to print on stdout.
+pub fn run(args: &DiagramArgs, file: &std::path::Path, json: bool) -> Result<String> {
     let shown = file.display().to_string();
     let spec = if crate::files::is_spec_file(file) {
         crate::files::load(file)?
     } else {
         load_rust(file, args.workflow.as_deref())?
     };
-    let spec = &spec;
+    render_to(args, &spec, json!({ "file": shown }), json)
+}
+
+/// Runs `workflow diagram --workflow NAME` without a file: the newest version of the
+/// workflow an engine recorded in the store.
+pub async fn stored(store: &dyn Store, args: &DiagramArgs, json: bool) -> Result<String> {
+    let Some(name) = args.workflow.as_deref() else {
+        return Err(CliError::new(
+            "name the workflow to draw: `workflow diagram FILE`, or `--workflow NAME` for one the store holds",
+        ));
+    };
+    let records = store.specs(name).await?;
+    let Some(newest) = records.first() else {
+        return Err(CliError::new(format!(
+            "the store holds no spec of workflow `{name}`: an engine records a workflow's spec when it registers it"
+        )));
+    };
+    let spec: Spec = serde_json::from_str(&newest.spec).map_err(|error| {
+        CliError::new(format!(
+            "the spec recorded for `{name}` (fingerprint {}) does not decode: {error}",
+            newest.fingerprint
+        ))
+    })?;
+    let source = json!({ "fingerprint": newest.fingerprint });
+    render_to(args, &spec, source, json)
+}
+
+/// Renders `spec` in the chosen format to the output or stdout; `source` says where the
+/// spec came from in the JSON answer (`file` or `fingerprint`).
+fn render_to(
+    args: &DiagramArgs,
+    spec: &Spec,
+    source: serde_json::Value,
+    json: bool,
+) -> Result<String> {
     let diagram = match args.format {
         Format::Mermaid => render::mermaid(spec),
         Format::Dot => render::dot(spec),
@@ -51,16 +86,12 @@ pub fn run(args: &DiagramArgs, json: bool) -> Result<String> {
         Some(out) => {
             std::fs::write(out, &diagram).map_err(|e| io_error("write", out, &e))?;
             if json {
-                Ok(format!(
-                    "{:#}\n",
-                    json!({
-                        "file": shown,
-                        "workflow": spec.name,
-                        "format": format,
-                        "output": out.display().to_string(),
-                        "steps": spec.steps.len(),
-                    })
-                ))
+                let mut answer = source;
+                answer["workflow"] = json!(spec.name);
+                answer["format"] = json!(format);
+                answer["output"] = json!(out.display().to_string());
+                answer["steps"] = json!(spec.steps.len());
+                Ok(format!("{answer:#}\n"))
             } else {
                 eprintln!(
                     "wrote the {format} diagram of `{}` ({} steps) to {}",
@@ -71,16 +102,14 @@ pub fn run(args: &DiagramArgs, json: bool) -> Result<String> {
                 Ok(String::new())
             }
         }
-        None if json => Ok(format!(
-            "{:#}\n",
-            json!({
-                "file": shown,
-                "workflow": spec.name,
-                "format": format,
-                "steps": spec.steps.len(),
-                "diagram": diagram,
-            })
-        )),
+        None if json => {
+            let mut answer = source;
+            answer["workflow"] = json!(spec.name);
+            answer["format"] = json!(format);
+            answer["steps"] = json!(spec.steps.len());
+            answer["diagram"] = json!(diagram);
+            Ok(format!("{answer:#}\n"))
+        }
         None => Ok(diagram),
     }
 }

@@ -1,7 +1,8 @@
 //! `workflow`: the command line of typed workflows.
 //!
 //! - `workflow diagram FILE.rs`: draws a workflow declared with `workflow!` in a source
-//!   file (Mermaid, DOT or SVG), after checking it as the macro does.
+//!   file (Mermaid, DOT or SVG), after checking it as the macro does; also a spec file,
+//!   or without a file (`--workflow NAME`) the newest version the store holds.
 //! - `workflow lint FILE.yaml...`, `workflow schema`, `workflow export --yaml FILE.rs`:
 //!   spec files checked without compiling, their JSON Schema, and an inline spec written
 //!   as a file.
@@ -72,7 +73,13 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<String> {
     let json = cli.json;
     match cli.command {
-        Command::Diagram(args) => diagram::run(&args, json),
+        Command::Diagram(args) => match &args.file {
+            Some(file) => diagram::run(&args, file, json),
+            None => {
+                let (store, runtime) = open(&cli.store)?;
+                runtime.block_on(diagram::stored(&*store, &args, json))
+            }
+        },
         Command::Lint(args) => files::lint(&args, json),
         Command::Schema => Ok(files::schema()),
         Command::Export(args) => files::export(&args, json),

@@ -372,6 +372,45 @@ fn diagram_of_this_file_matches_the_macros_constants() {
 }
 
 #[test]
+fn diagram_without_a_file_draws_the_workflow_the_store_holds() {
+    let temp = TempDir::new("diagram-store");
+    let db = temp.file("runs.db");
+    // An engine registers the workflow, which records its spec in the store.
+    runtime().block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("a store"))
+            .build();
+        engine.register::<Moderation>(()).expect("register");
+        engine.resume_all().await.expect("resume");
+    });
+    let mermaid = with_store(&db, &["diagram", "--workflow", "Moderation"]).ok();
+    assert_eq!(mermaid, Moderation::MERMAID);
+    let json = with_store(&db, &["--json", "diagram", "--workflow", "Moderation"]).json();
+    assert_eq!(json["fingerprint"], Moderation::FINGERPRINT, "{json}");
+    assert_eq!(json["diagram"], Moderation::MERMAID, "{json}");
+    with_store(&db, &["diagram", "--workflow", "Nope"])
+        .fails_with("the store holds no spec of workflow `Nope`");
+    // Neither a file nor a name: a usage error.
+    let usage = workflow(["diagram"]);
+    assert_eq!(usage.code, 2, "{usage:?}");
+    // The help says what the command reads, and that `--store` serves the file-less form.
+    let help = workflow(["diagram", "--help"]).ok();
+    assert!(help.contains("spec file"), "{help}");
+    assert!(
+        help.contains("Without FILE, `--workflow NAME` draws"),
+        "{help}"
+    );
+    assert!(help.contains("--store"), "{help}");
+}
+
+#[test]
+fn serve_help_says_it_starts_runs_as_it_does() {
+    let help = workflow(["serve", "--help"]).ok();
+    assert!(help.contains("`POST /api/runs` queues a run"), "{help}");
+    assert!(!help.contains("starting runs need"), "{help}");
+}
+
+#[test]
 fn diagram_errors_are_one_line_each_with_a_location() {
     let temp = TempDir::new("diagram-errors");
     let broken = temp.write("broken.rs", BROKEN);

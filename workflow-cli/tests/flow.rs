@@ -95,3 +95,48 @@ fn runs_show_names_the_key_and_who_holds_its_slot() {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
 }
+
+#[test]
+fn runs_show_of_a_run_queued_before_any_worker_says_it_waits_for_a_worker() {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let db = std::env::temp_dir().join(format!(
+        "workflow-cli-flow-queued-{}-{nanos}.db",
+        std::process::id()
+    ));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    // An intake-only engine queues the run; no worker has `Review` registered, so nothing
+    // admits it and no run holds a slot of its key.
+    let queued = runtime.block_on(async {
+        let engine = Engine::builder()
+            .store(SqliteStore::open(&db).expect("a store"))
+            .intake_only()
+            .build();
+        let run = engine
+            .enqueue::<Review>(
+                ReviewInput {
+                    customer: "customer-7".to_owned(),
+                },
+                StartOptions::default(),
+            )
+            .await
+            .expect("queued");
+        run.id()
+    });
+    let shown = show(&db, &["runs", "show", &queued.to_string()]);
+    assert!(
+        shown.contains(
+            "waits:    queued for key customer-7 (Review): its slots are free (0 of 1 in use), so it waits for a worker that registers this version of Review to admit it\n"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("queued for a slot"), "{shown}");
+    drop(runtime);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}

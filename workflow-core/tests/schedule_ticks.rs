@@ -74,7 +74,7 @@ fn berlin_spring_gap_hourly_fires_each_real_hour_once() {
             day(&schedule, "2026-03-28T23:30:00Z", "2026-03-29T03:00:00Z"),
             [
                 "2026-03-29T00:00:00Z", // 01:00 CET
-                "2026-03-29T01:00:00Z", // 03:00 CEST (02:00 is the gap: next_valid is the same instant)
+                "2026-03-29T01:00:00Z", // 03:00 CEST (02:00 does not exist, so it does not fire)
                 "2026-03-29T02:00:00Z", // 04:00 CEST
                 "2026-03-29T03:00:00Z", // 05:00 CEST
             ],
@@ -102,22 +102,35 @@ fn berlin_spring_gap_daily_0230_follows_dst_gap() {
 }
 
 #[test]
-fn berlin_autumn_fold_fires_once_at_the_first() {
+fn berlin_autumn_fold_fires_each_real_hour_for_a_wildcard_and_once_for_a_fixed_time() {
     let hourly = compiled("0 * * * *", "Europe/Berlin", DstGap::NextValid);
-    // 02:00-03:00 happens twice on 2026-10-25 (CEST, then CET): 02:00 fires once, at CEST.
+    // 02:00-03:00 happens twice on 2026-10-25 (CEST, then CET). A wildcard-hour pattern
+    // fires at every real hour, so 02:00 fires twice, once in each offset.
     assert_eq!(
         day(&hourly, "2026-10-24T22:30:00Z", "2026-10-25T03:00:00Z"),
         [
             "2026-10-24T23:00:00Z", // 01:00 CEST
             "2026-10-25T00:00:00Z", // 02:00 CEST (the first 02:00)
-            "2026-10-25T02:00:00Z", // 03:00 CET (02:00 CET, the second, does not fire)
+            "2026-10-25T01:00:00Z", // 02:00 CET (the second 02:00)
+            "2026-10-25T02:00:00Z", // 03:00 CET
             "2026-10-25T03:00:00Z", // 04:00 CET
         ]
     );
+    // A fixed time fires once, at the first of its two instants.
     let daily = compiled("30 2 * * *", "Europe/Berlin", DstGap::NextValid);
     assert_eq!(
         day(&daily, "2026-10-24T12:00:00Z", "2026-10-26T12:00:00Z"),
         ["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]
+    );
+    // So does a fixed hour range: only a `*` in the minute or hour field makes a wildcard.
+    let range = compiled("30 1-3 * * *", "Europe/Berlin", DstGap::NextValid);
+    assert_eq!(
+        day(&range, "2026-10-24T22:00:00Z", "2026-10-25T03:00:00Z"),
+        [
+            "2026-10-24T23:30:00Z", // 01:30 CEST
+            "2026-10-25T00:30:00Z", // 02:30 CEST (02:30 CET does not fire)
+            "2026-10-25T02:30:00Z", // 03:30 CET
+        ]
     );
 }
 
@@ -147,15 +160,34 @@ fn new_york_spring_gap() {
 #[test]
 fn new_york_autumn_fold() {
     let hourly = compiled("0 * * * *", "America/New_York", DstGap::NextValid);
-    // 01:00-02:00 happens twice on 2026-11-01 (EDT, then EST).
+    // 01:00-02:00 happens twice on 2026-11-01 (EDT, then EST): 01:00 fires in each.
     assert_eq!(
         day(&hourly, "2026-11-01T03:30:00Z", "2026-11-01T08:00:00Z"),
         [
             "2026-11-01T04:00:00Z", // 00:00 EDT
             "2026-11-01T05:00:00Z", // 01:00 EDT (the first 01:00)
+            "2026-11-01T06:00:00Z", // 01:00 EST (the second 01:00)
             "2026-11-01T07:00:00Z", // 02:00 EST
             "2026-11-01T08:00:00Z", // 03:00 EST
         ]
+    );
+    // Every quarter hour: the repeated hour's quarters fire in both offsets, in the order
+    // they happen.
+    let quarters = compiled("*/15 * * * *", "America/New_York", DstGap::NextValid);
+    assert_eq!(
+        day(&quarters, "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z"),
+        [
+            "2026-11-01T05:45:00Z", // 01:45 EDT
+            "2026-11-01T06:00:00Z", // 01:00 EST
+            "2026-11-01T06:15:00Z", // 01:15 EST
+            "2026-11-01T06:30:00Z", // 01:30 EST
+        ]
+    );
+    // 01:30 is a fixed time that happens twice: once, in EDT.
+    let fixed = compiled("30 1 * * *", "America/New_York", DstGap::NextValid);
+    assert_eq!(
+        day(&fixed, "2026-10-31T12:00:00Z", "2026-11-02T12:00:00Z"),
+        ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
     );
     // 02:30 happens once in New York that day (after the fold): once, in EST.
     let daily = compiled("30 2 * * *", "America/New_York", DstGap::NextValid);
@@ -165,10 +197,101 @@ fn new_york_autumn_fold() {
     );
 }
 
+/// Every tick in `[from, from + hours)` of a whole-hour wildcard pattern, counted.
+fn ticks_in(schedule: &CompiledSchedule, from: &str, hours: u64) -> Vec<Timestamp> {
+    let start = at(from);
+    schedule.between(start - 1, start + hours * 3_600_000 - 1, 1_000)
+}
+
+#[test]
+fn a_wildcard_hour_pattern_fires_once_each_real_hour_through_both_changes_in_two_zones() {
+    // 72 real hours around each change: 72 ticks, one an hour apart, never two in an hour
+    // and never an hour without one, for both zones and both `dst_gap` settings (which a
+    // wildcard pattern has no use for).
+    let changes = [
+        ("Europe/Berlin", "2026-03-28T00:30:00Z"), // spring: 02:00 CET -> 03:00 CEST
+        ("Europe/Berlin", "2026-10-24T00:30:00Z"), // autumn: 03:00 CEST -> 02:00 CET
+        ("America/New_York", "2026-03-07T05:30:00Z"), // spring: 02:00 EST -> 03:00 EDT
+        ("America/New_York", "2026-10-31T04:30:00Z"), // autumn: 02:00 EDT -> 01:00 EST
+    ];
+    for (tz, from) in changes {
+        for gap in [DstGap::NextValid, DstGap::Skip] {
+            let schedule = compiled("30 * * * *", tz, gap);
+            assert!(schedule.is_wildcard());
+            let ticks = ticks_in(&schedule, from, 72);
+            assert_eq!(
+                ticks.len(),
+                72,
+                "{tz} from {from} {gap:?}: {:?}",
+                show(&ticks)
+            );
+            assert!(
+                ticks.windows(2).all(|w| w[1] - w[0] == 3_600_000),
+                "{tz} from {from} {gap:?}: {:?}",
+                show(&ticks)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_spring_gap_loses_nothing_for_a_wildcard_and_makes_up_a_fixed_time() {
+    // Berlin, 2026-03-29: 02:00-03:00 does not exist. Every quarter hour: 01:45 CET is
+    // followed by 03:00 CEST, fifteen real minutes later; no tick stands in for the
+    // quarters of the hour that did not happen, whatever `dst_gap` says.
+    for gap in [DstGap::NextValid, DstGap::Skip] {
+        let quarters = compiled("*/15 * * * *", "Europe/Berlin", gap);
+        assert_eq!(
+            day(&quarters, "2026-03-29T00:30:00Z", "2026-03-29T01:15:00Z"),
+            [
+                "2026-03-29T00:45:00Z", // 01:45 CET
+                "2026-03-29T01:00:00Z", // 03:00 CEST
+                "2026-03-29T01:15:00Z", // 03:15 CEST
+            ],
+            "{gap:?}"
+        );
+        // `30 * * * *`: 01:30 CET, then 03:30 CEST, an hour later; 02:30 does not exist.
+        let half_past = compiled("30 * * * *", "Europe/Berlin", gap);
+        assert_eq!(
+            day(&half_past, "2026-03-29T00:00:00Z", "2026-03-29T02:00:00Z"),
+            ["2026-03-29T00:30:00Z", "2026-03-29T01:30:00Z"],
+            "{gap:?}"
+        );
+    }
+    // New York, 2026-03-08: a fixed 02:15 and 02:45 both fall in the gap; with
+    // `next_valid` they are made up at 03:00 EDT, as one tick.
+    let fixed = compiled("15,45 2 * * *", "America/New_York", DstGap::NextValid);
+    assert!(!fixed.is_wildcard());
+    assert_eq!(
+        day(&fixed, "2026-03-08T05:00:00Z", "2026-03-08T12:00:00Z"),
+        ["2026-03-08T07:00:00Z"]
+    );
+}
+
+#[test]
+fn which_patterns_are_wildcards() {
+    for (cron, wildcard) in [
+        ("0 * * * *", true),
+        ("*/15 * * * *", true),
+        ("30 */2 * * *", true),
+        ("* 9 * * *", true),
+        ("@hourly", true),
+        ("0 */20 * * * *", true),
+        ("30 2 * * *", false),
+        ("0 9 * * MON-FRI", false),
+        ("0 1-23 * * *", false),
+        ("@daily", false),
+        ("*/20 30 2 * * *", false),
+    ] {
+        let schedule = compiled(cron, "UTC", DstGap::NextValid);
+        assert_eq!(schedule.is_wildcard(), wildcard, "{cron}");
+    }
+}
+
 #[test]
 fn a_year_of_ticks_never_repeats_or_goes_back() {
     for tz in ["Europe/Berlin", "America/New_York"] {
-        for cron in ["0 * * * *", "30 2 * * *", "*/15 1-3 * * *"] {
+        for cron in ["0 * * * *", "30 2 * * *", "*/15 1-3 * * *", "*/7 * * * *"] {
             for gap in [DstGap::NextValid, DstGap::Skip] {
                 let schedule = compiled(cron, tz, gap);
                 let ticks = schedule.between(
@@ -316,6 +439,54 @@ fn a_tick_found_on_time_runs_under_every_policy() {
         at("2026-01-06T08:59:59Z"),
     );
     assert_eq!(decision, Default::default());
+}
+
+#[test]
+fn latest_after_a_restart_runs_the_on_time_tick_or_else_the_newest_missed_one() {
+    // README's timeline: `0 * * * *`, the engine down from 06:10 (06:00 was handled).
+    let hourly = |catchup| {
+        let mut schedule = Schedule::new("0 * * * *");
+        schedule.catchup = catchup;
+        CompiledSchedule::new(schedule).expect("valid")
+    };
+    let handled = at("2026-01-05T06:00:00Z");
+    let back = |schedule: &CompiledSchedule, now: &str| {
+        let decision = catch_up(schedule, "hourly", handled, at(now));
+        (show(&decision.run), decision.missed)
+    };
+    let latest = hourly(Catchup::Latest);
+    // Back at 09:20: 07:00, 08:00 and 09:00 are all late; the newest runs.
+    assert_eq!(
+        back(&latest, "2026-01-05T09:20:00Z"),
+        (vec!["2026-01-05T09:00:00Z".to_owned()], 2)
+    );
+    // Back at 09:00:30: 09:00 is on time and is the one run; 08:00, the newest missed
+    // tick, does not run.
+    assert_eq!(
+        back(&latest, "2026-01-05T09:00:30Z"),
+        (vec!["2026-01-05T09:00:00Z".to_owned()], 2)
+    );
+    // Back at 08:59: 07:00 and 08:00 are late; 08:00 runs, and 09:00 comes at its time.
+    assert_eq!(
+        back(&latest, "2026-01-05T08:59:00Z"),
+        (vec!["2026-01-05T08:00:00Z".to_owned()], 1)
+    );
+    // `all(max: 2)` back at 09:00:30: the on-time tick and one missed tick make the two.
+    assert_eq!(
+        back(&hourly(Catchup::All { max: 2 }), "2026-01-05T09:00:30Z"),
+        (
+            vec![
+                "2026-01-05T08:00:00Z".to_owned(),
+                "2026-01-05T09:00:00Z".to_owned()
+            ],
+            1
+        )
+    );
+    // `none` back at 09:00:30: the on-time tick still runs.
+    assert_eq!(
+        back(&hourly(Catchup::None), "2026-01-05T09:00:30Z"),
+        (vec!["2026-01-05T09:00:00Z".to_owned()], 2)
+    );
 }
 
 #[test]

@@ -36,7 +36,9 @@ pub struct Schedule {
     pub catchup: Catchup,
     /// How far back a missed tick may still run; older ones are recorded as missed.
     pub window: Duration,
-    /// What a tick whose local time does not exist (a spring-forward gap) does.
+    /// What a tick of a fixed-time pattern does when its local time does not exist (a
+    /// spring-forward gap). A wildcard pattern (minute or hour field starting with `*`)
+    /// has no tick there: it fires at the real instants it names, as cron does.
     pub dst_gap: DstGap,
     /// A random delay added to each fire time, at most this long (deterministic per tick).
     pub jitter: Option<Duration>,

@@ -72,6 +72,11 @@ fn the_seed_file_verbatim_gets_exactly_the_errors_for_what_it_lacks() {
             (32, 9, "step `activate_account` has no `output:` type"),
         ]
     );
+    // The seed's inputs are untyped: the help says how to declare them.
+    assert_eq!(
+        checked.errors[1].help.as_deref(),
+        Some("`email` is read but not declared: declare it under `inputs:` at the top of the file with its Rust type, e.g.\n    inputs:\n      email: String")
+    );
     // The text is still lowered, so the macro can emit the workflow's types.
     assert!(checked.text.is_some());
 }
@@ -275,6 +280,94 @@ fn the_yaml_itself_is_checked_and_located() {
             "{yaml:?}: {errors:?}"
         );
     }
+}
+
+#[test]
+fn a_tab_is_reported_at_its_own_line_and_column() {
+    // The parser stops at the scalar before the tab (`fetch` on line 3); the error names
+    // the tab.
+    let cases = [
+        ("name: x\nsteps:\n  - id: fetch\n\taction: fetch\n", (4, 1)),
+        (
+            "name: x\nsteps:\n  - id: fetch\n    action: fetch\n  \toutput: u32\n",
+            (5, 3),
+        ),
+        ("name: x\nsteps:\n\t- id: fetch\n", (3, 1)),
+    ];
+    for (yaml, (line, col)) in cases {
+        let errors = errors_of(yaml);
+        assert_eq!(
+            at(&errors),
+            [(line, col, "invalid YAML: a tab where YAML expects spaces")],
+            "{yaml:?}"
+        );
+        assert_eq!(
+            errors[0].help.as_deref(),
+            Some("indent with spaces: YAML does not allow tabs in indentation")
+        );
+    }
+}
+
+#[test]
+fn a_quoted_number_is_refused_where_a_number_belongs() {
+    let yaml = "name: x\nconcurrency: { key: \"k\", limit: \"4\" }\npriority: \"2\"\nsteps:\n  - id: a\n    action: a\n    output: ()\n    retry:\n      max_attempts: \"3\"\n      multiplier: '2.5'\n    rate: { key: \"psp\", limit: 10, per: 1s, burst: \"5\" }\n  - id: b\n    kind: human\n    assignee: ops\n    timeout: 1h\n    on_timeout: abort\n    approvals: \"2\"\n";
+    let errors = errors_of(yaml);
+    assert_eq!(
+        at(&errors),
+        [
+            (2, 33, "`limit` takes a number, found the text \"4\""),
+            (3, 11, "`priority` takes a number, found the text \"2\""),
+            (9, 21, "`max_attempts` takes a number, found the text \"3\""),
+            (
+                10,
+                19,
+                "`multiplier` takes a number, found the text \"2.5\""
+            ),
+            (11, 52, "`burst` takes a number, found the text \"5\""),
+            (17, 16, "`approvals` takes a number, found the text \"2\""),
+        ]
+    );
+    assert_eq!(
+        errors[2].help.as_deref(),
+        Some("remove the quotes: `max_attempts: 3`")
+    );
+    // Unquoted, the same file checks; a quoted number stays text where text is meant.
+    let fixed = yaml
+        .replace(['"', '\''], "")
+        .replace("key: k", "key: \"k\"")
+        .replace("key: psp", "key: \"psp\"");
+    let checked = check(&fixed, &Options::default());
+    assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+    let with =
+        "name: x\nsteps:\n  - id: a\n    action: a\n    output: ()\n    with: { limit: \"3\" }\n";
+    assert!(check(with, &Options::default()).errors.is_empty());
+}
+
+#[test]
+fn an_undeclared_input_is_to_be_declared_with_its_type() {
+    let yaml = "name: x\ninputs:\n  order: Order\nsteps:\n  - id: a\n    action: a\n    inputs: [order, email]\n    output: ()\n  - id: b\n    action: b\n    inputs: [ordr]\n    output: ()\n";
+    let errors = errors_of(yaml);
+    assert_eq!(
+        at(&errors),
+        [
+            (
+                7,
+                21,
+                "unknown step or input `email` in argument of `action`"
+            ),
+            (
+                11,
+                14,
+                "unknown step or input `ordr` in argument of `action`"
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[0].help.as_deref(),
+        Some("`email` is read but not declared: declare it under `inputs:` at the top of the file with its Rust type, e.g.\n    inputs:\n      order: Order\n      email: String")
+    );
+    // A near name is a typo, not a missing declaration.
+    assert_eq!(errors[1].help.as_deref(), Some("did you mean `order`?"));
 }
 
 #[test]

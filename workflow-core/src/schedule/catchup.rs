@@ -2,9 +2,12 @@
 //!
 //! A running engine fires each tick when it comes due; a tick found due later than
 //! [`ON_TIME`] was missed (no engine ran, or it was paused). What happens to missed ticks
-//! is the schedule's `catchup` within its `window`:
-//! - `latest`: the newest missed tick within the window runs;
-//! - `all(max: N)`: the newest N missed ticks within the window run, oldest first;
+//! is the schedule's `catchup` within its `window`; ticks found on time run whatever it
+//! says:
+//! - `latest`: the newest missed tick within the window runs, unless a tick is on time:
+//!   the on-time tick is then the one run, and every missed tick is missed;
+//! - `all(max: N)`: the newest missed ticks within the window run, oldest first, so that
+//!   at most N run counting the on-time ones;
 //! - `none`: no missed tick runs.
 //!
 //! Every due tick that does not run is counted as missed: nothing is dropped silently, and

@@ -1,15 +1,23 @@
 //! The instants a cron pattern names in a zone.
 //!
-//! The pattern is matched against wall-clock (civil) times; each matching civil time is
-//! then placed on the timeline by the schedule's rules:
-//! - a civil time that happens once is that instant;
-//! - one that happens twice (an autumn fold) fires once, at the first;
-//! - one that does not happen (a spring gap) fires at the end of the gap with
-//!   `dst_gap: next_valid` (the first instant after it, 02:30 -> 03:00), or not at all with
+//! The pattern is matched against wall-clock (civil) times, and daylight-saving changes
+//! follow cron's own convention (Vixie cron, cronie), which tells two kinds of pattern
+//! apart by their minute and hour fields:
+//! - a **wildcard** pattern, whose minute or hour field starts with `*` (`0 * * * *`,
+//!   `*/15 * * * *`, `30 */2 * * *`, `@hourly`), fires at every instant whose wall-clock
+//!   time it names: through an autumn fold the repeated times fire twice, once in each
+//!   offset, and the times a spring gap skips do not exist, so they do not fire. An hourly
+//!   pattern fires once each real hour through both changes.
+//! - a **fixed-time** pattern (every other one: `30 2 * * *`, `0 9 * * MON-FRI`,
+//!   `0 1-23 * * *`) fires once per wall-clock time it names: a time that happens twice
+//!   fires at the first of its two instants; one that does not happen fires at the end of
+//!   the gap with `dst_gap: next_valid` (the first instant after it, 02:30 -> 03:00, as
+//!   cronie runs the jobs of the skipped minutes when the clock jumps), or not at all with
 //!   `dst_gap: skip`.
 //!
 //! Several civil times may land on one instant (every minute of a gap with `next_valid`, and
-//! the wall-clock time right after it): they are one tick.
+//! the wall-clock time right after it): they are one tick. `dst_gap` does not apply to a
+//! wildcard pattern, which has nothing to make up for.
 
 use std::time::Duration;
 
@@ -25,6 +33,7 @@ pub struct CompiledSchedule {
     schedule: Schedule,
     cron: CronPattern,
     zone: TimeZone,
+    wildcard: bool,
 }
 
 impl CompiledSchedule {
@@ -33,11 +42,20 @@ impl CompiledSchedule {
         schedule.validate()?;
         let cron = parse_cron(&schedule.cron)?;
         let zone = parse_zone(&schedule.tz)?;
+        let wildcard = is_wildcard(&schedule.cron);
         Ok(CompiledSchedule {
             schedule,
             cron,
             zone,
+            wildcard,
         })
+    }
+
+    /// Whether the pattern is a wildcard one (its minute or hour field starts with `*`),
+    /// which fires at every real instant it names through daylight-saving changes, rather
+    /// than once per wall-clock time.
+    pub fn is_wildcard(&self) -> bool {
+        self.wildcard
     }
 
     /// The schedule it was compiled from.
@@ -49,6 +67,9 @@ impl CompiledSchedule {
     /// search limit of several years).
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let after_instant = instant(after)?;
+        if self.wildcard {
+            return millis(self.next_real(after_instant)?);
+        }
         let mut civil = self.zone.to_datetime(after_instant);
         // Civil times before `after`'s own can land after it only inside a fold, which the
         // first-instant rule maps before it; so the search starts at `after`'s civil time.
@@ -97,7 +118,38 @@ impl CompiledSchedule {
         }
     }
 
-    /// Places a matching civil time on the timeline by the DST rules.
+    /// A wildcard pattern's next tick: the first instant after `after` whose wall-clock
+    /// time the pattern names. The timeline is walked one offset at a time: between two
+    /// transitions wall-clock time moves with the instant, so the first match in a stretch
+    /// is its first tick; a stretch without one hands over to the next at its transition.
+    fn next_real(&self, after: Instant) -> Option<Instant> {
+        let mut from = after;
+        let mut inclusive = false;
+        // Bounded: each turn crosses one transition, and zones have a few a year.
+        for _ in 0..10_000 {
+            let offset = self.zone.to_offset(from);
+            let civil = offset.to_datetime(from);
+            let candidate = if inclusive {
+                self.cron.next_from(civil)?
+            } else {
+                self.cron.next_after(civil)?
+            };
+            let at = offset.to_timestamp(candidate).ok()?;
+            match self.zone.following(from).next() {
+                Some(transition) if at >= transition.timestamp() => {
+                    // The offset changes before the match: read the wall clock again from
+                    // the transition on (its own instant included).
+                    from = transition.timestamp();
+                    inclusive = true;
+                }
+                _ => return Some(at),
+            }
+        }
+        None
+    }
+
+    /// Places a matching civil time of a fixed-time pattern on the timeline by the DST
+    /// rules.
     fn place(&self, civil: jiff::civil::DateTime) -> Option<Timestamp> {
         let ambiguous = self.zone.to_ambiguous_timestamp(civil);
         let instant = match ambiguous.offset() {
@@ -117,6 +169,25 @@ impl CompiledSchedule {
         };
         millis(instant)
     }
+}
+
+/// Whether `cron` is a wildcard pattern in cron's sense: its minute or hour field starts
+/// with `*` (Vixie cron's and cronie's `MIN_STAR` and `HR_STAR`), or it is `@hourly`. With
+/// six fields the first is the seconds, and the minute and hour are the next two.
+fn is_wildcard(cron: &str) -> bool {
+    let cron = cron.trim();
+    if let Some(nickname) = cron.strip_prefix('@') {
+        return nickname.eq_ignore_ascii_case("hourly");
+    }
+    let fields: Vec<&str> = cron.split_whitespace().collect();
+    let (minute, hour) = match fields.len() {
+        6 => (fields[1], fields[2]),
+        _ => (
+            fields.first().copied().unwrap_or(""),
+            fields.get(1).copied().unwrap_or(""),
+        ),
+    };
+    minute.starts_with('*') || hour.starts_with('*')
 }
 
 fn instant(at: Timestamp) -> Option<Instant> {

@@ -29,7 +29,10 @@ impl Gen<'_> {
                 let call = call_of(step)?;
                 let (bindings, args) = self.call_args(call, index);
                 let path = &call.path;
-                let invoke = quote_spanned!(path.span()=> #path(#args).await);
+                let invoke = match self.site(index, &call.key) {
+                    Some(site) => self.checked_call(site, index, call, &args),
+                    None => quote_spanned!(path.span()=> #path(#args).await),
+                };
                 let body = body(index, path, invoke);
                 Some(quote! {
                     #index => {

@@ -10,6 +10,8 @@ use syn::{Ident, LitStr, Token};
 use workflow_spec::parse::tokens_to_string;
 use workflow_spec::yaml::{self, Options};
 
+use super::signature::Site;
+
 /// `"path", actions: path, env: Type`.
 struct FileArgs {
     path: LitStr,
@@ -116,7 +118,17 @@ pub(crate) fn workflow_file(input: TokenStream) -> TokenStream {
         parsed.spec = None;
         parsed.errors.clear();
     }
-    let expanded = super::expand(&parsed);
+    let sites: Vec<Site> = checked
+        .calls
+        .iter()
+        .map(|call| Site {
+            step: call.step.clone(),
+            key: call.key.clone(),
+            at: format!("{shown}:{}:{}", call.pos.line, call.pos.col),
+            params: call.params.clone(),
+        })
+        .collect();
+    let expanded = super::expand(&parsed, &sites);
     quote! { #errors #expanded #include }
 }
 

@@ -22,6 +22,7 @@ mod outputs;
 mod schedule;
 mod search;
 mod shown;
+mod signature;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
@@ -34,17 +35,19 @@ use workflow_spec::parse::{Names, Parsed};
 /// Parse, check and expand a `workflow!` invocation.
 pub(crate) fn workflow(input: TokenStream) -> TokenStream {
     let parsed = workflow_spec::parse::parse(input);
-    expand(&parsed)
+    expand(&parsed, &[])
 }
 
-fn expand(parsed: &Parsed) -> TokenStream {
+/// Expands a parsed spec; `sites` say where a spec file writes each call (none for an
+/// inline spec, whose tokens carry their own spans).
+fn expand(parsed: &Parsed, sites: &[signature::Site]) -> TokenStream {
     let (Some(ast), Some(names)) = (&parsed.ast, &parsed.names) else {
         return parsed
             .error()
             .map(|error| error.to_compile_error())
             .unwrap_or_default();
     };
-    let gen = Gen { ast, names };
+    let gen = Gen { ast, names, sites };
     let items = gen.items(parsed.spec.as_ref());
     match (&parsed.spec, parsed.error()) {
         (Some(spec), None) => {
@@ -64,6 +67,7 @@ fn expand(parsed: &Parsed) -> TokenStream {
 struct Gen<'a> {
     ast: &'a WorkflowAst,
     names: &'a Names,
+    sites: &'a [signature::Site],
 }
 
 const CORE: &str = "::workflow_core::__private";

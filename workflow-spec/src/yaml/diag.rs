@@ -97,6 +97,10 @@ fn underline_width(line: &str, start: usize) -> usize {
     let Some(&first) = rest.first() else {
         return 1;
     };
+    if first.is_whitespace() {
+        // A tab or a space out of place: the one character.
+        return 1;
+    }
     let width = if first == '"' || first == '\'' {
         rest.iter()
             .skip(1)

@@ -227,7 +227,14 @@ fn workflow_keys(out: &mut String, spec: &Spec) {
         }
     }
     if let Some(priority) = &spec.priority {
-        let _ = writeln!(out, "priority: {}", scalar(priority));
+        // A number unquoted (`priority: -2`), which a quoted one may not be; a path as a
+        // scalar.
+        let written = if priority.parse::<i64>().is_ok() {
+            priority.clone()
+        } else {
+            scalar(priority)
+        };
+        let _ = writeln!(out, "priority: {written}");
     }
     if let Some(debounce) = &spec.debounce {
         out.push_str("debounce:\n");

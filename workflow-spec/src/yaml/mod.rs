@@ -19,7 +19,7 @@ mod tree;
 
 pub use diag::{FileError, Pos};
 pub use emit::{export, ExportError};
-pub use lower::{type_name, Options, REQUEST_APPROVAL, STEP_KEYS, TOP_KEYS};
+pub use lower::{type_name, CallSite, Options, REQUEST_APPROVAL, STEP_KEYS, TOP_KEYS};
 pub use schema::schema;
 
 use crate::model::Spec;
@@ -34,6 +34,8 @@ pub struct Checked {
     pub spec: Option<Spec>,
     /// Every error, in file order.
     pub errors: Vec<FileError>,
+    /// Where each step's calls are written, for the checks only the compiler can make.
+    pub calls: Vec<CallSite>,
 }
 
 /// Checks a spec file's text: its YAML, its shape, then every check of the spec language.
@@ -47,9 +49,8 @@ pub fn check(source: &str, options: &Options) -> Checked {
         Ok(root) => root,
         Err(error) => {
             return Checked {
-                text: None,
-                spec: None,
                 errors: vec![error],
+                ..Checked::default()
             }
         }
     };
@@ -57,9 +58,8 @@ pub fn check(source: &str, options: &Options) -> Checked {
     let lowering = lower::lower(&root, options);
     if !readable {
         return Checked {
-            text: None,
-            spec: None,
             errors: lowering.errors,
+            ..Checked::default()
         };
     }
     let parsed = crate::parse::parse_str(&lowering.text);
@@ -77,7 +77,10 @@ pub fn check(source: &str, options: &Options) -> Checked {
                 continue;
             }
             let mut error = FileError::from_check(lowering.locate(offset), &message);
-            error.help = error.help.map(|help| in_file_terms(&help));
+            error.help = match undeclared(&error) {
+                Some(name) => Some(declare_input(&root, name)),
+                None => error.help.map(|help| in_file_terms(&help)),
+            };
             errors.push(error);
         }
     }
@@ -88,6 +91,7 @@ pub fn check(source: &str, options: &Options) -> Checked {
         text: Some(lowering.text),
         spec,
         errors,
+        calls: lowering.calls,
     }
 }
 
@@ -115,6 +119,47 @@ fn in_file_terms(help: &str) -> String {
         },
         None => help,
     }
+}
+
+/// The name an action's argument reads that is neither a step, an input nor `env` or
+/// `ctx`, when the checks found nothing near it to suggest: in a file, most often an input
+/// the seed's format leaves untyped.
+fn undeclared(error: &FileError) -> Option<&str> {
+    let rest = error.message.strip_prefix("unknown step or input `")?;
+    let (name, place) = rest.split_once('`')?;
+    let near = error
+        .help
+        .as_deref()
+        .is_some_and(|help| help.starts_with("did you mean"));
+    (place.starts_with(" in argument of `") && !near).then_some(name)
+}
+
+/// How to declare input `name`: the `inputs:` mapping to write at the top of the file,
+/// with the inputs it already declares.
+fn declare_input(root: &tree::Node, name: &str) -> String {
+    let declared: Vec<(String, String)> = match root {
+        tree::Node::Map(top) => match top.get("inputs") {
+            Some(tree::Node::Map(inputs)) => inputs
+                .entries
+                .iter()
+                .filter_map(|(key, ty)| match ty {
+                    tree::Node::Scalar(ty) => Some((key.text.clone(), ty.text.clone())),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let mut help = format!(
+        "`{name}` is read but not declared: declare it under `inputs:` at the top of the file with its Rust type, e.g."
+    );
+    help.push_str("\n    inputs:");
+    for (input, ty) in &declared {
+        help.push_str(&format!("\n      {input}: {ty}"));
+    }
+    help.push_str(&format!("\n      {name}: String"));
+    help
 }
 
 /// The character offset where each line of `text` starts.

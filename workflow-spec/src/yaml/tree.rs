@@ -124,11 +124,21 @@ impl<'a> Builder<'a> {
             Some(Ok(event)) => Ok(event),
             Some(Err(error)) => {
                 let marker = error.marker();
+                let pos = Pos {
+                    line: marker.line().max(1),
+                    col: marker.col() + 1,
+                };
+                if error.info().contains("tab") {
+                    if let Some(tab) = first_tab(&self.lines, pos.line) {
+                        return Err(FileError::new(
+                            tab,
+                            "invalid YAML: a tab where YAML expects spaces",
+                            Some("indent with spaces: YAML does not allow tabs in indentation"),
+                        ));
+                    }
+                }
                 Err(FileError::new(
-                    Pos {
-                        line: marker.line().max(1),
-                        col: marker.col() + 1,
-                    },
+                    pos,
                     format!("invalid YAML: {}", error.info()),
                     None::<String>,
                 ))
@@ -274,6 +284,22 @@ impl<'a> Builder<'a> {
             verbatim,
         }
     }
+}
+
+/// The first tab on line `from` or after it. The YAML parser reports a misplaced tab where
+/// the token it was reading started, which may be the line before the tab; the tab itself
+/// is what to fix.
+fn first_tab(lines: &[&str], from: usize) -> Option<Pos> {
+    lines
+        .iter()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .find_map(|(index, line)| {
+            line.chars().position(|c| c == '\t').map(|col| Pos {
+                line: index + 1,
+                col: col + 1,
+            })
+        })
 }
 
 fn refuse_anchor_and_tag(pos: Pos, anchor: usize, tagged: bool) -> Result<(), FileError> {

@@ -54,7 +54,8 @@ pub(super) fn action(
         return;
     }
     match call(out, key, path, map.get("inputs"), map.get("with"), options) {
-        Some((text, map_entries)) => {
+        Some((text, map_entries, params)) => {
+            out.site(id, "action", path, params);
             out.at(key.pos, "action");
             out.push(": ");
             out.push(&text);
@@ -67,9 +68,9 @@ pub(super) fn action(
     out.push("\n,\n");
 }
 
-/// The text of a call and its map entries (offsets already absolute: the call is
-/// appended right after they are computed).
-pub(super) type CallText = (String, Vec<(usize, Pos, bool)>);
+/// The text of a call, its map entries (offsets already absolute: the call is appended
+/// right after they are computed), and the names of its parameters as the file gives them.
+pub(super) type CallText = (String, Vec<(usize, Pos, bool)>, Vec<String>);
 
 pub(super) fn call(
     out: &mut Lowering,
@@ -120,6 +121,7 @@ pub(super) fn call(
         None => Vec::new(),
     };
     let mut used = vec![false; withs.len()];
+    let mut params = Vec::new();
     let literal = |out: &mut Lowering, value: &Node| -> Option<(String, Pos)> {
         match value {
             Node::Scalar(value) if !value.quoted && rust_literal(&value.text) => {
@@ -160,10 +162,12 @@ pub(super) fn call(
                     if let Some((lit, pos)) = literal(out, withs[i].1) {
                         push(&mut text, &lit, Some((pos, false)));
                         push(&mut text, ", ", None);
+                        params.push(arg.text.clone());
                     }
                 } else {
                     push(&mut text, &arg.text, Some(verbatim_of(arg)));
                     push(&mut text, ", ", None);
+                    params.push(arg.text.clone());
                 }
             }
             other => out.error(
@@ -173,16 +177,17 @@ pub(super) fn call(
             ),
         }
     }
-    for (i, (_, value)) in withs.iter().enumerate() {
+    for (i, (name, value)) in withs.iter().enumerate() {
         if !used[i] {
             if let Some((lit, pos)) = literal(out, value) {
                 push(&mut text, &lit, Some((pos, false)));
                 push(&mut text, ", ", None);
+                params.push(name.text.clone());
             }
         }
     }
     push(&mut text, ")", None);
-    Some((text, entries))
+    Some((text, entries, params))
 }
 
 /// `workflow: { type: Shipping, inputs: { order: order, holds: reserve_lines } }`.

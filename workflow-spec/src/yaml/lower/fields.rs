@@ -42,7 +42,9 @@ pub(super) fn field(
         "action" => action(out, kind, id, map, key, value, options),
         "compensate" | "reconcile" => {
             let call = match value {
-                Node::Scalar(path) => call(out, key, path, None, None, options),
+                Node::Scalar(path) => {
+                    call(out, key, path, None, None, options).map(|call| (call, path.clone()))
+                }
                 Node::Map(inner) => {
                     for (k, _) in &inner.entries {
                         if !["action", "inputs", "with"].contains(&k.text.as_str()) {
@@ -65,7 +67,8 @@ pub(super) fn field(
                             inner.get("inputs"),
                             inner.get("with"),
                             options,
-                        ),
+                        )
+                        .map(|call| (call, path.clone())),
                         None => {
                             out.error(
                                 inner.pos,
@@ -89,7 +92,8 @@ pub(super) fn field(
                     None
                 }
             };
-            if let Some(call) = call {
+            if let Some((call, path)) = call {
+                out.site(id, name, &path, call.2);
                 out.at(key.pos, name);
                 out.push(": ");
                 out.push(&call.0);

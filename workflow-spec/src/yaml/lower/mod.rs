@@ -88,6 +88,8 @@ pub(crate) struct Lowering {
     pub(crate) errors: Vec<FileError>,
     /// Whether the front end already reported that the steps are missing or unreadable.
     pub(crate) no_steps: bool,
+    /// Where each call of a step is written, in file order.
+    pub(crate) calls: Vec<CallSite>,
     chars: usize,
 }
 
@@ -105,7 +107,33 @@ pub struct Options {
     pub env_fallback: Option<String>,
 }
 
+/// Where a step's call (`action`, `compensate` or `reconcile`) is written in a file, and the
+/// names its parameters have there. What only rustc can check, that the function exists
+/// with the signature the spec gives it, is reported at this position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    /// The step's id.
+    pub step: String,
+    /// `action`, `compensate` or `reconcile`.
+    pub key: String,
+    /// Where the function's name is written.
+    pub pos: Pos,
+    /// The parameters in the order the function takes them: the names in `inputs:`, then
+    /// the `with:` keys not named there.
+    pub params: Vec<String>,
+}
+
 impl Lowering {
+    /// Records where step `step`'s call under `key` names its function.
+    fn site(&mut self, step: &str, key: &str, path: &Scalar, params: Vec<String>) {
+        self.calls.push(CallSite {
+            step: step.to_owned(),
+            key: key.to_owned(),
+            pos: path.pos,
+            params,
+        });
+    }
+
     fn push(&mut self, text: &str) {
         self.text.push_str(text);
         self.chars += text.chars().count();
@@ -173,6 +201,9 @@ pub(crate) fn lower(root: &Node, options: &Options) -> Lowering {
                 Some(help),
             );
         }
+    }
+    for (key, value) in &top.entries {
+        quoted_numbers(&mut out, key, value);
     }
     header(&mut out, top, options);
     match top.get("steps") {
@@ -493,6 +524,9 @@ fn step(out: &mut Lowering, index: usize, item: &Node, options: &Options) {
                 Some(help),
             );
         }
+    }
+    for (key, value) in &map.entries {
+        quoted_numbers(out, key, value);
     }
     if let Some(description) = string(out, map, "description") {
         doc(out, &description.text);

@@ -54,6 +54,58 @@ pub(super) fn rust_literal(text: &str) -> bool {
             .is_some_and(|lit| matches!(lit, syn::Lit::Int(_) | syn::Lit::Float(_)))
 }
 
+/// The keys whose values are numbers, at the top of a file, in a step, or in a block under
+/// one of them (`retry`, `concurrency`, `rate`): the integers and numbers of the schema.
+pub(super) const NUMBER_KEYS: &[&str] = &[
+    "max_attempts",
+    "multiplier",
+    "approvals",
+    "concurrency",
+    "limit",
+    "burst",
+    "priority",
+];
+
+/// The keys whose values are literals of the action or the child workflow, where a quoted
+/// number is text on purpose (`with: { code: "042" }`).
+const LITERAL_KEYS: &[&str] = &["with", "workflow", "compensate", "reconcile"];
+
+/// Refuses a number written in quotes under a key that takes a number
+/// (`max_attempts: "3"`): YAML reads it as text, and the schema editors check against says
+/// number. Looks into blocks (`retry: { .. }`), not into literal arguments.
+pub(super) fn quoted_numbers(out: &mut Lowering, key: &Scalar, value: &Node) {
+    if LITERAL_KEYS.contains(&key.text.as_str()) {
+        return;
+    }
+    match value {
+        Node::Scalar(scalar)
+            if scalar.quoted
+                && NUMBER_KEYS.contains(&key.text.as_str())
+                && rust_literal(scalar.text.trim())
+                && !matches!(scalar.text.trim(), "true" | "false") =>
+        {
+            out.error(
+                scalar.pos,
+                format!(
+                    "`{}` takes a number, found the text \"{}\"",
+                    key.text, scalar.text
+                ),
+                Some(format!(
+                    "remove the quotes: `{}: {}`",
+                    key.text,
+                    scalar.text.trim()
+                )),
+            );
+        }
+        Node::Map(map) => {
+            for (key, value) in &map.entries {
+                quoted_numbers(out, key, value);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Whether `value` can be copied as tokens: a scalar, a list of scalars, or a mapping of
 /// names to such values, each scalar one value (see [`safe`]). Reports why not.
 pub(super) fn copyable(out: &mut Lowering, value: &Node) -> bool {

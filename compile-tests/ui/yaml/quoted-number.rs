@@ -1,0 +1,4 @@
+// A number in quotes is text to YAML: refused where the spec takes a number.
+workflow_core::workflow_file!("specs/quoted-number.yaml");
+
+fn main() {}
