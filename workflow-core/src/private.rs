@@ -78,9 +78,14 @@ pub fn optional<T: DeserializeOwned>(
     }
 }
 
-/// Whether a journaled value of `step` decodes into `T` (the upgrade check's question).
-pub fn check_decodes<T: DeserializeOwned>(step: usize, value: &Value) -> Result<(), CallError> {
-    decode::<T>(step, value).map(drop)
+/// One step's journaled output as an [`OutputSource`]: what the upgrade check decodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Only<'a>(pub usize, pub &'a Value);
+
+impl OutputSource for Only<'_> {
+    fn output(&self, step: usize) -> Option<&Value> {
+        (step == self.0).then_some(self.1)
+    }
 }
 
 fn decode<T: DeserializeOwned>(step: usize, value: &Value) -> Result<T, CallError> {

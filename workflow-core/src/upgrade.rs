@@ -6,8 +6,8 @@
 //! it would at start-up. For every unfinished run (running or parked) it answers one of:
 //!
 //! - [`Verdict::Continue`]: the run's fingerprint is registered, and its journal replays
-//!   through the new build: the inputs, every step's output (and each map item's), every
-//!   decision and every event payload decode into the new types;
+//!   through the new build: the inputs, every finished step's output (a map step's once all
+//!   its items finished), every decision and every event payload decode into the new types;
 //! - [`Verdict::Park`]: no registration has the run's fingerprint, so a worker of the new
 //!   build would park it (the report names the fingerprints that are registered under the
 //!   workflow's name, none when the workflow is gone);
@@ -55,7 +55,7 @@ pub enum Verdict {
         /// The journal entry's position (from 0).
         entry: usize,
         /// What the value is: `input`, `output of step charge`, `decision of step
-        /// approve`, `event payload of step shipped`, `output of item 3 of step each`.
+        /// approve`, `event payload of step shipped`.
         what: String,
         /// The decoder's message.
         message: String,
@@ -228,13 +228,7 @@ fn replay(registered: &Version, stored: &StoredRun) -> Verdict {
             )),
             Event::StepSucceeded { step, output, .. } => Some((
                 format!("output of step {}", name(*step)),
-                registered.check_output(*step, output, false),
-            )),
-            Event::ItemSucceeded {
-                step, item, output, ..
-            } => Some((
-                format!("output of item {item} of step {}", name(*step)),
-                registered.check_output(*step, output, true),
+                registered.check_output(*step, output),
             )),
             Event::TaskDecided { step, decision, .. }
             | Event::TaskApproved { step, decision, .. } => Some((

@@ -279,12 +279,11 @@ pub trait Workflow: Sized + Send + Sync + 'static {
     /// Checks the payload of event `step` against its type; returns it normalised.
     fn event(step: usize, payload: Value) -> Result<Value, CallError>;
 
-    /// Whether a journaled output of `step` decodes into the step's type in this build:
-    /// the whole step's output, or with `item` one item's output of a map step. What
-    /// [`upgrade::check`](crate::upgrade::check) asks of every journaled output. `Ok` by
-    /// default.
-    fn check_output(step: usize, output: &Value, item: bool) -> Result<(), CallError> {
-        let _ = (step, output, item);
+    /// Whether a journaled output of `step` (a map step's: all its items' outputs) decodes
+    /// into the step's type in this build: what [`upgrade::check`](crate::upgrade::check)
+    /// asks of every journaled output. `Ok` by default.
+    fn check_output(step: usize, output: &Value) -> Result<(), CallError> {
+        let _ = (step, output);
         Ok(())
     }
 

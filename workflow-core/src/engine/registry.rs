@@ -50,8 +50,8 @@ pub(super) trait Registered: Send + Sync + 'static {
     fn event(&self, step: usize, payload: Value) -> Result<Value, CallError>;
     /// The typed outputs of a finished run, as JSON.
     fn outputs_value(&self, outputs: &[Option<Value>]) -> Result<Value, CallError>;
-    /// Whether a journaled output of `step` (one item's, with `item`) decodes.
-    fn check_output(&self, step: usize, output: &Value, item: bool) -> Result<(), CallError>;
+    /// Whether a journaled output of `step` decodes.
+    fn check_output(&self, step: usize, output: &Value) -> Result<(), CallError>;
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
@@ -163,8 +163,8 @@ impl<W: Workflow> Registered for Registration<W> {
         W::outputs_value(&outputs)
     }
 
-    fn check_output(&self, step: usize, output: &Value, item: bool) -> Result<(), CallError> {
-        W::check_output(step, output, item)
+    fn check_output(&self, step: usize, output: &Value) -> Result<(), CallError> {
+        W::check_output(step, output)
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
@@ -350,14 +350,9 @@ impl Version {
         self.0.check_input(input)
     }
 
-    /// Whether a journaled output of `step` (one item's, with `item`) decodes.
-    pub(crate) fn check_output(
-        &self,
-        step: usize,
-        output: &Value,
-        item: bool,
-    ) -> Result<(), CallError> {
-        self.0.check_output(step, output, item)
+    /// Whether a journaled output of `step` decodes.
+    pub(crate) fn check_output(&self, step: usize, output: &Value) -> Result<(), CallError> {
+        self.0.check_output(step, output)
     }
 
     /// Whether a decision of human `step` decodes.

@@ -212,13 +212,22 @@ impl Gen<'_> {
             };
             quote!(#field: #read,)
         });
-        // The journaled type of each step, whole and per item, for the upgrade check.
-        let output_checks = (0..self.ast.steps.len()).map(|index| {
-            let whole = self.journal_ty(index);
-            let item = self.declared_ty(index);
+        // Each step's output read as `outputs` reads it (the same tokens at the same spans,
+        // so a type that does not deserialize is reported once, not once more here), for
+        // the upgrade check.
+        let output_checks = self.ast.steps.iter().enumerate().map(|(index, _)| {
+            let ty = self.declared_ty(index);
+            let field_ty = self.outputs_field_ty(index);
+            let read = if self.optional(index) {
+                quote_spanned!(ty.span()=> ::workflow_core::__private::optional(__outputs, #index)?)
+            } else {
+                quote_spanned!(ty.span()=> ::workflow_core::__private::required(__outputs, #index)?)
+            };
             quote! {
-                (#index, false) => ::workflow_core::__private::check_decodes::<#whole>(__step, __output),
-                (#index, true) => ::workflow_core::__private::check_decodes::<#item>(__step, __output),
+                #index => {
+                    let _: #field_ty = #read;
+                    ::core::result::Result::Ok(())
+                }
             }
         });
         let input_bindings_unused = quote!(let _ = __input;);
@@ -355,8 +364,10 @@ impl Gen<'_> {
                     })
                 }
 
-                fn check_output(__step: usize, __output: &#p::Value, __item: bool) -> ::core::result::Result<(), #p::CallError> {
-                    match (__step, __item) {
+                fn check_output(__step: usize, __output: &#p::Value) -> ::core::result::Result<(), #p::CallError> {
+                    let __only = ::workflow_core::__private::Only(__step, __output);
+                    let __outputs: &dyn #p::OutputSource = &__only;
+                    match __step {
                         #(#output_checks)*
                         _ => ::core::result::Result::Err(#p::CallError::NoSuchCall(__step)),
                     }
