@@ -329,23 +329,8 @@ async fn show(State(app): State<Shared>, Path(token): Path<String>) -> Response 
     let presented = presented(&app, &link).await;
     if let Some(presented) = &presented {
         body.raw("<table id=\"shown\">");
-        for (path, value) in &presented.shown {
-            body.raw("<tr>").element("th", path).raw("<td>");
-            match value {
-                Some(value) => body.value(value),
-                None => body.text("-"),
-            };
-            body.raw("</td></tr>");
-        }
-        if presented.approvals > 1 {
-            let mut quorum = format!("{} of {}", presented.approved_by.len(), presented.approvals);
-            if !presented.approved_by.is_empty() {
-                quorum.push_str(&format!(" (by {})", presented.approved_by.join(", ")));
-            }
-            body.raw("<tr><th>Approvals</th><td id=\"approvals\">")
-                .text(&quorum)
-                .raw("</td></tr>");
-        }
+        presented.shown_rows(&mut body);
+        presented.quorum_row(&mut body, "approvals");
         body.raw("</table>");
     }
     body.raw("<p>Deciding as <b id=\"as\">")

@@ -6,6 +6,7 @@ use workflow_core::journal::Event;
 use workflow_core::machine::Machine;
 use workflow_core::spec::{title, HumanStep, Spec, StepKind};
 
+use crate::html::Html;
 use crate::view::REDACTED;
 
 /// What a task shows first: its title, the values it lists, and its quorum so far.
@@ -19,6 +20,43 @@ pub(crate) struct Presented {
     pub(crate) approvals: u32,
     /// Who approved so far, when it needs more than one.
     pub(crate) approved_by: Vec<String>,
+}
+
+impl Presented {
+    /// The quorum so far in words (`1 of 2 (by bob@finance)`); `None` for a step that
+    /// needs one approval.
+    pub(crate) fn quorum(&self) -> Option<String> {
+        if self.approvals <= 1 {
+            return None;
+        }
+        let mut quorum = format!("{} of {}", self.approved_by.len(), self.approvals);
+        if !self.approved_by.is_empty() {
+            quorum.push_str(&format!(" (by {})", self.approved_by.join(", ")));
+        }
+        Some(quorum)
+    }
+
+    /// A table row per `show` value (`-` when absent), into `body`.
+    pub(crate) fn shown_rows(&self, body: &mut Html) {
+        for (path, value) in &self.shown {
+            body.raw("<tr>").element("th", path).raw("<td>");
+            match value {
+                Some(value) => body.value(value),
+                None => body.text("-"),
+            };
+            body.raw("</td></tr>");
+        }
+    }
+
+    /// The quorum's table row, with `id` on its cell, when the step needs more than one
+    /// approval.
+    pub(crate) fn quorum_row(&self, body: &mut Html, id: &str) {
+        if let Some(quorum) = self.quorum() {
+            body.raw(&format!("<tr><th>Approvals</th><td id=\"{id}\">"))
+                .text(&quorum)
+                .raw("</td></tr>");
+        }
+    }
 }
 
 /// What a title's placeholder reads when the caller may not see payloads.

@@ -70,26 +70,11 @@ pub(super) fn task_card(
         .raw("</td></tr><tr><th>At the deadline</th>")
         .element("td", &on_timeout(spec, index, task.escalated))
         .raw("</tr>");
-    if presented.approvals > 1 {
-        let mut quorum = format!("{} of {}", presented.approved_by.len(), presented.approvals);
-        if !presented.approved_by.is_empty() {
-            quorum.push_str(&format!(" (by {})", presented.approved_by.join(", ")));
-        }
-        body.raw("<tr><th>Approvals</th>")
-            .element("td", &quorum)
-            .raw("</tr>");
-    }
+    presented.quorum_row(body, &format!("{id}-approvals"));
     body.raw("</table>");
     if !presented.shown.is_empty() {
         body.raw("<table class=\"shown\">");
-        for (path, value) in &presented.shown {
-            body.raw("<tr>").element("th", path).raw("<td>");
-            match value {
-                Some(value) => body.value(value),
-                None => body.text("-"),
-            };
-            body.raw("</td></tr>");
-        }
+        presented.shown_rows(body);
         body.raw("</table>");
     }
     context(body, spec, index, events, show);

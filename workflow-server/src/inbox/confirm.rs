@@ -104,26 +104,8 @@ pub(super) async fn page_for(
             task.workflow, run, task.assignee
         ))
         .raw("</p><table id=\"recorded\">");
-    for (path, value) in &presented.shown {
-        body.raw("<tr>").element("th", path).raw("<td>");
-        match value {
-            Some(value) => body.value(value),
-            None => body.text("-"),
-        };
-        body.raw("</td></tr>");
-    }
-    if presented.approvals > 1 {
-        body.raw("<tr><th>Approvals</th>")
-            .element(
-                "td",
-                &format!(
-                    "{} of {} so far",
-                    presented.approved_by.len(),
-                    presented.approvals
-                ),
-            )
-            .raw("</tr>");
-    }
+    presented.shown_rows(&mut body);
+    presented.quorum_row(&mut body, "approvals");
     // What this answer records, as posted (the person's own words, escaped).
     for (key, value) in posted {
         let label = match key.as_str() {
