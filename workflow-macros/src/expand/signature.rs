@@ -7,7 +7,10 @@
 //! `#[diagnostic::on_unimplemented]` message carries the file's `path:line:col` and the
 //! expected `async fn`. The function is found by name through a glob import that shadows a
 //! stand-in of the same name (`fn(NotFound, ..) -> NotFound`, which no signature accepts),
-//! so a missing function is that same one error too.
+//! so a missing function is that same one error too. The glob import is of the actions
+//! module, or, for a name without one, of the module that invokes the macro (`self::*`,
+//! which holds its items and its imports): a function declared inside a function body is
+//! not found by a plain name from a file.
 //!
 //! ```text
 //! error[E0277]: specs/orders.yaml:6:13: `fetch`, the action of step `fetch`, is missing or does not have the signature the spec expects
