@@ -28,6 +28,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use workflow_core::prelude::*;
 use workflow_core::trace::TraceParent;
 use workflow_server::{metrics, Roles, Server, TrustedHeader};
+use workflow_sqlite::SqliteStore;
 
 #[derive(Default)]
 pub struct Shop;

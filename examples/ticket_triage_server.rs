@@ -18,6 +18,7 @@ use examples::ticket_server;
 use examples::ticket_triage::AlertService;
 use examples::Log;
 use workflow_core::prelude::*;
+use workflow_sqlite::SqliteStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

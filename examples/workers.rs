@@ -22,8 +22,9 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use examples::workers::{worker, WorkerConfig};
-use workflow_core::store::{PgOptions, PgStore, RunFilter, RunStatus, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
 use workflow_core::RunId;
+use workflow_postgres::{PgOptions, PgStore};
 
 const WORKERS: usize = 3;
 

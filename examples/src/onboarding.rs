@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use workflow_core::prelude::*;
 use workflow_core::store::{RunFilter, RunStatus};
+use workflow_sqlite::SqliteStore;
 
 use crate::{wait_for_task, Log, Progress};
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use workflow_core::prelude::*;
+use workflow_sqlite::SqliteStore;
 
 pub use crate::onboarding::{Receipt, User, Workspace};
 use crate::{wait_for_task, Log};

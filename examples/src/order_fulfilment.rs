@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use workflow_core::prelude::*;
+use workflow_sqlite::SqliteStore;
 
 use workflow_core::journal::Event;
 

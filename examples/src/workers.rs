@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore};
+use workflow_postgres::{PgOptions, PgStore};
 
 /// The invoicing service the steps call: each call takes `step_time`.
 #[derive(Debug, Clone)]

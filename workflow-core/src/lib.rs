@@ -62,16 +62,8 @@ pub use workflow_macros::DecisionForm;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 
-/// The `rusqlite` this crate's SQLite store is built on. A build links one SQLite: an
-/// application that uses rusqlite too can use this one (`workflow_core::rusqlite`) and
-/// needs no second version of its own.
-#[cfg(feature = "sqlite")]
-pub use rusqlite;
-
 /// The usual imports: `use workflow_core::prelude::*;`.
 pub mod prelude {
-    #[cfg(feature = "sqlite")]
-    pub use crate::store::SqliteStore;
     pub use crate::{
         workflow, workflow_file, Approval, DecisionForm, Engine, ErrorKind, RunError, RunHandle,
         RunId, StartOptions, StepContext, StepError, Workflow,

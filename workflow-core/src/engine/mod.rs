@@ -76,9 +76,10 @@ pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 ///
 /// ```no_run
 /// # use workflow_core::prelude::*;
+/// # use workflow_core::store::MemoryStore;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let engine = Engine::builder()
-///     .store(SqliteStore::open("runs.db")?)
+///     .store(MemoryStore::new())
 ///     .authorizer(|assignee, by| by.ends_with(&format!("@{assignee}")))
 ///     .build();
 /// # Ok(()) }

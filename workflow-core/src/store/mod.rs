@@ -1,6 +1,7 @@
-//! Where runs and their journals live: the [`Store`] trait, an in-memory store for tests
-//! ([`MemoryStore`]), the embedded default, one SQLite file (`SqliteStore`), and the store
-//! for many engine processes on one PostgreSQL database (`PgStore`, feature `postgres`).
+//! Where runs and their journals live: the [`Store`] trait and an in-memory store for
+//! tests ([`MemoryStore`]). The durable stores are crates of their own: one SQLite file
+//! (`SqliteStore`, the `workflow-sqlite` crate) and many engine processes on one
+//! PostgreSQL database (`PgStore`, the `workflow-postgres` crate).
 //!
 //! # What a store guarantees
 //!
@@ -56,7 +57,8 @@
 //!   taken, each in one transaction that checks and takes together, as [`limits`] says.
 //!
 //! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
-//! checks every one of these promises, and runs against every store of this crate.
+//! checks every one of these promises, and runs against the memory store, the SQLite store
+//! and the PostgreSQL store.
 
 #[doc(hidden)]
 pub mod checksum;
@@ -65,29 +67,25 @@ pub mod conformance;
 mod error;
 pub mod limits;
 mod memory;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod records;
 mod rows;
 mod schedules;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 pub mod tasks;
 
 pub use error::StoreError;
+
+/// Whether this build has the `test-util` feature: tests may run under tokio's paused
+/// clock, which a store that waits on a thread of its own must not let jump ahead (it
+/// waits on the blocking pool instead, as the SQLite store does).
+#[doc(hidden)]
+pub const TEST_UTIL: bool = cfg!(feature = "test-util");
 pub use memory::MemoryStore;
-#[cfg(all(feature = "postgres", feature = "test-util"))]
-pub use postgres::testing as pg_testing;
-#[cfg(feature = "postgres")]
-pub use postgres::{PgOptions, PgStore};
 pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
 pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
 pub use schedules::{
     Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
     ScheduleState, ScheduleUpdate,
 };
-#[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 
 use serde::{Deserialize, Serialize};

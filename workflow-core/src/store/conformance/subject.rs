@@ -45,41 +45,4 @@ impl Subject {
             }),
         )
     }
-
-    /// A SQLite store opened at `path`, damaged by a raw `UPDATE` through a second
-    /// connection to the file (a trailing space after the entry's JSON: it still decodes
-    /// to the same event, so only its checksum tells).
-    #[cfg(feature = "sqlite")]
-    pub fn sqlite(
-        path: impl Into<std::path::PathBuf>,
-        options: crate::store::SqliteOptions,
-    ) -> Result<Subject, crate::store::StoreError> {
-        let path = path.into();
-        let store = Arc::new(crate::store::SqliteStore::open_with(&path, options)?);
-        let damage: DamageEntry = Arc::new(move |run, seq| {
-            let conn = rusqlite::Connection::open(&path).expect("open the store file");
-            let changed = conn
-                .execute(
-                    "UPDATE journal SET event = event || ' ' WHERE run_id = ?1 AND seq = ?2",
-                    rusqlite::params![run.0, seq],
-                )
-                .expect("damage an entry");
-            assert_eq!(changed, 1, "{run} has no entry {seq}");
-            Box::pin(std::future::ready(()))
-        });
-        Ok(Subject::new(store, damage))
-    }
-
-    /// A PostgreSQL store in `schema`, damaged by a raw `UPDATE` on a connection of its
-    /// own (a trailing space after the entry's JSON, as for SQLite).
-    #[cfg(feature = "postgres")]
-    pub async fn postgres(schema: &crate::store::pg_testing::Schema) -> Subject {
-        let store = Arc::new(schema.store().await);
-        let schema = schema.clone();
-        let damage: DamageEntry = Arc::new(move |run, seq| {
-            let schema = schema.clone();
-            Box::pin(async move { schema.damage_entry(run, seq).await })
-        });
-        Subject::new(store, damage)
-    }
 }
