@@ -15,6 +15,7 @@ impl Gen<'_> {
     pub(super) fn impl_workflow(&self, spec: &Spec) -> TokenStream {
         let name = self.name();
         let p = private();
+        let __k = crate::krate::path();
         let input_ident = self.ident("Input");
         let outputs_ident = self.ident("Outputs");
         let tasks_ident = self.ident("Tasks");
@@ -164,7 +165,8 @@ impl Gen<'_> {
         // `workflow:` paths.
         let child_depth = children.iter().fold(quote!(0), |depth, (_, child)| {
             let path = &child.path;
-            quote_spanned!(path.span()=> ::workflow_core::__private::deeper(#depth, <#path as ::workflow_core::__private::Workflow>::CHILD_DEPTH))
+            let __p = crate::krate::private_at(path.span());
+            quote_spanned!(path.span()=> #__p::deeper(#depth, <#path as #__p::Workflow>::CHILD_DEPTH))
         });
         // Spanned on the workflow's name, so each step of a reported cycle names its workflow.
         let child_depth_item =
@@ -174,7 +176,8 @@ impl Gen<'_> {
         } else {
             let names = children.iter().map(|(index, child)| {
                 let path = &child.path;
-                quote_spanned!(path.span()=> ::workflow_core::__private::name_child(&mut __spec, #index, <#path as ::workflow_core::__private::Workflow>::NAME);)
+                let __p = crate::krate::private_at(path.span());
+                quote_spanned!(path.span()=> #__p::name_child(&mut __spec, #index, <#path as #__p::Workflow>::NAME);)
             });
             quote! {{
                 let mut __spec = #p::spec_from_json(#json);
@@ -205,10 +208,11 @@ impl Gen<'_> {
         let output_fields = self.ast.steps.iter().enumerate().map(|(index, step)| {
             let field = &step.id;
             let ty = self.declared_ty(index);
+            let __p = crate::krate::private_at(ty.span());
             let read = if self.optional(index) {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::optional(__outputs, #index)?)
+                quote_spanned!(ty.span()=> #__p::optional(__outputs, #index)?)
             } else {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::required(__outputs, #index)?)
+                quote_spanned!(ty.span()=> #__p::required(__outputs, #index)?)
             };
             quote!(#field: #read,)
         });
@@ -324,7 +328,7 @@ impl Gen<'_> {
                 }
 
                 #[allow(unused_imports)]
-                fn decision_form(__step: usize) -> ::core::option::Option<::std::vec::Vec<::workflow_core::form::FormField>> {
+                fn decision_form(__step: usize) -> ::core::option::Option<::std::vec::Vec<#__k::form::FormField>> {
                     use #p::{IsForm as _, NotForm as _};
                     match __step {
                         #(#forms)*

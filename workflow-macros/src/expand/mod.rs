@@ -66,11 +66,14 @@ struct Gen<'a> {
     names: &'a Names,
 }
 
-const CORE: &str = "::workflow_core::__private";
-const CORE_SERDE: &str = "::workflow_core::__private::serde";
+/// `serde(crate = …)` of the generated types: the runtime's re-export of serde.
+fn core_serde() -> String {
+    format!("{}::__private::serde", crate::krate::name())
+}
 
 fn private() -> TokenStream {
-    CORE.parse().unwrap_or_default()
+    let krate = crate::krate::path();
+    quote!(#krate::__private)
 }
 
 fn camel(id: &str) -> String {
@@ -143,7 +146,10 @@ impl Gen<'_> {
         let step = self.step(index);
         match &step.output {
             Some(ty) => ty.to_token_stream(),
-            None => quote_spanned!(step.id.span()=> ::workflow_core::__private::Approval),
+            None => {
+                let __p = crate::krate::private_at(step.id.span());
+                quote_spanned!(step.id.span()=> #__p::Approval)
+            }
         }
     }
 
