@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use workflow_conformance::Subject;
 use workflow_core::prelude::*;
-use workflow_core::store::conformance::Subject;
 use workflow_core::store::{RunFilter, RunStatus, StoreError};
 use workflow_postgres::testing::{self as pg_testing, Schema};
 use workflow_sqlite::SqliteOptions;

@@ -214,8 +214,8 @@ impl Schema {
     /// A store in this schema as the conformance suite's subject, damaged by a raw
     /// `UPDATE` on a connection of its own (a trailing space after the entry's JSON: it
     /// still decodes to the same event, so only its checksum tells).
-    pub async fn subject(&self) -> workflow_core::store::conformance::Subject {
-        use workflow_core::store::conformance::{DamageEntry, Subject};
+    pub async fn subject(&self) -> workflow_conformance::Subject {
+        use workflow_conformance::{DamageEntry, Subject};
         let store = std::sync::Arc::new(self.store().await);
         let schema = self.clone();
         let damage: DamageEntry = std::sync::Arc::new(move |run, seq| {

@@ -14,7 +14,7 @@ mod pg;
 
 use std::sync::{Arc, Mutex};
 
-use workflow_core::store::conformance;
+use workflow_conformance as conformance;
 use workflow_postgres::testing::{self as pg_testing, Schema};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

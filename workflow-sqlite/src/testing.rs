@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use workflow_core::store::conformance::{DamageEntry, Subject};
+use workflow_conformance::{DamageEntry, Subject};
 use workflow_core::store::StoreError;
 
 use crate::{SqliteOptions, SqliteStore};

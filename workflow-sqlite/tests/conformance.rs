@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use workflow_core::store::conformance;
+use workflow_conformance as conformance;
 use workflow_sqlite::{SqliteOptions, Synchronous};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

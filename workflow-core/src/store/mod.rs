@@ -56,14 +56,12 @@
 //! - **Limits hold in the store.** Gated runs are admitted, and step slots and rate tokens
 //!   taken, each in one transaction that checks and takes together, as [`limits`] says.
 //!
-//! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
-//! checks every one of these promises, and runs against the memory store, the SQLite store
-//! and the PostgreSQL store.
+//! The conformance suite, the `workflow-conformance` crate, checks every one of these
+//! promises against any store; the memory store, the SQLite store and the PostgreSQL store
+//! run it.
 
 #[doc(hidden)]
 pub mod checksum;
-#[cfg(feature = "test-util")]
-pub mod conformance;
 mod error;
 pub mod limits;
 mod memory;

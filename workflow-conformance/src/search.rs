@@ -1,7 +1,7 @@
 //! Search values and purges.
 
 use super::*;
-use crate::store::PurgeFilter;
+use workflow_core::store::PurgeFilter;
 
 /// Creates a run of `workflow` with search values.
 async fn searched(store: &dyn Store, workflow: &str, values: &[(&str, &str)]) -> RunId {

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::RunId;
-use crate::store::{MemoryStore, Store};
-use crate::workflow::BoxFuture;
+use workflow_core::store::{MemoryStore, Store};
+use workflow_core::BoxFuture;
+use workflow_core::RunId;
 
 /// Damages journal entry `seq` of `run` the way a bad disk would: the stored payload
 /// changes and its checksum stays as it was. It panics when it cannot.

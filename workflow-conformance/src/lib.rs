@@ -1,19 +1,31 @@
 //! The [`Store`] conformance suite: every promise of the trait's documentation, written
-//! once and run against every store.
+//! once and run against any store, through one entry point, [`run`].
+//!
+//! A store proves itself by running the suite from one of its tests, with a factory that
+//! opens a fresh, empty store for each check:
 //!
 //! ```no_run
-//! # async fn demo() {
-//! use workflow_core::store::conformance::{self, Subject};
+//! use workflow_conformance::Subject;
 //!
-//! conformance::run(|| async { Subject::memory() }).await;
+//! # async fn demo() {
+//! workflow_conformance::run(|| async { Subject::memory() }).await;
 //! # }
 //! ```
+//!
+//! A store of another crate gives its store and a way to damage one of its journal
+//! entries ([`Subject::new`]); the suite knows nothing else of it.
 //!
 //! Each check gets a fresh, empty store from the factory, as a [`Subject`]: the store and
 //! a way to damage one stored journal entry the way a bad disk would, so the suite can
 //! check that every store reports damage instead of reading it back. Checks that need a
 //! lease to lapse wait a few milliseconds of real time, so stores that keep time by their
 //! own clock (a database server) pass the same checks as stores that use the caller's.
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
 
 mod damage;
 mod inbox;
@@ -34,13 +46,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
-use super::{
+use workflow_core::journal::{Event, Timestamp};
+use workflow_core::store::{
     Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Fence, Message,
     NewRun, RunFilter, RunStatus, Store, StoreError, Submitted,
 };
-use crate::error::{ErrorKind, RunId};
-use crate::journal::{Event, Timestamp};
-use crate::workflow::BoxFuture;
+use workflow_core::BoxFuture;
+use workflow_core::{ErrorKind, RunId};
 
 /// One check: it panics when the store breaks a promise.
 pub type Check = fn(Subject) -> BoxFuture<'static, ()>;

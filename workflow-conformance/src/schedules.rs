@@ -1,7 +1,7 @@
 //! Schedule rows: a definition apart from its state, compare-and-set on the version.
 
 use super::*;
-use crate::store::{MissedTicks, ScheduleChange, ScheduleState};
+use workflow_core::store::{MissedTicks, ScheduleChange, ScheduleState};
 use workflow_spec::{Catchup, Schedule};
 
 pub(super) async fn schedule_rows(store: Arc<dyn Store>) {

@@ -3,7 +3,7 @@
 //! not at all and count only under their run's current lease.
 
 use super::*;
-use crate::store::limits::{
+use workflow_core::store::limits::{
     Acquired, Admit, DebounceStart, Gate, OnLimit, RateLimit, RunLimit, SlotLimit, SlotRequest,
     AGING_STEP_MS,
 };
@@ -192,7 +192,7 @@ pub(super) async fn debounce_keeps_the_latest_start(store: Arc<dyn Store>) {
             assert_eq!(record.status, RunStatus::Cancelled);
             assert_eq!(
                 record.note.as_deref(),
-                Some(crate::store::limits::debounced_note(runs[i]).as_str())
+                Some(workflow_core::store::limits::debounced_note(runs[i]).as_str())
             );
         }
     }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{new_run, started, with_status};
-use crate::error::RunId;
-use crate::journal::{Event, Timestamp};
-use crate::store::tasks::{check_index, OpenTask, TaskCount, TaskFilter};
-use crate::store::{Commit, RunStatus, Store, StoreError};
+use workflow_core::journal::{Event, Timestamp};
+use workflow_core::store::tasks::{check_index, OpenTask, TaskCount, TaskFilter};
+use workflow_core::store::{Commit, RunStatus, Store, StoreError};
+use workflow_core::RunId;
 
 fn opened(step: usize, assignee: &str, deadline: Timestamp, at: Timestamp) -> Event {
     Event::TaskOpened {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::store::{
+use workflow_core::store::{
     Decider, DueDecision, DueSchedules, ScheduleChange, ScheduleRow, ScheduleState, ScheduleUpdate,
 };
 use workflow_spec::Schedule;
@@ -38,7 +38,7 @@ fn advancing(now: Timestamp, seen: Arc<Mutex<Vec<String>>>) -> Decider {
     })
 }
 
-fn ids(rows: &[crate::store::DueRow]) -> Vec<&str> {
+fn ids(rows: &[workflow_core::store::DueRow]) -> Vec<&str> {
     rows.iter().map(|due| due.row.id.as_str()).collect()
 }
 
