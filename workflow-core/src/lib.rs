@@ -23,7 +23,8 @@ mod engine;
 mod error;
 pub mod flow;
 pub mod form;
-mod human;
+mod future;
+mod inbox;
 pub mod journal;
 pub mod machine;
 pub mod schedule;
@@ -33,7 +34,6 @@ pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod trace;
-mod workflow;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -41,6 +41,12 @@ pub mod __private;
 
 pub use approval::Approval;
 pub use context::StepContext;
+pub use engine::human::{
+    DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK,
+};
+pub use engine::workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 #[doc(hidden)]
 pub use engine::FaultHook;
 pub use engine::{
@@ -50,12 +56,8 @@ pub use engine::{
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;
-pub use human::{DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK};
 pub use schedule::Tick;
 pub use search::SearchValue;
-pub use workflow::{
-    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
-};
 pub use workflow_macros::workflow;
 pub use workflow_macros::workflow_file;
 pub use workflow_macros::DecisionForm;

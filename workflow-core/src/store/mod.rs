@@ -62,7 +62,7 @@
 
 #[doc(hidden)]
 pub mod checksum;
-mod error;
+pub(crate) mod gate;
 pub mod limits;
 mod memory;
 mod records;
@@ -70,86 +70,26 @@ mod rows;
 mod schedules;
 pub mod tasks;
 
-pub use error::StoreError;
+pub use crate::error::StoreError;
+pub use crate::inbox::{InboxItem, Message, RunStatus};
 
 /// Whether this build has the `test-util` feature: tests may run under tokio's paused
 /// clock, which a store that waits on a thread of its own must not let jump ahead (it
 /// waits on the blocking pool instead, as the SQLite store does).
 #[doc(hidden)]
 pub const TEST_UTIL: bool = cfg!(feature = "test-util");
-pub use memory::MemoryStore;
-pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
-pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
-pub use schedules::{
+pub use crate::schedule::{
     Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
     ScheduleState, ScheduleUpdate,
 };
+pub use memory::MemoryStore;
+pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
+pub use rows::{Damage, SpecRecord, Submitted, Verification};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::RunId;
+use crate::future::BoxFuture;
 use crate::journal::{Event, Timestamp};
-use crate::workflow::BoxFuture;
-
-/// The durable status of a run, as listed by the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Not finished: being driven, waiting on a person or a timer, or interrupted.
-    Running,
-    /// Every step settled.
-    Completed,
-    /// Aborted after compensations; a dead letter was recorded.
-    Failed,
-    /// Cancelled by an operator.
-    Cancelled,
-    /// Not driven: its spec changed since it started, or its outcome needs a person (see
-    /// the run's note).
-    Parked,
-}
-
-impl RunStatus {
-    /// Every status.
-    pub const ALL: [RunStatus; 5] = [
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Cancelled,
-        RunStatus::Parked,
-    ];
-
-    /// The name used in the store and the CLI.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Parked => "parked",
-        }
-    }
-
-    /// Parses [`RunStatus::as_str`].
-    pub fn parse(text: &str) -> Option<Self> {
-        RunStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
-
-    /// Whether the run is over.
-    pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        )
-    }
-
-    /// Whether an owner drives the run (it is `running`).
-    pub fn is_driven(self) -> bool {
-        self == RunStatus::Running
-    }
-}
 
 /// Who claims a run, for how long, as of when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //!
 //! [`Schedules`]: crate::Schedules
 
-use super::{CompiledSchedule, ScheduleError, Timestamp};
+use crate::schedule::{CompiledSchedule, ScheduleError, Timestamp};
 use crate::store::{ScheduleChange, ScheduleRow, Store, StoreError};
 
 /// The most ticks one backfill asks for (or lists).

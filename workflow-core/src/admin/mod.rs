@@ -7,6 +7,8 @@
 //! - [`restart_parked`]: a parked run is replaced by a new run of the current spec.
 //! - [`submit_decision`], [`submit_cancel`]: requests for a run another engine drives,
 //!   left in its inbox for that engine to admit with its own authorizer.
+//! - [`schedules`]: the schedule rows of a store (list, pause, resume, delete, trigger,
+//!   backfill).
 //! - [`task_page`]: a page of the open human tasks of a store, from its open-task index
 //!   ([`loaded_task_page`] keeps the runs and specs it read).
 //! - [`open_tasks`]: the open human tasks of every running run in a store, by replaying
@@ -15,18 +17,38 @@
 //! Tools without the workflow's code read its spec from the store ([`stored_spec`]), where
 //! every engine records the specs it registers.
 
+pub mod schedules;
+
 use std::collections::HashMap;
 
 use workflow_spec::Spec;
 
 use crate::error::{DecisionError, RunError, RunId};
-use crate::human::TaskInfo;
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::Machine;
 use crate::store::{
     Commit, DeadLetterChange, Message, NewRun, OpenTask, RunFilter, RunStatus, Store, StoreError,
     StoredRun, Submitted, TaskFilter,
 };
+
+/// An open or decided human task, as listed by the engine.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskInfo {
+    /// The run.
+    pub run: crate::error::RunId,
+    /// The workflow.
+    pub workflow: String,
+    /// The human step's id.
+    pub step: String,
+    /// Who may decide now.
+    pub assignee: String,
+    /// What to show the approver.
+    pub prompt: Option<String>,
+    /// When it times out.
+    pub deadline: Timestamp,
+    /// Whether it was escalated.
+    pub escalated: bool,
+}
 
 /// How long after the newest registration of a workflow another registration still counts
 /// as current: versions registered side by side by one deploy.
@@ -218,7 +240,7 @@ pub async fn restart_parked(
     // A run of a limited workflow is admitted under its keys like any other start.
     let gate = spec
         .as_ref()
-        .and_then(|spec| crate::engine::limits::StartGate::from_json(spec, input));
+        .and_then(|spec| crate::store::gate::StartGate::from_json(spec, input));
     let created = match &gate {
         Some(gate) => store.create_gated(new, gate.gate()).await?,
         None => store.create_run(new).await?,

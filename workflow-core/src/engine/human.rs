@@ -7,13 +7,8 @@ use serde::Serialize;
 use crate::approval::Approval;
 use crate::engine::RunRef;
 use crate::error::{DecisionError, EventError};
-use crate::journal::Timestamp;
 
-/// The name recorded as the decider when `on_timeout: approve | reject` decides a task.
-pub const TIMEOUT_DECIDER: &str = "workflow:on_timeout";
-
-/// What `via` records for a decision made through a signed single-use link.
-pub const VIA_LINK: &str = "link";
+pub use crate::machine::{TIMEOUT_DECIDER, VIA_LINK};
 
 /// How a decision is made, beside who makes it and what it is: journaled with it
 /// ([`Engine::decide_with`](crate::Engine::decide_with)).
@@ -34,24 +29,7 @@ impl DecisionOptions {
     }
 }
 
-/// An open or decided human task, as listed by the engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct TaskInfo {
-    /// The run.
-    pub run: crate::error::RunId,
-    /// The workflow.
-    pub workflow: String,
-    /// The human step's id.
-    pub step: String,
-    /// Who may decide now.
-    pub assignee: String,
-    /// What to show the approver.
-    pub prompt: Option<String>,
-    /// When it times out.
-    pub deadline: Timestamp,
-    /// Whether it was escalated.
-    pub escalated: bool,
-}
+pub use crate::admin::TaskInfo;
 
 /// The task of one human step of one run, typed by its decision.
 #[derive(Debug)]
