@@ -565,6 +565,21 @@ pub enum StoreError {
         /// The newest version this library knows.
         supported: u32,
     },
+    /// The store's stored functions were written by a newer version of this library: this
+    /// worker would call functions whose meaning it does not know, so it refuses the store
+    /// and leaves it as it is.
+    #[error(
+        "{path} has stored functions of revision {found}, newer than this library's {supported}: \
+         upgrade this worker to the version that wrote them"
+    )]
+    NewerFunctions {
+        /// The database and schema.
+        path: String,
+        /// The revision found.
+        found: u32,
+        /// The newest revision this library knows.
+        supported: u32,
+    },
     /// The database server cannot be reached.
     #[error("cannot reach the database at {target}: {reason}")]
     Unreachable {

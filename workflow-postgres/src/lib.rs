@@ -15,6 +15,7 @@ mod check;
 mod connect;
 mod conns;
 mod error;
+mod functions;
 mod group;
 mod known;
 mod limits;
@@ -131,6 +132,11 @@ impl fmt::Debug for PgStore {
 impl PgStore {
     /// The schema version this library reads and writes.
     pub const SCHEMA_VERSION: u32 = schema::VERSION;
+
+    /// The revision of the stored functions this library applies (`sql/functions/`): a
+    /// schema whose functions are of a newer revision is refused
+    /// ([`StoreError::NewerFunctions`]).
+    pub const FUNCTIONS_REVISION: u32 = functions::REVISION;
 
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`,
     /// optionally `?schema=name`) with the default [`PgOptions`], creating or migrating the

@@ -167,6 +167,11 @@ impl Schema {
         for migration in super::schema::MIGRATIONS.iter().take(version as usize) {
             sql.push_str(migration);
         }
+        // The stored functions as that version defined them, for the versions whose tests
+        // call them (the oldest schema the tests know: version 1).
+        if version == 1 {
+            sql.push_str(include_str!("../sql/history/v1_functions.sql"));
+        }
         if let Err(error) = self.execute(&sql).await {
             panic!("cannot create {} at version {version}: {error}", self.name);
         }
@@ -232,4 +237,20 @@ impl Schema {
             eprintln!("cannot drop the test schema {}: {error}", self.name);
         }
     }
+}
+
+/// The stored functions this library applies, by name, as their files in
+/// `sql/functions/` hold them.
+pub fn functions() -> &'static [(&'static str, &'static str)] {
+    super::functions::FUNCTIONS
+}
+
+/// The checksum a stored function is recorded with in `workflow_functions`.
+pub fn function_checksum(sql: &str) -> i64 {
+    super::functions::checksum(sql)
+}
+
+/// The tables' migrations, in order: entry `i` takes a schema from version `i` to `i + 1`.
+pub fn migrations() -> &'static [&'static str] {
+    super::schema::MIGRATIONS
 }

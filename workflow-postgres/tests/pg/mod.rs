@@ -3,6 +3,7 @@
 mod checksums;
 mod engine;
 mod faults;
+mod functions;
 mod group;
 mod leases;
 mod schedules;
