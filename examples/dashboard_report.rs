@@ -7,7 +7,7 @@
 //! `chromium-driver`.
 //!
 //! ```text
-//! cargo run --example dashboard_report
+//! cargo run --example dashboard_report --features browser
 //! ```
 
 use std::error::Error;

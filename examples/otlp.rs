@@ -5,7 +5,7 @@
 //! OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 cargo run -p examples --example otlp --features otlp
 //! ```
 //!
-//! The engine is built with `workflow-core`'s `otel` feature, so each run's spans continue
+//! The engine is built with the `workflow` facade's `otel` feature, so each run's spans continue
 //! the trace journaled when it started (across restarts and workers). `tracing` spans go
 //! to `tracing-opentelemetry`, and from there, in batches, to an OpenTelemetry collector
 //! (Jaeger, Tempo, the OpenTelemetry Collector...) over OTLP/HTTP with protobuf bodies, by
@@ -25,9 +25,9 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use workflow_core::prelude::*;
-use workflow_core::trace::TraceParent;
-use workflow_server::{metrics, Roles, Server, TrustedHeader};
+use workflow::prelude::*;
+use workflow::server::{metrics, Roles, Server, TrustedHeader};
+use workflow::trace::TraceParent;
 
 #[derive(Default)]
 pub struct Shop;

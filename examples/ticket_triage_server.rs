@@ -2,8 +2,8 @@
 //! the approval inbox, the JSON API, on a SQLite file.
 //!
 //! ```text
-//! cargo run --example ticket_triage_server                 # listens on 127.0.0.1:8080
-//! cargo run --example ticket_triage_server -- 127.0.0.1:9000
+//! cargo run --example ticket_triage_server --features server # listens on 127.0.0.1:8080
+//! cargo run --example ticket_triage_server --features server -- 127.0.0.1:9000
 //! ```
 //!
 //! It prints a `curl` line that delivers a correctly signed webhook (201, then 200 with the
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use examples::ticket_server;
 use examples::ticket_triage::AlertService;
 use examples::Log;
-use workflow_core::prelude::*;
+use workflow::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

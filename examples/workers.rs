@@ -8,7 +8,7 @@
 //! to complete and stops the workers.
 //!
 //! ```text
-//! cargo run --example workers -- --database-url postgres://postgres@127.0.0.1:5432/test
+//! cargo run --example workers --features postgres -- --database-url postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
 //! Options: `--database-url URL` (default `WORKFLOW_DATABASE_URL`, then
@@ -22,8 +22,9 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use examples::workers::{worker, WorkerConfig};
-use workflow_core::store::{PgOptions, PgStore, RunFilter, RunStatus, Store};
-use workflow_core::RunId;
+use workflow::store::{RunFilter, RunStatus, Store};
+use workflow::RunId;
+use workflow::{PgOptions, PgStore};
 
 const WORKERS: usize = 3;
 

@@ -44,10 +44,9 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 use workflow_core::journal::Event;
-use workflow_core::store::{
-    checksum, Claim, Claimant, SqliteOptions, SqliteStore, Store, Synchronous,
-};
+use workflow_core::store::{checksum, Claim, Claimant, Store};
 use workflow_core::{Engine, RunId, Workflow};
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The workflows: a 10-step chain, and the same chain with a gate at its fifth step.
 mod flows {

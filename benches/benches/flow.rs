@@ -29,8 +29,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use workflow_core::store::{PgOptions, RunFilter, RunStatus, SqliteStore, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
+
+use workflow_sqlite::SqliteStore;
+
 use workflow_core::{workflow, Engine, RunError, StartOptions, StepError, Workflow};
+use workflow_postgres::PgOptions;
 
 #[path = "common/pg.rs"]
 mod pg;

@@ -32,9 +32,10 @@ use hyper::body::Bytes;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
-use workflow_core::store::{RunFilter, RunStatus, SqliteStore};
+use workflow_core::store::{RunFilter, RunStatus};
 use workflow_core::{Engine, StartOptions};
 use workflow_server::{Server, WebhookConfig};
+use workflow_sqlite::SqliteStore;
 
 mod flows {
     use serde::{Deserialize, Serialize};

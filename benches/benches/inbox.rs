@@ -29,12 +29,13 @@ use sqlx::{Connection, Executor};
 use workflow_core::journal::Event;
 use workflow_core::store::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, MissedTicks, NewRun,
-    OpenTask, PgOptions, PgStore, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
-    ScheduleRow, SpecRecord, SqliteOptions, SqliteStore, Store, StoreError, StoredRun, Submitted,
-    Synchronous, TaskCount, TaskFilter,
+    OpenTask, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
+    SpecRecord, Store, StoreError, StoredRun, Submitted, TaskCount, TaskFilter,
 };
 use workflow_core::{admin, BoxFuture, Engine, RunId, Workflow};
+use workflow_postgres::{PgOptions, PgStore};
 use workflow_server::{Server, TrustedHeader};
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 mod flows {
     use workflow_core::{workflow, Approval, StepError};

@@ -26,6 +26,9 @@ use workflow_spec::render;
 /// The macro's codegen, compiled into this benchmark as it is into the proc-macro crate.
 #[path = "../../workflow-macros/src/expand/mod.rs"]
 mod expand;
+/// The path the generated code names the runtime by, which `expand` asks.
+#[path = "../../workflow-macros/src/krate.rs"]
+mod krate;
 
 const SIZES: [usize; 3] = [10, 100, 1000];
 

@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use workflow_core::store::{SqliteOptions, SqliteStore, Synchronous};
 use workflow_core::{workflow, Approval, Engine, StepError};
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 const DEFAULT_RUNS: usize = 10_000;
 const BATCH: usize = 500;

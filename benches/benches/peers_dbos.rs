@@ -25,9 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use workflow_core::store::SqliteStore;
-use workflow_core::store::{SqliteOptions, Synchronous};
 use workflow_core::{workflow, Engine, StepError};
+use workflow_sqlite::SqliteStore;
+use workflow_sqlite::{SqliteOptions, Synchronous};
 
 /// Step `s0`.
 async fn join0() -> Result<u32, StepError> {

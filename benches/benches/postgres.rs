@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, Executor};
 use workflow_core::journal::Event;
-use workflow_core::store::{PgOptions, PgStore, Store};
+use workflow_core::store::Store;
+use workflow_postgres::{PgOptions, PgStore};
 
 #[path = "common/pg.rs"]
 mod pg;

@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 use sqlx::{Connection, Executor};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use workflow_core::schedule::{Overlap, Schedule};
-use workflow_core::store::{PgOptions, PgStore, RunFilter, SqliteStore, Store};
+use workflow_core::store::{RunFilter, Store};
 use workflow_core::{workflow, Engine, StepError, Tick};
+use workflow_postgres::{PgOptions, PgStore};
+use workflow_sqlite::SqliteStore;
 
 /// The system allocator, counting what is allocated and freed.
 #[global_allocator]

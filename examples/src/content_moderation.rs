@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::journal::Event;
-use workflow_core::prelude::*;
-use workflow_core::DecisionError;
+use workflow::journal::Event;
+use workflow::prelude::*;
+use workflow::DecisionError;
 
 use crate::{fmt_duration, journal, wait_for_task, Log, Progress};
 

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::clock::TokioClock;
-use workflow_core::prelude::*;
-use workflow_core::Tick;
+use workflow::clock::TokioClock;
+use workflow::prelude::*;
+use workflow::Tick;
 
 use crate::Log;
 
@@ -93,8 +93,8 @@ pub mod report {
 
 /// The tick's scheduled time as a Berlin date, `2026-03-25`.
 pub fn local_day(scheduled: u64) -> String {
-    let text = workflow_core::schedule::CompiledSchedule::new(
-        workflow_core::schedule::Schedule::new("0 9 * * *").in_zone("Europe/Berlin"),
+    let text = workflow::schedule::CompiledSchedule::new(
+        workflow::schedule::Schedule::new("0 9 * * *").in_zone("Europe/Berlin"),
     )
     .map(|schedule| schedule.local(scheduled))
     .unwrap_or_default();
@@ -180,7 +180,7 @@ pub async fn run(log: &Log) -> Result<Summary, Box<dyn Error>> {
         ticks[0].id, ticks[0].state.missed, ticks[0].state.skipped
     ));
     let runs = engine
-        .runs(workflow_core::store::RunFilter {
+        .runs(workflow::store::RunFilter {
             workflow: Some("DailyReport".into()),
             ..Default::default()
         })
@@ -191,7 +191,7 @@ pub async fn run(log: &Log) -> Result<Summary, Box<dyn Error>> {
         .filter_map(|key| key.rsplit('@').next()?.parse().ok())
         .collect();
     scheduled.sort_unstable();
-    let schedule = workflow_core::schedule::CompiledSchedule::new(
+    let schedule = workflow::schedule::CompiledSchedule::new(
         DailyReport::schedule().cloned().ok_or("no schedule")?,
     )?;
     let ticks: Vec<String> = scheduled.iter().map(|&at| schedule.local(at)).collect();

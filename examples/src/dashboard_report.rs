@@ -23,9 +23,9 @@ use axum::routing::get;
 use axum::{Form, Router};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use workflow_browser::{test_id, Browser, BrowserConfig, BrowserError, Download, Failure, Page};
-use workflow_core::journal::Event;
-use workflow_core::prelude::*;
+use workflow::browser::{test_id, Browser, BrowserConfig, BrowserError, Download, Failure, Page};
+use workflow::journal::Event;
+use workflow::prelude::*;
 
 use crate::{wait_for_task, Log, Progress};
 

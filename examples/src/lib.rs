@@ -5,21 +5,26 @@
 //! steps call, and a `run` function that drives it on an [`Engine`] and returns a summary
 //! of what happened. The files `examples/<name>.rs` are thin `main`s around them.
 //!
+//! Each example builds only what it uses: the scenarios on SQLite need nothing beyond the
+//! `workflow` facade's defaults; `ticket_server` needs the feature `server`,
+//! `dashboard_report` the feature `browser` and `workers` the feature `postgres`
+//! (`cargo run --example workers --features postgres`).
+//!
 //! - [`onboarding`]: DESIGN.md's user-onboarding spec on a SQLite file, resumable.
 //! - [`ticket_triage`]: the failure-handling seed's incident (duplicate webhooks, an
 //!   approval before an alert, a timeout after the alert was sent), with a dry-run mode.
-//! - [`ticket_server`]: the same triage behind `workflow-server`: the webhook is verified
+//! - `ticket_server`: the same triage behind `workflow-server`: the webhook is verified
 //!   at the front door, before anything is journaled, and the lead approves in the inbox.
 //! - [`daily_report`]: a weekday 09:00 Berlin schedule across the change to summer time,
 //!   with a human review of anomalous numbers.
 //! - [`content_moderation`]: a human review that escalates after 48 simulated hours.
 //! - [`order_saga`]: a permanent failure that compensates completed steps in reverse.
-//! - [`dashboard_report`]: a browser step logs in to a dashboard without an API and
+//! - `dashboard_report`: a browser step logs in to a dashboard without an API and
 //!   downloads its report (retried after a 503, keeping the login); a person reviews
 //!   the anomalies; the report is published through the dashboard's form.
 //! - [`parallel_report`]: independent fetches in parallel, merged.
 //! - [`order_fulfilment`]: a map over order lines, a child workflow and an event, on SQLite.
-//! - [`workers`]: three worker processes on one PostgreSQL database; a killed worker's
+//! - `workers`: three worker processes on one PostgreSQL database; a killed worker's
 //!   runs move to the others.
 #![warn(
     missing_docs,
@@ -30,14 +35,17 @@
 
 pub mod content_moderation;
 pub mod daily_report;
+#[cfg(feature = "browser")]
 pub mod dashboard_report;
 pub mod onboarding;
 pub mod onboarding_file;
 pub mod order_fulfilment;
 pub mod order_saga;
 pub mod parallel_report;
+#[cfg(feature = "server")]
 pub mod ticket_server;
 pub mod ticket_triage;
+#[cfg(feature = "postgres")]
 pub mod workers;
 
 use std::collections::HashMap;
@@ -48,9 +56,9 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
-use workflow_core::journal::{Event, Timestamp};
-use workflow_core::spec::Spec;
-use workflow_core::{Engine, RunId, TaskInfo};
+use workflow::journal::{Event, Timestamp};
+use workflow::spec::Spec;
+use workflow::{Engine, RunId, TaskInfo};
 
 /// Where an example writes its output: to stdout (and kept), or only kept (for tests).
 ///

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::prelude::*;
-use workflow_core::store::{RunFilter, RunStatus};
+use workflow::prelude::*;
+use workflow::store::{RunFilter, RunStatus};
 
 use crate::{wait_for_task, Log, Progress};
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use workflow_core::prelude::*;
+use workflow::prelude::*;
 
 pub use crate::onboarding::{Receipt, User, Workspace};
 use crate::{wait_for_task, Log};
@@ -105,7 +105,7 @@ pub mod actions {
 #[derive(Debug, Clone)]
 pub struct Summary {
     /// The run's final status.
-    pub status: workflow_core::store::RunStatus,
+    pub status: workflow::store::RunStatus,
     /// The account created.
     pub user: User,
     /// The welcome email's receipt, if it was sent.

@@ -9,9 +9,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::prelude::*;
+use workflow::prelude::*;
 
-use workflow_core::journal::Event;
+use workflow::journal::Event;
 
 use crate::{journal, Log};
 
@@ -201,7 +201,7 @@ pub async fn run(store: PathBuf, lines: usize, log: &Log) -> Result<Summary, Box
         // Sent again after a restart: the same event id is taken once.
         Ok(()) => {}
         // The order was fulfilled by an earlier run of the example.
-        Err(workflow_core::EventError::Finished(_)) => {
+        Err(workflow::EventError::Finished(_)) => {
             log.line(format!("{} was fulfilled before", run.id()));
         }
         Err(error) => return Err(error.into()),

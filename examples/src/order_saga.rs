@@ -8,9 +8,9 @@ use std::error::Error;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use workflow_core::journal::Event;
-use workflow_core::prelude::*;
-use workflow_core::store::DeadLetter;
+use workflow::journal::Event;
+use workflow::prelude::*;
+use workflow::store::DeadLetter;
 
 use crate::{journal, Log, Progress};
 

@@ -7,8 +7,8 @@ use std::error::Error;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::journal::Event;
-use workflow_core::prelude::*;
+use workflow::journal::Event;
+use workflow::prelude::*;
 
 use crate::{fmt_duration, journal, Log, Progress};
 

@@ -7,8 +7,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use workflow_core::prelude::*;
-use workflow_server::{Server, TrustedHeader, WebhookConfig};
+use workflow::prelude::*;
+use workflow::server::{Server, TrustedHeader, WebhookConfig};
 
 use crate::ticket_triage::{triage, AlertId, AlertService, Helpdesk, Ticket, Triage};
 use crate::Log;

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workflow_core::clock::TokioClock;
-use workflow_core::journal::Value;
-use workflow_core::prelude::*;
+use workflow::clock::TokioClock;
+use workflow::journal::Value;
+use workflow::prelude::*;
 
 use crate::{wait_for_task, Log, Progress};
 

@@ -10,9 +10,9 @@
 use std::error::Error;
 use std::time::Duration;
 
-use workflow_core::journal::Event;
-use workflow_core::prelude::*;
-use workflow_core::store::{PgOptions, PgStore};
+use workflow::journal::Event;
+use workflow::prelude::*;
+use workflow::{PgOptions, PgStore};
 
 /// The invoicing service the steps call: each call takes `step_time`.
 #[derive(Debug, Clone)]

@@ -327,12 +327,12 @@ pub async fn serve_until_orphaned(parent: u32, at_most: Duration) {
 pub async fn pg_store(
     url: &str,
     schema: &str,
-) -> Result<workflow_core::store::PgStore, workflow_core::store::StoreError> {
-    let options = workflow_core::store::PgOptions {
+) -> Result<workflow_postgres::PgStore, workflow_core::store::StoreError> {
+    let options = workflow_postgres::PgOptions {
         schema: schema.to_owned(),
         max_connections: 4,
         connect_timeout: Duration::from_secs(10),
-        ..workflow_core::store::PgOptions::default()
+        ..workflow_postgres::PgOptions::default()
     };
-    workflow_core::store::PgStore::connect_with(url, options).await
+    workflow_postgres::PgStore::connect_with(url, options).await
 }

@@ -28,9 +28,10 @@ use tests::chaos::{self, ChaosOrder, Ledger};
 use tests::workers::{now_ms, setting, Rng, Workers};
 use workflow_core::admin;
 use workflow_core::journal::Event;
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{PgStore, RunFilter, RunStatus, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
 use workflow_core::{Approval, RunId, TIMEOUT_DECIDER};
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_postgres::PgStore;
 
 const WORKERS: usize = 3;
 const LEASE_MS: u64 = 1_500;

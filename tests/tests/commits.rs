@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
+use workflow_core::store::MemoryStore;
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 async fn add(n: u32) -> Result<u32, StepError> {
     Ok(n + 1)
@@ -78,7 +79,7 @@ async fn a_ten_step_run_is_eleven_commits_on_sqlite() {
 /// it writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ten_step_run_is_eleven_commits_on_postgres() {
-    use workflow_core::store::pg_testing::{self, Schema};
+    use workflow_postgres::testing::{self as pg_testing, Schema};
 
     let Some(url) = pg_testing::server("a_ten_step_run_is_eleven_commits_on_postgres").await else {
         return;

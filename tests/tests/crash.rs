@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::Connection;
 use serde_json::json;
 use workflow_core::journal::Event;
-use workflow_core::store::SqliteStore;
 use workflow_core::store::{RunFilter, RunStatus, Store};
+use workflow_sqlite::SqliteStore;
 
 const RUNS_PER_BATCH: u64 = 10;
 

@@ -7,10 +7,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use workflow_conformance::Subject;
 use workflow_core::prelude::*;
-use workflow_core::store::conformance::Subject;
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{RunFilter, RunStatus, SqliteOptions, StoreError};
+use workflow_core::store::{RunFilter, RunStatus, StoreError};
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_sqlite::SqliteOptions;
 
 async fn draft(item: String) -> Result<String, StepError> {
     Ok(format!("draft of {item}"))
@@ -138,7 +139,8 @@ async fn on_sqlite() {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let subject = Subject::sqlite(dir.join("store.db"), SqliteOptions::default()).unwrap();
+    let subject =
+        workflow_sqlite::testing::subject(dir.join("store.db"), SqliteOptions::default()).unwrap();
     a_damaged_run_is_not_driven(subject).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -149,6 +151,6 @@ async fn on_postgres() {
         return;
     };
     let schema = Schema::new(&url, "damaged");
-    a_damaged_run_is_not_driven(Subject::postgres(&schema).await).await;
+    a_damaged_run_is_not_driven(schema.subject().await).await;
     schema.drop().await;
 }

@@ -305,7 +305,7 @@ async fn order_fulfilment_maps_ships_in_a_child_and_takes_an_early_payment() {
     assert_eq!(keys.len(), 10, "one key per line");
     assert_eq!(summary.outputs.ship.pack.items, 19);
     assert_eq!(summary.outputs.payment.amount_cents, 12_900);
-    let store = workflow_core::store::SqliteStore::open(&db.0).unwrap();
+    let store = workflow_sqlite::SqliteStore::open(&db.0).unwrap();
     let runs = workflow_core::store::Store::runs(&store, Default::default())
         .await
         .unwrap();

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tests::fence::{Notifier, IN_FLIGHT};
 use workflow_core::admin;
 use workflow_core::journal::Event;
-use workflow_core::store::pg_testing::{self, Schema};
 use workflow_core::store::{RunFilter, RunStatus, Store};
 use workflow_core::{ErrorKind, RunError, RunId};
+use workflow_postgres::testing::{self as pg_testing, Schema};
 
 const LEASE_MS: u64 = 2_000;
 

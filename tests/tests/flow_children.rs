@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use workflow_core::clock::TokioClock;
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, SqliteStore, Store};
+use workflow_core::store::{MemoryStore, Store};
+use workflow_sqlite::SqliteStore;
 
 /// Each charge: (customer, started, finished).
 static LEDGER: Mutex<Vec<(String, Instant, Instant)>> = Mutex::new(Vec::new());

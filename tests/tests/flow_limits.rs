@@ -13,10 +13,11 @@ use workflow_core::clock::TokioClock;
 use workflow_core::flow::{Admission, StepKeys};
 use workflow_core::journal::Value;
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, RunStatus, SqliteStore, Store};
+use workflow_core::store::{MemoryStore, RunStatus, Store};
 use workflow_core::{BoxFuture, CallError};
 use workflow_core::{ChildStart, Invocation, OutputSource};
 use workflow_spec::{Debounce, LimitKey, OnLimit, Rate, RunConcurrency, Spec, StepConcurrency};
+use workflow_sqlite::SqliteStore;
 
 /// What ran: (input name, started, finished), in start order.
 #[derive(Default)]

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use workflow_core::prelude::*;
-use workflow_core::store::pg_testing::{self, Schema};
 use workflow_core::store::Store;
 use workflow_core::testing::FaultyStore;
+use workflow_postgres::testing::{self as pg_testing, Schema};
 
 /// What ran: (worker, input, started, finished).
 #[derive(Default)]

@@ -45,8 +45,8 @@ use tests::stress::drive::{self, unfinished, Strikes};
 use tests::stress::{self, check, Observer};
 use tests::workers::{now_ms, setting, Rng, Strike, Workers};
 use workflow_core::prelude::*;
-use workflow_core::store::pg_testing::{self, Schema};
 use workflow_core::store::Store;
+use workflow_postgres::testing::{self as pg_testing, Schema};
 
 const WORKERS: usize = 3;
 const LEASE_MS: u64 = 1_500;

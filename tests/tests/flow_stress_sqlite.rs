@@ -34,7 +34,8 @@ use tests::stress::drive::{self, unfinished, Strikes};
 use tests::stress::{self, check, observer, Observer};
 use tests::workers::{now_ms, now_us, setting, Rng, Workers};
 use workflow_core::prelude::*;
-use workflow_core::store::{SqliteOptions, SqliteStore, Store, Synchronous};
+use workflow_core::store::Store;
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// A fresh directory for the store's and the observer's files, removed on drop.
 struct Dir(PathBuf);

@@ -16,8 +16,9 @@ use std::time::Duration;
 use workflow_core::clock::TokioClock;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, SqliteOptions, Store, StoreError, Synchronous};
+use workflow_core::store::{MemoryStore, Store, StoreError};
 use workflow_core::testing::{FaultyStore, Write};
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 #[derive(Default)]
 pub struct Counter {
@@ -124,7 +125,7 @@ async fn a_full_disk_stops_new_work_and_the_run_carries_on_when_space_is_freed()
     );
     drop(engine);
     drop(store);
-    let conn = workflow_core::rusqlite::Connection::open(&path).unwrap();
+    let conn = workflow_sqlite::rusqlite::Connection::open(&path).unwrap();
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
         .unwrap();

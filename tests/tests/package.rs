@@ -1,17 +1,21 @@
 //! Every publishable crate packages: `cargo package` (offline, from the dependencies the
-//! build already fetched; without rebuilding each package) succeeds for all six, with the
+//! build already fetched; without rebuilding each package) succeeds for all ten, with the
 //! workspace's path dependencies resolved to the packaged versions of each other.
 
 use std::path::Path;
 use std::process::Command;
 
-const PUBLISHABLE: [&str; 6] = [
+const PUBLISHABLE: [&str; 10] = [
     "workflow-spec",
     "workflow-macros",
     "workflow-core",
+    "workflow-conformance",
+    "workflow-sqlite",
+    "workflow-postgres",
     "workflow-server",
     "workflow-browser",
     "workflow-cli",
+    "workflow",
 ];
 
 #[test]

@@ -22,8 +22,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use workflow_core::prelude::*;
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{PgStore, RunFilter, RunStatus, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_postgres::PgStore;
 
 const LEASE: Duration = Duration::from_secs(2);
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use workflow_core::clock::TokioClock;
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, RunStatus, SqliteStore, Store};
+use workflow_core::store::{MemoryStore, RunStatus, Store};
+use workflow_sqlite::SqliteStore;
 
 /// What ran where: (engine label, input, started at, finished at), in start order.
 #[derive(Default)]

@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use workflow_core::journal::{Event, Value};
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{PgStore, RunFilter, RunStatus, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
 use workflow_core::RunId;
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_postgres::PgStore;
 
 const JOBS: u32 = 24;
 const LEASE_MS: u64 = 2_000;

@@ -19,9 +19,9 @@ use serde_json::json;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
 use workflow_core::store::{
-    Commit, DeadLetter, DeadLetterChange, MemoryStore, Message, NewRun, RunFilter, RunStatus,
-    SqliteOptions, Store, Synchronous,
+    Commit, DeadLetter, DeadLetterChange, MemoryStore, Message, NewRun, RunFilter, RunStatus, Store,
 };
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 const RUNS: u64 = 700;
 
@@ -155,7 +155,7 @@ async fn killed_purges_leave_no_half_run_and_never_touch_a_running_one() {
     };
     let finished = statuses.values().filter(|s| s.is_finished()).count();
     let pages = |path: &std::path::Path| -> i64 {
-        let conn = workflow_core::rusqlite::Connection::open(path).expect("open");
+        let conn = workflow_sqlite::rusqlite::Connection::open(path).expect("open");
         conn.query_row("PRAGMA page_count", [], |row| row.get(0))
             .expect("page count")
     };

@@ -16,6 +16,7 @@ use workflow_core::prelude::*;
 use workflow_core::schedule::{Catchup, Overlap, Schedule};
 use workflow_core::store::{MemoryStore, RunFilter, RunStatus, ScheduleRow, Store};
 use workflow_core::Tick;
+use workflow_sqlite::SqliteStore;
 
 /// 2026-01-05T00:00:00Z, a Monday.
 const T0: Timestamp = 1_767_571_200_000;

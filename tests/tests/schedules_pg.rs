@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use tests::workers::{now_ms, setting, Rng, Workers};
 
+use workflow_core::admin::schedules as rows;
 use workflow_core::journal::Event;
-use workflow_core::schedule::rows;
 use workflow_core::schedule::{parse_tick_key, Overlap, Schedule};
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{PgStore, RunFilter, RunStatus, Store};
+use workflow_core::store::{RunFilter, RunStatus, Store};
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_postgres::PgStore;
 
 const WORKERS: usize = 3;
 const LEASE_MS: u64 = 1_500;

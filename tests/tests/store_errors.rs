@@ -9,8 +9,9 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use workflow_core::clock::TokioClock;
 use workflow_core::prelude::*;
-use workflow_core::store::{MemoryStore, RunStatus, SqliteStore, Store, StoreError};
+use workflow_core::store::{MemoryStore, RunStatus, Store, StoreError};
 use workflow_core::testing::{FaultyStore, Write};
+use workflow_sqlite::SqliteStore;
 
 async fn fetch(item: String) -> Result<String, StepError> {
     Ok(item)

@@ -18,9 +18,11 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use tracing_subscriber::layer::SubscriberExt;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::pg_testing::{self, Schema};
-use workflow_core::store::{PgStore, Store};
+use workflow_core::store::Store;
 use workflow_core::testing;
+use workflow_postgres::testing::{self as pg_testing, Schema};
+use workflow_postgres::PgStore;
+use workflow_sqlite::SqliteStore;
 
 #[derive(Default)]
 pub struct Env;

@@ -1,8 +1,8 @@
 //! `workflow schedules`: the schedule rows of the store, through
-//! [`workflow_core::schedule::rows`], the same operations as `Engine::schedules()`.
+//! [`workflow_core::admin::schedules`], the same operations as `Engine::schedules()`.
 
 use serde_json::{json, Value};
-use workflow_core::schedule::rows::{self, RowError, ScheduleInfo};
+use workflow_core::admin::schedules::{self as rows, RowError, ScheduleInfo};
 use workflow_core::store::Store;
 
 use crate::cli::{BackfillArgs, MissedArgs, ScheduleIdArgs, ScheduleListArgs};

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use workflow_core::spec::Spec;
-use workflow_core::store::{SqliteOptions, SqliteStore, Store};
+use workflow_core::store::Store;
+use workflow_sqlite::{SqliteOptions, SqliteStore};
 
 use crate::error::{CliError, Result};
 

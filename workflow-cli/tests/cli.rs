@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use workflow_core::prelude::*;
 use workflow_core::testing;
+use workflow_sqlite::SqliteStore;
 
 // ---------------------------------------------------------------- workflows
 

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use workflow_core::prelude::*;
 use workflow_core::testing;
+use workflow_sqlite::SqliteStore;
 
 async fn draft(item: String) -> Result<String, StepError> {
     Ok(format!("draft of {item}"))
@@ -245,7 +246,7 @@ fn check_reports_a_damaged_row_and_its_run() {
 
     // Damage one journal entry's payload without touching SQLite's structure.
     {
-        let conn = workflow_core::rusqlite::Connection::open(&path).unwrap();
+        let conn = workflow_sqlite::rusqlite::Connection::open(&path).unwrap();
         conn.execute(
             "UPDATE journal SET event = replace(event, 'ana@mods', 'eve@mods') WHERE run_id = 1",
             [],
@@ -285,7 +286,7 @@ fn a_spec_whose_key_is_damaged_is_reported_not_read_as_missing() {
     let path = dir.join("store.db");
     write_store(&path);
     let fingerprint = {
-        let conn = workflow_core::rusqlite::Connection::open(&path).unwrap();
+        let conn = workflow_sqlite::rusqlite::Connection::open(&path).unwrap();
         let fingerprint: String = conn
             .query_row("SELECT fingerprint FROM runs WHERE id = 1", [], |row| {
                 row.get(0)

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use workflow_core::prelude::*;
+use workflow_sqlite::SqliteStore;
 
 workflow_core::workflow! {
     workflow Review(customer: String) {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use workflow_core::prelude::*;
-use workflow_core::store::pg_testing::{self, Schema};
+use workflow_postgres::testing::{self as pg_testing, Schema};
 
 async fn draft(item: String) -> Result<String, StepError> {
     Ok(format!("draft of {item}"))

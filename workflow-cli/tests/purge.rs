@@ -6,8 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use workflow_core::journal::Event;
-use workflow_core::store::{Commit, NewRun, RunStatus, SqliteStore, Store};
+use workflow_core::store::{Commit, NewRun, RunStatus, Store};
 use workflow_core::RunId;
+use workflow_sqlite::SqliteStore;
 
 struct Out {
     code: i32,

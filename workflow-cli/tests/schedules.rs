@@ -12,6 +12,7 @@ use workflow_core::prelude::*;
 use workflow_core::schedule::Schedule;
 use workflow_core::store::RunFilter;
 use workflow_core::Tick;
+use workflow_sqlite::SqliteStore;
 
 async fn report(tick: Tick) -> Result<u64, StepError> {
     Ok(tick.scheduled)

@@ -6,32 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorKind;
 
-/// Milliseconds since the Unix epoch: absolute, so deadlines survive restarts.
-pub type Timestamp = u64;
-
-/// A timestamp in RFC 3339, in UTC, to the millisecond: `2025-03-04T05:06:07.089Z`.
-pub fn rfc3339(at: Timestamp) -> String {
-    let secs = at / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    // Howard Hinnant's `civil_from_days`.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let rest = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60,
-        at % 1000
-    )
-}
+pub use crate::clock::{rfc3339, Timestamp};
 
 /// A journaled value: a step output, a workflow input or a decision, as JSON.
 pub type Value = serde_json::Value;

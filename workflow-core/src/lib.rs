@@ -23,7 +23,8 @@ mod engine;
 mod error;
 pub mod flow;
 pub mod form;
-mod human;
+mod future;
+mod inbox;
 pub mod journal;
 pub mod machine;
 pub mod schedule;
@@ -34,7 +35,6 @@ pub mod telemetry;
 pub mod testing;
 pub mod trace;
 pub mod upgrade;
-mod workflow;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -42,6 +42,12 @@ pub mod __private;
 
 pub use approval::Approval;
 pub use context::StepContext;
+pub use engine::human::{
+    DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK,
+};
+pub use engine::workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 #[doc(hidden)]
 pub use engine::FaultHook;
 pub use engine::{
@@ -51,28 +57,16 @@ pub use engine::{
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;
-pub use human::{DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK};
 pub use schedule::Tick;
 pub use search::SearchValue;
-pub use workflow::{
-    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
-};
 pub use workflow_macros::workflow;
 pub use workflow_macros::workflow_file;
 pub use workflow_macros::DecisionForm;
 /// The spec model, its checks and the diagram renderers (the `workflow-spec` crate).
 pub use workflow_spec as spec;
 
-/// The `rusqlite` this crate's SQLite store is built on. A build links one SQLite: an
-/// application that uses rusqlite too can use this one (`workflow_core::rusqlite`) and
-/// needs no second version of its own.
-#[cfg(feature = "sqlite")]
-pub use rusqlite;
-
 /// The usual imports: `use workflow_core::prelude::*;`.
 pub mod prelude {
-    #[cfg(feature = "sqlite")]
-    pub use crate::store::SqliteStore;
     pub use crate::{
         workflow, workflow_file, Approval, DecisionForm, Engine, ErrorKind, RunError, RunHandle,
         RunId, StartOptions, StepContext, StepError, Workflow,

@@ -8,15 +8,15 @@ pub use workflow_spec;
 
 pub use crate::approval::Approval;
 pub use crate::context::StepContext;
+pub use crate::engine::human::{EventHandle, HumanTask};
+pub use crate::engine::workflow::{
+    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
+};
 pub use crate::engine::RunRef;
 pub use crate::error::StepError;
-pub use crate::human::{EventHandle, HumanTask};
 pub use crate::journal::Value;
 pub use crate::machine::Machine;
 pub use crate::schedule::Tick;
-pub use crate::workflow::{
-    BoxFuture, CallError, ChildStart, Invocation, OutputSource, WithItem, Workflow,
-};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -162,7 +162,7 @@ pub fn timeout_decision<T: Serialize + TimeoutDecision>(
 ) -> Result<Value, CallError> {
     let approval = crate::Approval {
         approved,
-        by: crate::human::TIMEOUT_DECIDER.to_owned(),
+        by: crate::machine::TIMEOUT_DECIDER.to_owned(),
         comment: Some("decided by on_timeout".to_owned()),
     };
     encode(&T::from(approval)).map_err(CallError::Step)

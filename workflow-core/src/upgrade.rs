@@ -35,7 +35,7 @@ use crate::error::RunId;
 use crate::journal::Event;
 use crate::machine::Machine;
 use crate::store::{RunFilter, RunStatus, Store, StoreError, StoredRun};
-use crate::workflow::CallError;
+use crate::CallError;
 use crate::Engine;
 
 /// What the new build would do with one unfinished run.

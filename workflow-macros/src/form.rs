@@ -30,7 +30,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             "a decision form cannot be generic\nhelp: name concrete field types; the inbox renders one form per type",
         ));
     }
-    let form = quote!(::workflow_core::form);
+    let krate = crate::krate::path();
+    let form = quote!(#krate::form);
     match &input.data {
         Data::Struct(data) => {
             renames(&input.attrs)?;

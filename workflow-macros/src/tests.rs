@@ -172,3 +172,18 @@ fn admission_and_step_keys_are_generated_only_for_specs_that_use_them() {
     assert!(!step.contains(&"admission".to_owned()), "{step:?}");
     assert!(step.contains(&"step_keys".to_owned()), "{step:?}");
 }
+
+#[test]
+fn dependencies_are_found_by_key_table_and_rename() {
+    let facade = "[package]\nname = \"app\"\n\n[dependencies]\nworkflow = { path = \"../workflow\" }\ntokio = \"1\"\n";
+    assert!(crate::krate::depends_on(facade, "workflow"));
+    assert!(!crate::krate::depends_on(facade, "workflow-core"));
+    let core = "[dev-dependencies]\nworkflow-core = { workspace = true }\n";
+    assert!(crate::krate::depends_on(core, "workflow-core"));
+    let table = "[target.'cfg(unix)'.dependencies.workflow]\npath = \"x\"\n";
+    assert!(crate::krate::depends_on(table, "workflow"));
+    let renamed = "[dependencies]\nwf = { package = \"workflow\", version = \"0.1\" }\n";
+    assert!(crate::krate::depends_on(renamed, "workflow"));
+    let elsewhere = "[package]\nname = \"workflow\"\n[features]\nworkflow = []\n";
+    assert!(!crate::krate::depends_on(elsewhere, "workflow"));
+}

@@ -5,8 +5,8 @@ mod common;
 
 use axum::http::StatusCode;
 use common::*;
-use workflow_core::prelude::*;
 use workflow_core::store::RunStatus;
+use workflow_sqlite::SqliteStore;
 
 use workflow_server::WebhookConfig;
 

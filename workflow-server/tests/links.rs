@@ -10,9 +10,10 @@ use axum::http::{Method, StatusCode};
 use common::*;
 use serde_json::json;
 use workflow_core::journal::Event;
-use workflow_core::store::{RunStatus, SqliteStore, Store};
+use workflow_core::store::{RunStatus, Store};
 use workflow_core::{Engine, RunId};
 use workflow_server::{DecisionLink, DecisionLinks, LinkVerdict};
+use workflow_sqlite::SqliteStore;
 
 const KEY: [u8; 32] = [9; 32];
 

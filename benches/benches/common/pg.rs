@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sqlx::{Connection, Executor};
-use workflow_core::store::{PgOptions, PgStore};
+use workflow_postgres::{PgOptions, PgStore};
 
 /// A schema of its own on the server, dropped with [`Schema::drop`]. (The benches do not
-/// use `workflow_core::store::pg_testing`: its feature, `test-util`, changes how
+/// use `workflow_postgres::testing`: its feature, `test-util`, changes how
 /// `SqliteStore` waits for its writer, which the SQLite benches of this crate measure.)
 pub(crate) struct Schema {
     url: String,

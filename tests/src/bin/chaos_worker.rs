@@ -19,10 +19,11 @@ use tests::workers;
 use workflow_core::journal::Timestamp;
 use workflow_core::prelude::*;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgStore,
-    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
 };
 use workflow_core::BoxFuture;
+use workflow_postgres::PgStore;
 
 /// `PgStore`, reporting the outcome of every fenced commit on stdout.
 struct Reporting(PgStore);

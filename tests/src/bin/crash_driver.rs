@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use workflow_core::prelude::*;
+use workflow_sqlite::SqliteStore;
 
 /// The ledger of external effects: one row per application.
 pub struct Ledger {

@@ -8,7 +8,8 @@ use std::error::Error;
 use std::io::Write as _;
 
 use workflow_core::search::purge_all;
-use workflow_core::store::{PurgeFilter, SqliteOptions, SqliteStore, Synchronous};
+use workflow_core::store::PurgeFilter;
+use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tests::stress::{observer, Observer, Stressed};
 use tests::workers;
 use workflow_core::prelude::*;
-use workflow_core::store::{SqliteOptions, SqliteStore};
+use workflow_sqlite::{SqliteOptions, SqliteStore};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {

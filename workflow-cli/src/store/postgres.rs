@@ -5,10 +5,11 @@
 use tokio::sync::OnceCell;
 use workflow_core::journal::Timestamp;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PgStore,
-    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
+    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use workflow_core::{BoxFuture, RunId};
+use workflow_postgres::PgStore;
 
 /// Whether `--store` names a PostgreSQL database rather than a file.
 pub fn is_url(store: &str) -> bool {

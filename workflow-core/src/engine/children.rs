@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::plan::Options;
 use super::{Engine, StartOptions};
+use crate::engine::workflow::ChildStart;
 use crate::error::{RunError, RunId, StepError};
 use crate::journal::{Timestamp, Value};
 use crate::machine::{Status, Stop};
-use crate::workflow::ChildStart;
 
 impl Engine {
     /// Starts the child run a parent's step asks for, or finds the one it started before a

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use super::driver::Driver;
+use crate::engine::workflow::Workflow;
 use crate::journal::Event;
 use crate::machine::Status;
 use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
-use crate::workflow::Workflow;
 
 /// The longest pause between two tries of a write the store refused.
 const MAX_STORE_PAUSE: Duration = Duration::from_secs(5);

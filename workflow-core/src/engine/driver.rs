@@ -15,11 +15,11 @@ use super::plan::{plan, Launch, Start};
 use super::registry::Shared;
 use super::{Engine, Finished, Live};
 use crate::clock::until;
+use crate::engine::workflow::Workflow;
 use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Machine, Status, StepState};
 use crate::store::StoreError;
-use crate::workflow::Workflow;
 
 /// How many turns in a row a driver may take without going through its `select!` (where
 /// messages, timers and tokio's cooperative budget are looked at), while its work keeps

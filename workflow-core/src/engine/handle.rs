@@ -4,11 +4,11 @@
 use std::fmt;
 
 use super::Engine;
+use crate::engine::workflow::{CallError, Workflow};
 use crate::error::{RunError, RunId, StepError};
 use crate::journal::{Event, Value};
 use crate::machine::{Status, StepState, Stop};
 use crate::store::RunRecord;
-use crate::workflow::{CallError, Workflow};
 
 /// A run's state, for inspection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,11 +9,11 @@ use super::driver::Msg;
 use super::plan::Options;
 use super::registry::{Registered, Registration};
 use super::{Engine, Finished, RunHandle, RunRef, StartOptions, FOREIGN_POLL};
+use crate::engine::workflow::Workflow;
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::Machine;
 use crate::store::{Claim, Commit, Created, RunStatus, StoreError, StoredRun};
-use crate::workflow::Workflow;
 
 impl Engine {
     /// Registers a workflow with its environment. Its retry policies are validated by the

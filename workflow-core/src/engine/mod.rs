@@ -20,6 +20,7 @@ mod driver;
 mod fence;
 mod gauges;
 mod handle;
+pub(crate) mod human;
 mod lifecycle;
 pub(crate) mod limits;
 mod plan;
@@ -32,6 +33,7 @@ mod scheduler;
 mod schedules;
 mod steps;
 mod work;
+pub(crate) mod workflow;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -53,8 +55,8 @@ use self::driver::Msg;
 use self::registry::Registry;
 pub(crate) use self::registry::Version;
 use crate::clock::Clock;
+use crate::engine::human::TaskInfo;
 use crate::error::RunId;
-use crate::human::TaskInfo;
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Status, Stop};
 use crate::store::{Claimant, Store};
@@ -77,9 +79,10 @@ pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 ///
 /// ```no_run
 /// # use workflow_core::prelude::*;
+/// # use workflow_core::store::MemoryStore;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let engine = Engine::builder()
-///     .store(SqliteStore::open("runs.db")?)
+///     .store(MemoryStore::new())
 ///     .authorizer(|assignee, by| by.ends_with(&format!("@{assignee}")))
 ///     .build();
 /// # Ok(()) }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::registry::{Shared, WorkflowHooks};
 use super::Engine;
+use crate::engine::workflow::Workflow;
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
 use crate::machine::{Command, Machine, Status};
 use crate::store::{Created, NewRun};
 use crate::trace::TraceParent;
-use crate::workflow::Workflow;
 
 /// Work to start once the commit that journals its start is durable.
 pub(super) enum Start {

@@ -13,10 +13,10 @@ use std::sync::Mutex;
 use super::limits::{registered_gate, StartGate};
 use super::registry::Registered;
 use super::{lock, Engine, RunHandle, RunRef, StartOptions};
+use crate::engine::workflow::Workflow;
 use crate::error::{RunError, RunId};
 use crate::journal::{Event, Value};
 use crate::store::{Claim, Claimable, Created, NewRun};
-use crate::workflow::Workflow;
 
 /// The most queued runs one admission pass takes, whatever the engine's capacity.
 const ADMISSION_BATCH: usize = 64;

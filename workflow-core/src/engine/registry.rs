@@ -11,12 +11,12 @@ use workflow_spec::Spec;
 use super::plan::{Launch, Options};
 use super::steps::StepMetrics;
 use super::Engine;
+use crate::engine::workflow::{BoxFuture, CallError, WithItem, Workflow};
 use crate::error::RunError;
 use crate::journal::{Event, Value};
 use crate::machine::Hooks;
 use crate::store::Created;
 use crate::store::StoreError;
-use crate::workflow::{BoxFuture, CallError, WithItem, Workflow};
 
 /// A registered workflow, with its type erased so the engine can resume runs by name.
 pub(super) trait Registered: Send + Sync + 'static {

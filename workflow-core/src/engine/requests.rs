@@ -6,10 +6,10 @@ use tokio::sync::oneshot;
 
 use super::driver::{Driver, Msg};
 use super::registry::WorkflowHooks;
+use crate::engine::workflow::Workflow;
 use crate::error::{EventError, RunError};
 use crate::journal::Event;
 use crate::store::StoreError;
-use crate::workflow::Workflow;
 
 impl<W: Workflow> Driver<W> {
     pub(super) async fn message(&mut self, msg: Msg) -> Result<(), StoreError> {

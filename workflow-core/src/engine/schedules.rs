@@ -1,12 +1,12 @@
 //! `Engine::schedules()`: schedules created, listed, paused, resumed, triggered, deleted and
 //! backfilled at run time. Each is a row in the engine's store, so it survives restarts and
 //! every engine sharing the store sees it. The row operations are
-//! [`crate::schedule::rows`], shared with the CLI.
+//! [`crate::admin::schedules`], shared with the CLI.
 
 use super::{lock, Engine};
+use crate::admin::schedules::{self as rows, RowError, ScheduleInfo};
 use crate::error::{RunError, RunId};
 use crate::journal::Timestamp;
-use crate::schedule::rows::{self, RowError, ScheduleInfo};
 use crate::schedule::{CompiledSchedule, Schedule, ScheduleError};
 use crate::store::{MissedTicks, ScheduleRow, StoreError};
 

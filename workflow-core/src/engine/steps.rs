@@ -10,9 +10,9 @@ use super::driver::Driver;
 use super::plan::Start;
 use super::work::{self, Call, Done};
 use crate::context::StepContext;
+use crate::engine::workflow::{CallError, Workflow};
 use crate::error::{ErrorKind, StepError};
 use crate::journal::{Event, Value};
-use crate::workflow::{CallError, Workflow};
 
 /// The items of the map steps of one run, by step, listed once per driver.
 pub(super) type Items = Vec<Option<Arc<Vec<Value>>>>;

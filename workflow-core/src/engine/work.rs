@@ -18,9 +18,9 @@ use tracing::Instrument;
 use super::fence::{Guarded, LeaseWatch, SelfFenced};
 use super::Engine;
 use crate::context::StepContext;
+use crate::engine::workflow::{BoxFuture, CallError, ChildStart, Invocation, WithItem, Workflow};
 use crate::error::{RunId, StepError};
 use crate::journal::Value;
-use crate::workflow::{BoxFuture, CallError, ChildStart, Invocation, WithItem, Workflow};
 
 /// What a spawned piece of work reports back to its run's driver.
 pub(super) enum Done {

@@ -5,10 +5,10 @@
 use workflow_spec::StepKind;
 
 use super::{Machine, Status, StepState, Stop};
+use crate::error::CallError;
 use crate::error::{DecisionError, ErrorKind, EventError, RunError, RunId};
+use crate::inbox::{InboxItem, Message, RunStatus};
 use crate::journal::{Event, Timestamp, Value};
-use crate::store::{InboxItem, Message, RunStatus};
-use crate::workflow::CallError;
 
 /// The user code the machine's rules need: evaluated by the generated workflow type, over
 /// the run's inputs and the outputs so far. Tools without the workflow's code use

@@ -15,7 +15,7 @@ mod types;
 pub use self::decide::{Accepted, Authorize, Hooks, NoHooks};
 pub use self::map::ItemState;
 pub use self::quorum::MAX_DELEGATE;
-pub use self::types::{Command, Status, StepState, Stop};
+pub use self::types::{Command, Status, StepState, Stop, TIMEOUT_DECIDER, VIA_LINK};
 
 use std::collections::BTreeMap;
 

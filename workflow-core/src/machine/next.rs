@@ -2,11 +2,11 @@
 
 use workflow_spec::{Effect, OnTimeout, StepKind};
 
+use super::types::TIMEOUT_DECIDER;
 use super::{Command, Hooks, Machine, Status, StepState};
+use crate::error::CallError;
 use crate::error::ErrorKind;
-use crate::human::TIMEOUT_DECIDER;
 use crate::journal::{Event, Timestamp};
-use crate::workflow::CallError;
 
 impl Machine<'_> {
     /// What to do now. Each step appears at most once, and the driver journals and applies

@@ -197,3 +197,9 @@ pub enum Command {
     /// The run reached a terminal status.
     Finish(Status),
 }
+
+/// The name recorded as the decider when `on_timeout: approve | reject` decides a task.
+pub const TIMEOUT_DECIDER: &str = "workflow:on_timeout";
+
+/// What `via` records for a decision made through a signed single-use link.
+pub const VIA_LINK: &str = "link";

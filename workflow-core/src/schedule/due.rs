@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
+use super::row::ScheduleRow;
 use super::{fire_time, CompiledSchedule, Timestamp};
-use crate::store::ScheduleRow;
 
 /// How long ticks a scheduler decided to run may stay pending (their runs being started)
 /// before another worker looks at the row: the longest a worker that stopped right after
@@ -59,7 +59,7 @@ pub fn next_fire_pending(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ScheduleState;
+    use crate::schedule::ScheduleState;
     use workflow_spec::Schedule;
 
     fn row(cron: &str, after: Timestamp) -> ScheduleRow {

@@ -4,15 +4,17 @@
 //! earlier run is still going.
 //!
 //! No I/O and no clock here: every function takes the times it needs and returns what to
-//! do. The engine and the stores carry out what these functions decide. The one exception
-//! is [`rows`]: the operations on a store's schedule rows that the engine and tools share.
+//! do, and the rows a store keeps ([`ScheduleRow`] and its changes) are plain data. The
+//! engine and the stores carry out what these functions decide; the operations on a
+//! store's schedule rows that the engine and tools share are
+//! [`admin::schedules`](crate::admin::schedules).
 //!
 //! Times are milliseconds since the Unix epoch ([`Timestamp`]), as everywhere in the engine.
 
 mod catchup;
 mod due;
 mod overlap;
-pub mod rows;
+mod row;
 mod ticks;
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +22,10 @@ use serde::{Deserialize, Serialize};
 pub use self::catchup::{catch_up, fire_time, CatchUp, ON_TIME};
 pub use self::due::{next_fire, next_fire_compiled, next_fire_pending, PENDING_GRACE};
 pub use self::overlap::{decide_overlap, OverlapDecision};
+pub use self::row::{
+    Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
+    ScheduleState, ScheduleUpdate,
+};
 pub use self::ticks::{jitter, CompiledSchedule};
 pub use crate::journal::Timestamp;
 pub use workflow_spec::schedule::{Catchup, DstGap, Overlap, Schedule, ScheduleError};
@@ -61,34 +67,6 @@ pub fn parse_tick_key(key: &str) -> Option<(&str, Timestamp)> {
         return None;
     }
     Some((schedule, scheduled.parse().ok()?))
-}
-
-impl Tick {
-    /// The tick that started a run, if a schedule started it: read from the run's start key
-    /// (`schedule:<id>@<scheduled ms>`). The fire time is the `Tick` the run was given
-    /// when its journaled inputs hold one, its creation time otherwise (a scheduled
-    /// workflow without inputs).
-    pub fn of_run(
-        record: &crate::store::RunRecord,
-        events: &[crate::journal::Event],
-    ) -> Option<Tick> {
-        let (schedule, scheduled) = parse_tick_key(record.idempotency_key.as_deref()?)?;
-        let input = events.iter().find_map(|event| match event {
-            crate::journal::Event::RunStarted { input, .. } => Some(input),
-            _ => None,
-        });
-        let given = input
-            .and_then(serde_json::Value::as_object)
-            .into_iter()
-            .flat_map(|fields| fields.values())
-            .find_map(|value| serde_json::from_value::<Tick>(value.clone()).ok())
-            .filter(|tick| tick.schedule == schedule && tick.scheduled == scheduled);
-        Some(given.unwrap_or_else(|| Tick {
-            schedule: schedule.to_owned(),
-            scheduled,
-            fired: record.created_at,
-        }))
-    }
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use super::{
     ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
 };
 use crate::error::RunId;
+use crate::future::BoxFuture;
 use crate::journal::Timestamp;
-use crate::workflow::BoxFuture;
 
 #[path = "memory_limits.rs"]
 mod limits;

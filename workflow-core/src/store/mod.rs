@@ -1,6 +1,7 @@
-//! Where runs and their journals live: the [`Store`] trait, an in-memory store for tests
-//! ([`MemoryStore`]), the embedded default, one SQLite file (`SqliteStore`), and the store
-//! for many engine processes on one PostgreSQL database (`PgStore`, feature `postgres`).
+//! Where runs and their journals live: the [`Store`] trait and an in-memory store for
+//! tests ([`MemoryStore`]). The durable stores are crates of their own: one SQLite file
+//! (`SqliteStore`, the `workflow-sqlite` crate) and many engine processes on one
+//! PostgreSQL database (`PgStore`, the `workflow-postgres` crate).
 //!
 //! # What a store guarantees
 //!
@@ -55,105 +56,40 @@
 //! - **Limits hold in the store.** Gated runs are admitted, and step slots and rate tokens
 //!   taken, each in one transaction that checks and takes together, as [`limits`] says.
 //!
-//! The conformance suite in `workflow_core::store::conformance` (feature `test-util`)
-//! checks every one of these promises, and runs against every store of this crate.
+//! The conformance suite, the `workflow-conformance` crate, checks every one of these
+//! promises against any store; the memory store, the SQLite store and the PostgreSQL store
+//! run it.
 
 #[doc(hidden)]
 pub mod checksum;
-#[cfg(feature = "test-util")]
-pub mod conformance;
-mod error;
+pub(crate) mod gate;
 pub mod limits;
 mod memory;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod records;
 mod rows;
 mod schedules;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 pub mod tasks;
 
-pub use error::StoreError;
-pub use memory::MemoryStore;
-#[cfg(all(feature = "postgres", feature = "test-util"))]
-pub use postgres::testing as pg_testing;
-#[cfg(feature = "postgres")]
-pub use postgres::{PgOptions, PgStore};
-pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
-pub use rows::{Damage, InboxItem, Message, SpecRecord, Submitted, Verification};
-pub use schedules::{
+pub use crate::error::StoreError;
+pub use crate::inbox::{InboxItem, Message, RunStatus};
+
+/// Whether this build has the `test-util` feature: tests may run under tokio's paused
+/// clock, which a store that waits on a thread of its own must not let jump ahead (it
+/// waits on the blocking pool instead, as the SQLite store does).
+#[doc(hidden)]
+pub const TEST_UTIL: bool = cfg!(feature = "test-util");
+pub use crate::schedule::{
     Decider, DueBatch, DueDecision, DueRow, DueSchedules, MissedTicks, ScheduleChange, ScheduleRow,
     ScheduleState, ScheduleUpdate,
 };
-#[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use memory::MemoryStore;
+pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
+pub use rows::{Damage, SpecRecord, Submitted, Verification};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::RunId;
+use crate::future::BoxFuture;
 use crate::journal::{Event, Timestamp};
-use crate::workflow::BoxFuture;
-
-/// The durable status of a run, as listed by the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Not finished: being driven, waiting on a person or a timer, or interrupted.
-    Running,
-    /// Every step settled.
-    Completed,
-    /// Aborted after compensations; a dead letter was recorded.
-    Failed,
-    /// Cancelled by an operator.
-    Cancelled,
-    /// Not driven: its spec changed since it started, or its outcome needs a person (see
-    /// the run's note).
-    Parked,
-}
-
-impl RunStatus {
-    /// Every status.
-    pub const ALL: [RunStatus; 5] = [
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Cancelled,
-        RunStatus::Parked,
-    ];
-
-    /// The name used in the store and the CLI.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Parked => "parked",
-        }
-    }
-
-    /// Parses [`RunStatus::as_str`].
-    pub fn parse(text: &str) -> Option<Self> {
-        RunStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
-
-    /// Whether the run is over.
-    pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        )
-    }
-
-    /// Whether an owner drives the run (it is `running`).
-    pub fn is_driven(self) -> bool {
-        self == RunStatus::Running
-    }
-}
 
 /// Who claims a run, for how long, as of when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -111,3 +111,31 @@ pub struct PurgeFilter {
     /// Name the runs only; delete nothing.
     pub dry_run: bool,
 }
+
+// The tick of a stored run: an inherent method of the schedule layer's `Tick`, written here
+// where the run's record is, so the schedule rules never name the store.
+impl crate::schedule::Tick {
+    /// The tick that started a run, if a schedule started it: read from the run's start key
+    /// (`schedule:<id>@<scheduled ms>`). The fire time is the `Tick` the run was given
+    /// when its journaled inputs hold one, its creation time otherwise (a scheduled
+    /// workflow without inputs).
+    pub fn of_run(record: &RunRecord, events: &[Event]) -> Option<crate::schedule::Tick> {
+        let (schedule, scheduled) =
+            crate::schedule::parse_tick_key(record.idempotency_key.as_deref()?)?;
+        let input = events.iter().find_map(|event| match event {
+            Event::RunStarted { input, .. } => Some(input),
+            _ => None,
+        });
+        let given = input
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flat_map(|fields| fields.values())
+            .find_map(|value| serde_json::from_value::<crate::schedule::Tick>(value.clone()).ok())
+            .filter(|tick| tick.schedule == schedule && tick.scheduled == scheduled);
+        Some(given.unwrap_or_else(|| crate::schedule::Tick {
+            schedule: schedule.to_owned(),
+            scheduled,
+            fired: record.created_at,
+        }))
+    }
+}

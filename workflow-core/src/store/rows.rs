@@ -4,65 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::RunId;
-use crate::journal::{Timestamp, Value};
-
-/// Something sent to a run from outside its engine, kept in the run's inbox until the
-/// engine that drives it takes it in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "message", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Message {
-    /// A decision of a human task, admitted (or refused) by the owner with its authorizer.
-    Decision {
-        /// The human step's id.
-        step: String,
-        /// Who decides.
-        by: String,
-        /// The decision, as JSON.
-        decision: Value,
-        /// How it was made, when not through a signed-in page, the API or code (`link`):
-        /// journaled with the decision.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        via: Option<String>,
-    },
-    /// A human task handed to another person or group by someone allowed to decide it,
-    /// admitted (or refused) by the owner with its authorizer.
-    Delegate {
-        /// The human step's id.
-        step: String,
-        /// Who delegates.
-        by: String,
-        /// The new assignee.
-        to: String,
-    },
-    /// A request to cancel the run.
-    Cancel {
-        /// Who asks.
-        by: String,
-    },
-    /// An event for an `event` step.
-    Event {
-        /// The event step's id.
-        step: String,
-        /// The sender's id of the event: the same event twice is taken once.
-        event_id: String,
-        /// The payload, as JSON.
-        payload: Value,
-    },
-}
-
-/// One message of a run's inbox.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InboxItem {
-    /// Its id: increasing across the store.
-    pub id: u64,
-    /// The run.
-    pub run: RunId,
-    /// The message.
-    pub message: Message,
-    /// When it was submitted.
-    pub at: Timestamp,
-}
+use crate::journal::Timestamp;
 
 /// The answer to [`Store::submit`](super::Store::submit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunFilter, RunStatus, Store, StoreError};
 use crate::error::RunId;
+use crate::future::BoxFuture;
 use crate::journal::{Event, Timestamp};
-use crate::workflow::BoxFuture;
 
 /// One open human task, as the index keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::RunId;
+use crate::future::BoxFuture;
 use crate::journal::Timestamp;
 use crate::store::{
     Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
     RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
 };
-use crate::workflow::BoxFuture;
 
 /// The writes a [`FaultyStore`] can refuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

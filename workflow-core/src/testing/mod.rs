@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use workflow_spec::Spec;
 
+use crate::engine::human::TaskInfo;
 use crate::engine::Engine;
 use crate::error::{ErrorKind, RunError, RunId, StepError};
-use crate::human::TaskInfo;
 use crate::journal::Event;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -139,13 +139,14 @@ impl Gen<'_> {
             },
         );
         body.set_span(last.span());
+        let __p = crate::krate::private_at(first.span());
         let closure = quote_spanned! {first.span()=>
-            |__input: &Self::Input, __outputs: &dyn ::workflow_core::__private::OutputSource|
-                -> ::core::result::Result<_, ::workflow_core::__private::CallError> #body
+            |__input: &Self::Input, __outputs: &dyn #__p::OutputSource|
+                -> ::core::result::Result<_, #__p::CallError> #body
         };
         let mut args = Group::new(Delimiter::Parenthesis, closure);
         args.set_span(last.span());
-        quote_spanned!(first.span()=> ::workflow_core::__private::map_source #args)
+        quote_spanned!(first.span()=> #__p::map_source #args)
     }
 
     /// The arm of `Workflow::child` for child step `index`: the child's `…Input` built from
@@ -178,13 +179,17 @@ impl Gen<'_> {
             fields.push(quote!(#field: #value));
         }
         let declared = self.declared_ty(index);
-        let outputs_check = quote_spanned!(declared.span()=> ::workflow_core::__private::child_outputs::<#path, #declared>(););
+        let __p = crate::krate::private_at(declared.span());
+        let outputs_check =
+            quote_spanned!(declared.span()=> #__p::child_outputs::<#path, #declared>(););
         // A struct expression cannot name `<Child as Workflow>::Input` directly (qualified
         // paths there are unstable); an alias can, and the alias carries the path's span,
         // so a missing field is reported at the child workflow in the spec.
         let alias = Ident::new("__ChildInput", path.span());
-        let input_ty = quote_spanned!(path.span()=> type #alias = <#path as ::workflow_core::__private::Workflow>::Input;);
-        let start = quote_spanned!(path.span()=> ::workflow_core::__private::child_start::<#path>(&__child));
+        let __p = crate::krate::private_at(path.span());
+        let input_ty =
+            quote_spanned!(path.span()=> type #alias = <#path as #__p::Workflow>::Input;);
+        let start = quote_spanned!(path.span()=> #__p::child_start::<#path>(&__child));
         quote! {
             #index => {
                 #outputs_check

@@ -15,6 +15,7 @@ impl Gen<'_> {
     pub(super) fn impl_workflow(&self, spec: &Spec) -> TokenStream {
         let name = self.name();
         let p = private();
+        let __k = crate::krate::path();
         let input_ident = self.ident("Input");
         let outputs_ident = self.ident("Outputs");
         let tasks_ident = self.ident("Tasks");
@@ -164,7 +165,8 @@ impl Gen<'_> {
         // `workflow:` paths.
         let child_depth = children.iter().fold(quote!(0), |depth, (_, child)| {
             let path = &child.path;
-            quote_spanned!(path.span()=> ::workflow_core::__private::deeper(#depth, <#path as ::workflow_core::__private::Workflow>::CHILD_DEPTH))
+            let __p = crate::krate::private_at(path.span());
+            quote_spanned!(path.span()=> #__p::deeper(#depth, <#path as #__p::Workflow>::CHILD_DEPTH))
         });
         // Spanned on the workflow's name, so each step of a reported cycle names its workflow.
         let child_depth_item =
@@ -174,7 +176,8 @@ impl Gen<'_> {
         } else {
             let names = children.iter().map(|(index, child)| {
                 let path = &child.path;
-                quote_spanned!(path.span()=> ::workflow_core::__private::name_child(&mut __spec, #index, <#path as ::workflow_core::__private::Workflow>::NAME);)
+                let __p = crate::krate::private_at(path.span());
+                quote_spanned!(path.span()=> #__p::name_child(&mut __spec, #index, <#path as #__p::Workflow>::NAME);)
             });
             quote! {{
                 let mut __spec = #p::spec_from_json(#json);
@@ -204,25 +207,15 @@ impl Gen<'_> {
         // Spanned on the output type, so one that does not deserialize is reported there.
         let output_fields = self.ast.steps.iter().enumerate().map(|(index, step)| {
             let field = &step.id;
-            let ty = self.declared_ty(index);
-            let read = if self.optional(index) {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::optional(__outputs, #index)?)
-            } else {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::required(__outputs, #index)?)
-            };
+            let read = self.output_read(index);
             quote!(#field: #read,)
         });
         // Each step's output read as `outputs` reads it (the same tokens at the same spans,
         // so a type that does not deserialize is reported once, not once more here), for
         // the upgrade check.
         let output_checks = self.ast.steps.iter().enumerate().map(|(index, _)| {
-            let ty = self.declared_ty(index);
             let field_ty = self.outputs_field_ty(index);
-            let read = if self.optional(index) {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::optional(__outputs, #index)?)
-            } else {
-                quote_spanned!(ty.span()=> ::workflow_core::__private::required(__outputs, #index)?)
-            };
+            let read = self.output_read(index);
             quote! {
                 #index => {
                     let _: #field_ty = #read;
@@ -342,7 +335,7 @@ impl Gen<'_> {
                 }
 
                 #[allow(unused_imports)]
-                fn decision_form(__step: usize) -> ::core::option::Option<::std::vec::Vec<::workflow_core::form::FormField>> {
+                fn decision_form(__step: usize) -> ::core::option::Option<::std::vec::Vec<#__k::form::FormField>> {
                     use #p::{IsForm as _, NotForm as _};
                     match __step {
                         #(#forms)*
@@ -365,7 +358,7 @@ impl Gen<'_> {
                 }
 
                 fn check_output(__step: usize, __output: &#p::Value) -> ::core::result::Result<(), #p::CallError> {
-                    let __only = ::workflow_core::__private::Only(__step, __output);
+                    let __only = #p::Only(__step, __output);
                     let __outputs: &dyn #p::OutputSource = &__only;
                     match __step {
                         #(#output_checks)*

@@ -9,7 +9,7 @@ use workflow_spec::parse::check::language::names_itself;
 use workflow_spec::parse::tokens_to_string;
 use workflow_spec::{format_duration, render, Spec};
 
-use super::{doc_lines, first_of_each, private, variant_names, Gen, CORE_SERDE};
+use super::{doc_lines, first_of_each, private, variant_names, Gen};
 
 impl Gen<'_> {
     /// The items that exist whether or not the spec has errors: the workflow type, its
@@ -20,6 +20,7 @@ impl Gen<'_> {
         let name = self.name();
         let attrs = &ast.attrs;
         let p = private();
+        let serde_crate = super::core_serde();
         let input_ident = self.ident("Input");
         let outputs_ident = self.ident("Outputs");
         let step_ident = self.ident("Step");
@@ -143,7 +144,7 @@ impl Gen<'_> {
 
             #[doc = #input_doc]
             #[derive(Clone, #p::serde::Serialize, #p::serde::Deserialize)]
-            #[serde(crate = #CORE_SERDE)]
+            #[serde(crate = #serde_crate)]
             #vis struct #input_ident {
                 #(#input_fields)*
             }

@@ -27,6 +27,7 @@ mod signature;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::ext::IdentExt;
+use syn::spanned::Spanned as _;
 use syn::Ident;
 use workflow_spec::model::OnItemFailure;
 use workflow_spec::parse::ast::{ChildAst, StepAst, WorkflowAst};
@@ -70,11 +71,14 @@ struct Gen<'a> {
     sites: &'a [signature::Site],
 }
 
-const CORE: &str = "::workflow_core::__private";
-const CORE_SERDE: &str = "::workflow_core::__private::serde";
+/// `serde(crate = …)` of the generated types: the runtime's re-export of serde.
+fn core_serde() -> String {
+    format!("{}::__private::serde", crate::krate::name())
+}
 
 fn private() -> TokenStream {
-    CORE.parse().unwrap_or_default()
+    let krate = crate::krate::path();
+    quote!(#krate::__private)
 }
 
 fn camel(id: &str) -> String {
@@ -147,7 +151,10 @@ impl Gen<'_> {
         let step = self.step(index);
         match &step.output {
             Some(ty) => ty.to_token_stream(),
-            None => quote_spanned!(step.id.span()=> ::workflow_core::__private::Approval),
+            None => {
+                let __p = crate::krate::private_at(step.id.span());
+                quote_spanned!(step.id.span()=> #__p::Approval)
+            }
         }
     }
 
@@ -167,6 +174,19 @@ impl Gen<'_> {
 
     fn optional(&self, index: usize) -> bool {
         self.names.optional.get(index).copied().unwrap_or(false)
+    }
+
+    /// Step `index`'s output read from `__outputs` (a `&dyn OutputSource`), spanned on its
+    /// output type, so one that does not deserialize is reported there (once, however many
+    /// places read it this way).
+    fn output_read(&self, index: usize) -> TokenStream {
+        let ty = self.declared_ty(index);
+        let p = crate::krate::private_at(ty.span());
+        if self.optional(index) {
+            quote_spanned!(ty.span()=> #p::optional(__outputs, #index)?)
+        } else {
+            quote_spanned!(ty.span()=> #p::required(__outputs, #index)?)
+        }
     }
 
     /// The type downstream steps receive: the journaled type, in `Option` when the step may

@@ -96,7 +96,7 @@ fn on_timeout_approve_records_the_decision_the_hooks_build() {
         machine.next(3_600_000, &Approvals),
         [Command::Journal(Event::TaskDecided {
             step: 0,
-            by: crate::human::TIMEOUT_DECIDER.into(),
+            by: crate::machine::TIMEOUT_DECIDER.into(),
             decision: json!({ "approved": true, "by": "system", "comment": null }),
             inbox: None,
             via: None,

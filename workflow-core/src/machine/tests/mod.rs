@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use super::*;
+use crate::error::CallError;
 use crate::error::ErrorKind;
 use crate::error::{DecisionError, RunError, RunId};
 use crate::journal::{Event, Timestamp};
 use crate::store::{InboxItem, Message};
-use crate::workflow::CallError;
 
 mod human;
 

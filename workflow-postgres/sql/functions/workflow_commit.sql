@@ -1,0 +1,109 @@
+-- Appends entries and applies a run's changes, all or nothing. Outcomes: ok, unknown,
+-- fenced (the owner or token is not the fence's), conflict (the journal is not p_seq
+-- long), stale (the run's row is not the one p_run_crc was computed from: read it
+-- again). p_run_crc is the row's new checksum, given when the status or the inbox
+-- cursor changes. It keeps the open-task index itself when a commit only closes tasks
+-- (the steps of p_close, when the run was running; all of the run's, when it ends). A
+-- step's commit (entries only: no status, inbox cursor or dead letter) checks the run's
+-- owner, token and length and counts its entries in one UPDATE of the run's row.
+CREATE OR REPLACE FUNCTION workflow_commit(
+    p_run bigint, p_seq bigint, p_events text[], p_inboxes bigint[], p_crcs bigint[],
+    p_fence_owner text, p_fence_token bigint, p_status text, p_note text,
+    p_run_seen bigint, p_run_crc bigint, p_letter smallint, p_letter_workflow text,
+    p_letter_step text, p_letter_attempts bigint, p_letter_kind text,
+    p_letter_message text, p_letter_trace text, p_letter_at bigint, p_letter_crc bigint,
+    p_cursor bigint, p_at bigint, p_channel text, p_close bigint[])
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner text;
+    v_token bigint;
+    v_len bigint;
+    v_crc bigint;
+    v_status text;
+    v_count bigint := coalesce(cardinality(p_events), 0);
+BEGIN
+    IF p_status IS NULL AND p_run_crc IS NULL AND p_cursor IS NULL AND p_letter = 0 THEN
+        -- A step's commit: the row's length is all it changes. The update takes the row's
+        -- lock and checks the fence and the length on the row's newest version.
+        UPDATE runs r SET journal_len = r.journal_len + v_count
+        WHERE r.id = p_run AND r.journal_len = p_seq
+          AND (p_fence_owner IS NULL
+               OR (r.owner IS NOT DISTINCT FROM p_fence_owner AND r.lease_token = p_fence_token))
+        RETURNING r.status INTO v_status;
+        IF NOT FOUND THEN
+            SELECT r.owner, r.lease_token INTO v_owner, v_token FROM runs r WHERE r.id = p_run;
+            IF NOT FOUND THEN
+                RETURN 'unknown';
+            END IF;
+            IF p_fence_owner IS NOT NULL
+               AND (v_owner IS DISTINCT FROM p_fence_owner OR v_token <> p_fence_token) THEN
+                RETURN 'fenced';
+            END IF;
+            RETURN 'conflict';
+        END IF;
+        IF v_count > 0 THEN
+            INSERT INTO journal (run_id, seq, event, inbox, crc)
+            SELECT p_run, p_seq + t.ord - 1, t.event, t.inbox, t.crc
+            FROM unnest(p_events, p_inboxes, p_crcs) WITH ORDINALITY AS t(event, inbox, crc, ord);
+        END IF;
+        IF v_status = 'running' AND cardinality(p_close) > 0 THEN
+            DELETE FROM open_tasks WHERE run_id = p_run AND step = ANY(p_close);
+        END IF;
+        RETURN 'ok';
+    END IF;
+    SELECT r.owner, r.lease_token, r.journal_len, r.crc, r.status
+    INTO v_owner, v_token, v_len, v_crc, v_status
+    FROM runs r WHERE r.id = p_run FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'unknown';
+    END IF;
+    IF p_fence_owner IS NOT NULL
+       AND (v_owner IS DISTINCT FROM p_fence_owner OR v_token <> p_fence_token) THEN
+        RETURN 'fenced';
+    END IF;
+    IF v_len <> p_seq THEN
+        RETURN 'conflict';
+    END IF;
+    IF p_run_crc IS NOT NULL AND v_crc IS DISTINCT FROM p_run_seen THEN
+        RETURN 'stale';
+    END IF;
+    IF v_count > 0 THEN
+        INSERT INTO journal (run_id, seq, event, inbox, crc)
+        SELECT p_run, p_seq + t.ord - 1, t.event, t.inbox, t.crc
+        FROM unnest(p_events, p_inboxes, p_crcs) WITH ORDINALITY AS t(event, inbox, crc, ord);
+    END IF;
+    UPDATE runs SET
+        journal_len = v_len + v_count,
+        status = coalesce(p_status, status),
+        note = CASE WHEN p_status IS NULL THEN note ELSE p_note END,
+        updated_at = CASE WHEN p_status IS NULL THEN updated_at ELSE p_at END,
+        owner = CASE WHEN p_status IS NULL OR p_status = 'running' THEN owner ELSE NULL END,
+        inbox_cursor = greatest(inbox_cursor, coalesce(p_cursor, 0)),
+        crc = coalesce(p_run_crc, crc)
+    WHERE id = p_run;
+    IF p_status IS NOT NULL AND p_status <> 'running' THEN
+        DELETE FROM open_tasks WHERE run_id = p_run;
+    ELSIF v_status = 'running' AND cardinality(p_close) > 0 THEN
+        DELETE FROM open_tasks WHERE run_id = p_run AND step = ANY(p_close);
+    END IF;
+    IF p_status = 'running' AND v_owner IS NULL THEN
+        -- An operator put the run back to work: any worker may claim it.
+        PERFORM pg_notify(p_channel, 'run');
+    END IF;
+    IF p_letter = 1 THEN
+        INSERT INTO dead_letters (run_id, workflow, step, attempts, kind, message,
+                                  trace_id, at, crc)
+        VALUES (p_run, p_letter_workflow, p_letter_step, p_letter_attempts, p_letter_kind,
+                p_letter_message, p_letter_trace, p_letter_at, p_letter_crc)
+        ON CONFLICT (run_id) DO UPDATE SET
+            workflow = excluded.workflow, step = excluded.step,
+            attempts = excluded.attempts, kind = excluded.kind,
+            message = excluded.message, trace_id = excluded.trace_id, at = excluded.at,
+            crc = excluded.crc;
+    ELSIF p_letter = 2 THEN
+        DELETE FROM dead_letters WHERE run_id = p_run;
+    END IF;
+    RETURN 'ok';
+END
+$$;

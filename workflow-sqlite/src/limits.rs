@@ -1,0 +1,674 @@
+//! Flow-control rows in SQLite: gated runs, step slots, rate buckets and waiting steps.
+//! Every check-and-take runs in the single writer's transaction, so admissions and slot
+//! requests are serialized with each other and with every other write.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, OptionalExtension};
+
+use super::schema::{db_error, Db};
+use workflow_core::journal::Timestamp;
+use workflow_core::store::limits::{
+    self, Acquired, Admission, Admit, AdmittedRun, Bucket, Candidate, DebounceStart, Gate,
+    GateState, KeyUsage, OnLimit, RateLimit, RunFlow, RunLimit, SlotLimit, SlotRequest, StepWait,
+};
+use workflow_core::store::{Fence, Lease, StoreError};
+use workflow_core::RunId;
+
+/// The migration that adds the flow-control tables.
+pub(super) const MIGRATION: &str = "CREATE TABLE flow_gates (
+        run_id INTEGER PRIMARY KEY REFERENCES runs (id),
+        scope TEXT,
+        key TEXT,
+        priority INTEGER NOT NULL,
+        debounce TEXT,
+        burst_at INTEGER NOT NULL,
+        not_before INTEGER NOT NULL,
+        admitted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX flow_gates_waiting ON flow_gates (priority DESC, run_id) WHERE admitted = 0;
+    CREATE INDEX flow_gates_key ON flow_gates (scope, key, admitted) WHERE key IS NOT NULL;
+    CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE admitted = 0;
+    CREATE TABLE flow_slots (
+        run_id INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, holder)
+    ) WITHOUT ROWID;
+    CREATE INDEX flow_slots_key ON flow_slots (scope, key);
+    CREATE TABLE flow_buckets (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        units INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE flow_waits (
+        run_id INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        limit_name TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        since INTEGER NOT NULL,
+        PRIMARY KEY (run_id, holder)
+    ) WITHOUT ROWID;";
+
+/// A [`Gate`] moved to the writer thread.
+#[derive(Debug, Clone)]
+pub(super) struct GateRow {
+    concurrency: Option<(String, String)>,
+    priority: i64,
+    debounce: Option<(String, u64, Option<u64>)>,
+}
+
+impl GateRow {
+    pub(super) fn new(gate: &Gate<'_>) -> GateRow {
+        GateRow {
+            concurrency: gate
+                .concurrency
+                .map(|(scope, key)| (scope.to_owned(), key.to_owned())),
+            priority: gate.priority,
+            debounce: gate
+                .debounce
+                .map(|d| (d.key.to_owned(), d.window_ms, d.max_wait_ms)),
+        }
+    }
+}
+
+/// Inside a creation's write, after the run was created: its gate, and the debounce
+/// burst it joins (the earlier runs of the burst cancelled).
+pub(super) fn insert_gate(
+    db: &Db,
+    run: RunId,
+    workflow: &str,
+    at: Timestamp,
+    gate: &GateRow,
+) -> Result<(), StoreError> {
+    let fail = db_error(db);
+    let mut burst_at = at;
+    let mut not_before = at;
+    if let Some((key, window_ms, max_wait_ms)) = &gate.debounce {
+        let earlier: Vec<(u64, u64)> = db
+            .conn
+            .prepare_cached(
+                "SELECT g.run_id, g.burst_at FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                 WHERE g.admitted = 0 AND g.debounce = ?1 AND r.workflow = ?2
+                   AND r.status = 'running' AND g.run_id <> ?3",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![key, workflow, run.0], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?
+                .collect()
+            })
+            .map_err(&fail)?;
+        for (old, old_burst) in earlier {
+            burst_at = burst_at.min(old_burst);
+            super::sql::cancel_with_note(db, RunId(old), &limits::debounced_note(run), at)?;
+        }
+        let debounce = DebounceStart {
+            key,
+            window_ms: *window_ms,
+            max_wait_ms: *max_wait_ms,
+        };
+        not_before = debounce.not_before(at, burst_at);
+    }
+    let (scope, key) = gate.concurrency.clone().unzip();
+    db.conn
+        .prepare_cached(
+            "INSERT INTO flow_gates (run_id, scope, key, priority, debounce, burst_at, not_before)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                run.0,
+                scope,
+                key,
+                gate.priority,
+                gate.debounce.as_ref().map(|d| &d.0),
+                burst_at,
+                not_before
+            ])
+        })
+        .map(drop)
+        .map_err(&fail)
+}
+
+/// An [`Admit`] moved to the writer thread.
+#[derive(Debug, Clone)]
+pub(super) struct AdmitRow {
+    owner: String,
+    lease_ms: u64,
+    now: Timestamp,
+    versions: Vec<String>,
+    limits: Vec<(String, u32, OnLimit)>,
+    room: usize,
+    aging_ms: u64,
+}
+
+impl AdmitRow {
+    pub(super) fn new(admit: &Admit<'_>) -> AdmitRow {
+        AdmitRow {
+            owner: admit.claimant.owner.to_owned(),
+            lease_ms: admit.claimant.lease_ms,
+            now: admit.claimant.now,
+            versions: admit.versions.iter().map(|v| (*v).to_owned()).collect(),
+            limits: admit
+                .limits
+                .iter()
+                .map(|l| (l.workflow.to_owned(), l.limit, l.on_limit))
+                .collect(),
+            room: admit.room,
+            aging_ms: admit.aging_ms,
+        }
+    }
+}
+
+/// The admitted, unfinished runs of a key.
+fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> {
+    db.conn
+        .prepare_cached(
+            "SELECT g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
+             WHERE g.scope = ?1 AND g.key = ?2 AND g.admitted = 1 AND r.status = 'running'
+             ORDER BY g.run_id",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![scope, key], |row| Ok(RunId(row.get(0)?)))?
+                .collect()
+        })
+        .map_err(db_error(db))
+}
+
+/// On the read connection: whether any gated run waits for an admission (an admission
+/// pass without one costs the writer nothing).
+pub(super) fn any_gated(db: &Db) -> Result<bool, StoreError> {
+    db.conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM flow_gates WHERE admitted = 0)")
+        .and_then(|mut s| s.query_row([], |row| row.get(0)))
+        .map_err(db_error(db))
+}
+
+/// Inside the writer's transaction: one admission.
+pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
+    let fail = db_error(db);
+    let versions = serde_json::to_string(&admit.versions).unwrap_or_else(|_| "[]".to_owned());
+    let candidates: Vec<Candidate> = db
+        .conn
+        .prepare_cached(
+            "SELECT g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before
+             FROM flow_gates g JOIN runs r ON r.id = g.run_id
+             WHERE g.admitted = 0 AND g.not_before <= ?1 AND r.status = 'running'
+               AND r.owner IS NULL AND r.fingerprint IN (SELECT value FROM json_each(?2))
+             ORDER BY g.priority DESC, g.run_id LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![admit.now, versions, limits::ADMISSION_WINDOW as i64],
+                |row| {
+                    let scope: Option<String> = row.get(2)?;
+                    let key: Option<String> = row.get(3)?;
+                    let created_at: u64 = row.get(5)?;
+                    let not_before: u64 = row.get(6)?;
+                    Ok(Candidate {
+                        run: RunId(row.get(0)?),
+                        workflow: row.get(1)?,
+                        key: scope.zip(key),
+                        priority: row.get(4)?,
+                        created_at,
+                        ready_at: not_before.max(created_at),
+                    })
+                },
+            )?
+            .collect()
+        })
+        .map_err(&fail)?;
+    let next_ready: Option<(u64, u64)> = db
+        .conn
+        .prepare_cached(
+            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
+             WHERE g.admitted = 0 AND g.not_before > ?1 AND r.status = 'running'
+               AND r.fingerprint IN (SELECT value FROM json_each(?2))
+             ORDER BY g.not_before, g.run_id LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![admit.now, versions], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(&fail)?;
+    let next_ready = next_ready.map(|(at, run)| (at, RunId(run)));
+    if candidates.is_empty() {
+        return Ok((
+            Admission {
+                next_ready,
+                ..Admission::default()
+            },
+            0,
+        ));
+    }
+    let mut held = HashMap::new();
+    for key in candidates.iter().filter_map(|c| c.key.clone()) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
+            let holders = in_flight(db, &slot.key().0, &slot.key().1)?;
+            slot.insert(holders);
+        }
+    }
+    let run_limits: Vec<RunLimit<'_>> = admit
+        .limits
+        .iter()
+        .map(|(workflow, limit, on_limit)| RunLimit {
+            workflow,
+            limit: *limit,
+            on_limit: *on_limit,
+        })
+        .collect();
+    let plan = limits::plan(
+        &candidates,
+        &held,
+        &run_limits,
+        admit.now,
+        admit.room,
+        admit.aging_ms,
+    );
+    let mut admission = Admission {
+        cancel: plan.cancel,
+        next_ready,
+        ..Admission::default()
+    };
+    for id in plan.admit {
+        let Some(candidate) = candidates.iter().find(|c| c.run == id) else {
+            continue;
+        };
+        let token: u64 = db
+            .conn
+            .prepare_cached(
+                "UPDATE runs SET owner = ?2, lease_token = lease_token + 1, lease_until = ?3
+                 WHERE id = ?1 RETURNING lease_token",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![id.0, admit.owner, admit.now.saturating_add(admit.lease_ms)],
+                    |row| row.get(0),
+                )
+            })
+            .map_err(&fail)?;
+        db.conn
+            .prepare_cached("UPDATE flow_gates SET admitted = 1 WHERE run_id = ?1")
+            .and_then(|mut s| s.execute(params![id.0]))
+            .map_err(&fail)?;
+        admission.admitted.push(AdmittedRun {
+            lease: Lease { run: id, token },
+            workflow: candidate.workflow.clone(),
+            waited_ms: admit.now.saturating_sub(candidate.ready_at),
+        });
+    }
+    for (id, note) in plan.skip {
+        if super::sql::cancel_with_note(db, id, &note, admit.now)? {
+            admission.skipped.push((id, note));
+        }
+    }
+    Ok((admission, 0))
+}
+
+/// A [`SlotRequest`] moved to the writer thread.
+#[derive(Debug, Clone)]
+pub(super) struct SlotRow {
+    run: RunId,
+    holder: String,
+    owner: String,
+    token: u64,
+    /// Name, scope, key, limit.
+    concurrency: Option<(String, String, String, u32)>,
+    /// Name, scope, key, limit, per, burst.
+    rate: Option<(String, String, String, u32, u64, u32)>,
+    now: Timestamp,
+}
+
+impl SlotRow {
+    pub(super) fn new(request: &SlotRequest<'_>) -> SlotRow {
+        SlotRow {
+            run: request.run,
+            holder: request.holder.to_owned(),
+            owner: request.fence.owner.to_owned(),
+            token: request.fence.token,
+            concurrency: request.concurrency.map(|c| {
+                (
+                    c.name.to_owned(),
+                    c.scope.to_owned(),
+                    c.key.to_owned(),
+                    c.limit,
+                )
+            }),
+            rate: request.rate.map(|r| {
+                (
+                    r.name.to_owned(),
+                    r.scope.to_owned(),
+                    r.key.to_owned(),
+                    r.limit,
+                    r.per_ms,
+                    r.burst,
+                )
+            }),
+            now: request.now,
+        }
+    }
+}
+
+/// The clause of a slot held under its run's current lease.
+const VALID: &str = "EXISTS (SELECT 1 FROM runs r WHERE r.id = flow_slots.run_id
+    AND r.status = 'running' AND r.owner = flow_slots.owner
+    AND r.lease_token = flow_slots.token)";
+
+fn usage(db: &Db, scope: &str, key: &str) -> Result<KeyUsage, StoreError> {
+    let holders: Vec<(RunId, String)> = db
+        .conn
+        .prepare_cached(&format!(
+            "SELECT run_id, holder FROM flow_slots WHERE scope = ?1 AND key = ?2 AND {VALID}
+             ORDER BY at, run_id"
+        ))
+        .and_then(|mut s| {
+            s.query_map(params![scope, key], |row| {
+                Ok((RunId(row.get(0)?), row.get(1)?))
+            })?
+            .collect()
+        })
+        .map_err(db_error(db))?;
+    Ok(KeyUsage {
+        in_use: holders.len() as u32,
+        holders: holders.into_iter().take(limits::HOLDERS_SHOWN).collect(),
+    })
+}
+
+/// Inside the writer's transaction: one slot request.
+pub(super) fn acquire(db: &Db, request: &SlotRow) -> Result<(Acquired, u64), StoreError> {
+    let fail = db_error(db);
+    let lease: Option<(Option<String>, u64, String)> = db
+        .conn
+        .prepare_cached("SELECT owner, lease_token, status FROM runs WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![request.run.0], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(&fail)?;
+    let Some((owner, token, status)) = lease else {
+        return Err(StoreError::UnknownRun(request.run));
+    };
+    if owner.as_deref() != Some(request.owner.as_str())
+        || token != request.token
+        || status != "running"
+    {
+        return Err(StoreError::Fenced {
+            run: request.run,
+            owner: request.owner.clone(),
+        });
+    }
+    db.conn
+        .prepare_cached("DELETE FROM flow_slots WHERE run_id = ?1 AND holder = ?2")
+        .and_then(|mut s| s.execute(params![request.run.0, request.holder]))
+        .map_err(&fail)?;
+    let fence = Fence {
+        owner: &request.owner,
+        token: request.token,
+    };
+    let concurrency = request
+        .concurrency
+        .as_ref()
+        .map(|(name, scope, key, limit)| SlotLimit {
+            name,
+            scope,
+            key,
+            limit: *limit,
+        });
+    let rate = request
+        .rate
+        .as_ref()
+        .map(|(name, scope, key, limit, per_ms, burst)| RateLimit {
+            name,
+            scope,
+            key,
+            limit: *limit,
+            per_ms: *per_ms,
+            burst: *burst,
+        });
+    let borrowed = SlotRequest {
+        run: request.run,
+        holder: &request.holder,
+        fence,
+        concurrency,
+        rate,
+        now: request.now,
+    };
+    if let Some(slot) = &concurrency {
+        db.conn
+            .prepare_cached(&format!(
+                "DELETE FROM flow_slots WHERE scope = ?1 AND key = ?2 AND NOT {VALID}"
+            ))
+            .and_then(|mut s| s.execute(params![slot.scope, slot.key]))
+            .map_err(&fail)?;
+        let usage = usage(db, slot.scope, slot.key)?;
+        if usage.in_use >= slot.limit {
+            wait(db, &borrowed, "slot", slot.name, slot.scope, slot.key)?;
+            return Ok((Acquired::Busy(usage), 0));
+        }
+    }
+    if let Some(rate) = &rate {
+        let stored: Option<(u64, u64)> = db
+            .conn
+            .prepare_cached("SELECT units, at FROM flow_buckets WHERE scope = ?1 AND key = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![rate.scope, rate.key], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(&fail)?;
+        let bucket = stored.map_or_else(
+            || Bucket::full(rate, request.now),
+            |(units, at)| Bucket { units, at },
+        );
+        let (next, taken) = bucket.take(rate, request.now);
+        db.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO flow_buckets (scope, key, units, at) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![rate.scope, rate.key, next.units, next.at]))
+            .map_err(&fail)?;
+        if let Err(wait_ms) = taken {
+            wait(db, &borrowed, "rate", rate.name, rate.scope, rate.key)?;
+            return Ok((Acquired::Throttled { wait_ms }, 0));
+        }
+    }
+    if let Some(slot) = &concurrency {
+        db.conn
+            .prepare_cached(
+                "INSERT INTO flow_slots (run_id, holder, scope, key, owner, token, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    request.run.0,
+                    request.holder,
+                    slot.scope,
+                    slot.key,
+                    request.owner,
+                    request.token,
+                    request.now
+                ])
+            })
+            .map_err(&fail)?;
+    }
+    db.conn
+        .prepare_cached("DELETE FROM flow_waits WHERE run_id = ?1 AND holder = ?2")
+        .and_then(|mut s| s.execute(params![request.run.0, request.holder]))
+        .map_err(&fail)?;
+    Ok((Acquired::Granted, 0))
+}
+
+/// Records that a step waits (keeping when it began waiting for the same thing).
+fn wait(
+    db: &Db,
+    request: &SlotRequest<'_>,
+    kind: &str,
+    limit: &str,
+    scope: &str,
+    key: &str,
+) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached(
+            "INSERT INTO flow_waits (run_id, holder, kind, limit_name, scope, key, since)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (run_id, holder) DO UPDATE SET
+                since = CASE WHEN kind = excluded.kind THEN since ELSE excluded.since END,
+                kind = excluded.kind, limit_name = excluded.limit_name,
+                scope = excluded.scope, key = excluded.key",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                request.run.0,
+                request.holder,
+                kind,
+                limit,
+                scope,
+                key,
+                request.now
+            ])
+        })
+        .map(drop)
+        .map_err(db_error(db))
+}
+
+/// Inside a write: gives back a holder's slot and forgets that it waits.
+pub(super) fn release(db: &Db, run: RunId, holder: &str) -> Result<((), u64), StoreError> {
+    for table in ["flow_slots", "flow_waits"] {
+        db.conn
+            .prepare_cached(&format!(
+                "DELETE FROM {table} WHERE run_id = ?1 AND holder = ?2"
+            ))
+            .and_then(|mut s| s.execute(params![run.0, holder]))
+            .map_err(db_error(db))?;
+    }
+    Ok(((), 0))
+}
+
+/// What a run waits for or holds.
+pub(super) fn flow_of(db: &Db, run: RunId) -> Result<RunFlow, StoreError> {
+    let fail = db_error(db);
+    type GateRead = (Option<String>, Option<String>, i64, u64, bool, u64);
+    let gate: Option<GateRead> = db
+        .conn
+        .prepare_cached(
+            "SELECT g.scope, g.key, g.priority, g.not_before, g.admitted, r.created_at
+             FROM flow_gates g JOIN runs r ON r.id = g.run_id WHERE g.run_id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![run.0], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(&fail)?;
+    let gate = match gate {
+        None => None,
+        Some((scope, key, priority, not_before, admitted, created_at)) => {
+            let key = scope.zip(key);
+            let usage = match &key {
+                Some((scope, key)) => {
+                    let holders = in_flight(db, scope, key)?;
+                    KeyUsage {
+                        in_use: holders.len() as u32,
+                        holders: holders
+                            .into_iter()
+                            .take(limits::HOLDERS_SHOWN)
+                            .map(|r| (r, String::new()))
+                            .collect(),
+                    }
+                }
+                None => KeyUsage::default(),
+            };
+            let (scope, value) = key.clone().unzip();
+            let ahead: u64 = db
+                .conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                     WHERE g.admitted = 0 AND r.status = 'running' AND g.run_id <> ?5
+                       AND g.scope IS ?1 AND g.key IS ?2
+                       AND (g.priority > ?3 OR (g.priority = ?3 AND g.run_id < ?4))",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![scope, value, priority, run.0, run.0], |row| {
+                        row.get(0)
+                    })
+                })
+                .map_err(&fail)?;
+            Some(GateState {
+                key,
+                priority,
+                not_before: (not_before > created_at).then_some(not_before),
+                admitted,
+                usage,
+                ahead,
+            })
+        }
+    };
+    let waits: Vec<StepWait> = db
+        .conn
+        .prepare_cached(
+            "SELECT holder, kind, limit_name, scope, key, since FROM flow_waits
+             WHERE run_id = ?1 ORDER BY holder",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![run.0], |row| {
+                Ok(StepWait {
+                    step: row.get(0)?,
+                    kind: row.get(1)?,
+                    limit: row.get(2)?,
+                    scope: row.get(3)?,
+                    key: row.get(4)?,
+                    since: row.get(5)?,
+                    usage: KeyUsage::default(),
+                })
+            })?
+            .collect()
+        })
+        .map_err(&fail)?;
+    let mut filled = Vec::with_capacity(waits.len());
+    for mut wait in waits {
+        if wait.kind == "slot" {
+            wait.usage = usage(db, &wait.scope, &wait.key)?;
+        }
+        filled.push(wait);
+    }
+    let held = db
+        .conn
+        .prepare_cached(&format!(
+            "SELECT holder, scope, key FROM flow_slots WHERE run_id = ?1 AND {VALID}
+             ORDER BY holder"
+        ))
+        .and_then(|mut s| {
+            s.query_map(params![run.0], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?
+            .collect()
+        })
+        .map_err(&fail)?;
+    Ok(RunFlow {
+        gate,
+        waits: filled,
+        held,
+    })
+}
