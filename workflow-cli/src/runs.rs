@@ -18,7 +18,6 @@ use crate::store::Specs;
 use crate::text::{now_ms, rfc3339, short, table, timestamp};
 
 mod report;
-mod waits;
 use report::Report;
 
 /// Runs `workflow runs list`.
@@ -121,7 +120,7 @@ pub async fn show(store: &dyn Store, args: &RunsShowArgs, json: bool) -> Result<
     let waits = store
         .flow_of(args.run)
         .await
-        .map(|flow| waits::waits(&flow, &spec))
+        .map(|flow| workflow_core::store::limits::describe(&flow, Some(&spec)))
         .unwrap_or_default();
     let report = Report::new(&stored, Some(&spec), now_ms()).with_waits(waits);
     Ok(if json {

@@ -19,7 +19,7 @@ pub(super) struct Report<'a> {
     machine: Option<Machine<'a>>,
     start: Timestamp,
     now: Timestamp,
-    /// What it waits for under flow control (`waits::waits`).
+    /// What it waits for under flow control (`store::limits::describe`).
     waits: Vec<String>,
 }
 

@@ -260,7 +260,12 @@ pub fn describe(flow: &RunFlow, spec: Option<&workflow_spec::Spec>) -> Vec<Strin
                 gate.usage.in_use,
                 holders(&gate.usage)
             )),
-            Some((_, key)) => lines.push(format!("queued for a slot of key {key} ({name})")),
+            // Nothing holds a slot of its key: it waits for no other run, but for the next
+            // admission pass of a worker that registers this version of the workflow.
+            Some((_, key)) => lines.push(format!(
+                "queued for key {key} ({name}): its slots are free (0 of {limit} in use), so \
+                 it waits for a worker that registers this version of {name} to admit it"
+            )),
             None => {}
         }
         lines.push(format!(
@@ -307,6 +312,45 @@ pub fn describe(flow: &RunFlow, spec: Option<&workflow_spec::Spec>) -> Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn review() -> workflow_spec::Spec {
+        let parsed = workflow_spec::parse::parse_str(
+            "workflow Review(customer: String) { concurrency: { key: customer, limit: 2 }, human review -> Approval { assignee: \"ops\", timeout: 48h, on_timeout: abort } }",
+        );
+        parsed.spec.expect("a valid spec")
+    }
+
+    fn queued(in_use: u32) -> RunFlow {
+        RunFlow {
+            gate: Some(GateState {
+                key: Some(("Review".into(), "customer-42".into())),
+                admitted: false,
+                usage: KeyUsage {
+                    in_use,
+                    holders: (0..in_use)
+                        .map(|n| (RunId(u64::from(n) + 7), String::new()))
+                        .collect(),
+                },
+                ..GateState::default()
+            }),
+            ..RunFlow::default()
+        }
+    }
+
+    #[test]
+    fn a_queued_run_with_free_slots_waits_for_a_worker_not_a_slot() {
+        assert_eq!(
+            describe(&queued(0), Some(&review())),
+            [
+                "queued for key customer-42 (Review): its slots are free (0 of 2 in use), so it waits for a worker that registers this version of Review to admit it",
+                "queued: priority 0, 0 queued ahead of it",
+            ]
+        );
+        assert_eq!(
+            describe(&queued(2), Some(&review()))[0],
+            "waiting for a slot of key customer-42 (Review): 2 of 2 in use by run-7, run-8"
+        );
+    }
 
     #[test]
     fn a_wait_says_which_key_and_who_holds_it() {
