@@ -6,9 +6,11 @@ use std::collections::HashMap;
 
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode};
+use workflow_core::journal::Event;
+use workflow_core::machine::Machine;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::store::{RunRecord, StoredRun};
-use workflow_core::{admin, RunError, RunId};
+use workflow_core::{admin, DecisionError, RunError, RunId};
 
 use crate::auth::check_identity;
 use crate::error::ApiError;
@@ -116,6 +118,8 @@ pub(crate) fn unknown_run(run: RunId) -> ApiError {
 pub(crate) struct Seen {
     /// Its record and journal.
     pub(crate) stored: StoredRun,
+    /// Its recorded spec, if the store has one.
+    pub(crate) spec: Option<Spec>,
     /// Whether the engine's authorizer admits the caller for one of its human steps.
     pub(crate) approver: bool,
 }
@@ -141,6 +145,23 @@ impl App {
                 ))
             }
         }
+    }
+
+    /// The run's machine's word on `who` deciding (or delegating) `step` of `run` now, with
+    /// the engine's authorizer: open, in time, admitted, not the initiator of a
+    /// `self_approval: false` step, not a second approval. The pre-check of every decision
+    /// and delegation, and what the inbox's cards show; the engine that drives the run
+    /// asks the same machine again.
+    pub(crate) fn machine_admits(
+        &self,
+        spec: &Spec,
+        events: &[Event],
+        run: RunId,
+        step: &str,
+        who: &str,
+    ) -> Result<usize, DecisionError> {
+        let authorize = |assignee: &str, by: &str| self.engine.authorizes(assignee, by);
+        Machine::replay(spec, events).admit(run, step, who, self.engine.now(), Some(&authorize))
     }
 
     /// Whether `name` may act on a task assigned to `assignee` as far as the server can
@@ -230,7 +251,11 @@ impl App {
         if !viewer {
             return Err(unknown_run(run));
         }
-        Ok(Seen { stored, approver })
+        Ok(Seen {
+            stored,
+            spec,
+            approver,
+        })
     }
 
     /// `run`, if `caller` may view it (404 otherwise) and do `action` on it (403

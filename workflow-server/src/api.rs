@@ -33,9 +33,11 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use workflow_core::machine::Machine;
 use workflow_core::store::{RunFilter, RunRecord, RunStatus};
-use workflow_core::{admin, Approval, RunId, StartOptions, TaskInfo};
+use workflow_core::{Approval, RunId, StartOptions, TaskInfo};
 
+use crate::access::Seen;
 use crate::error::ApiError;
 use crate::intake::{check_event_id, same_start, scoped_key, traceparent};
 use crate::json::Json;
@@ -299,35 +301,14 @@ async fn send_event(
     ))
 }
 
-/// The open task `step` of `run`, if it is open.
-pub(crate) async fn open_task(
-    app: &App,
-    run: RunId,
-    step: &str,
-) -> Result<Option<TaskInfo>, ApiError> {
-    let store = &**app.engine.store();
-    let Some(stored) = store.load(run).await? else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_run",
-            format!("unknown run {run}"),
-        ));
-    };
-    let Some(spec) = admin::stored_spec(store, &stored.record.fingerprint).await? else {
-        return Ok(None);
-    };
-    Ok(admin::tasks_of(&spec, &stored)
-        .into_iter()
-        .find(|task| task.step == step))
-}
-
-/// Decides a task as `who`: a person the engine's authorizer does not admit for the task's
-/// assignee is refused (403 `not_admitted`) before anything is written; everything else
-/// (open, not late, not decided before, of the right type) is the engine's call.
+/// Decides a task of `seen` (a run `caller` may decide on, checked by the caller of
+/// this) as `caller`: what the run's machine refuses now (403 `not_admitted`, 409
+/// `already_approved`, …) is answered before anything is written; the engine that drives
+/// the run decides the rest (and asks the machine again).
 pub(crate) async fn decide_as(
     app: &App,
     caller: &Caller,
-    run: RunId,
+    seen: &Seen,
     step: &str,
     decision: Value,
 ) -> Result<(), ApiError> {
@@ -339,21 +320,12 @@ pub(crate) async fn decide_as(
             format!("the decision is {size} bytes of JSON; at most {MAX_DECISION} are accepted"),
         ));
     }
-    app.permitted_run(caller, run, Action::Decide).await?;
-    let who = caller.identity();
-    if let Some(task) = open_task(app, run, step).await? {
-        if !app.admitted(&task.assignee, who.name()) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "not_admitted",
-                format!(
-                    "{who} may not decide task `{step}` of {run}, assigned to {}",
-                    task.assignee
-                ),
-            ));
-        }
+    let run = seen.stored.record.id;
+    let who = caller.identity().name();
+    if let Some(spec) = &seen.spec {
+        app.machine_admits(spec, &seen.stored.events, run, step, who)?;
     }
-    app.engine.decide(run, step, who.name(), decision).await?;
+    app.engine.decide(run, step, who, decision).await?;
     Ok(())
 }
 
@@ -392,7 +364,7 @@ async fn decide(
     decision: Result<Json<DecideBody>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
-    app.permitted_run(&caller, run, Action::Decide).await?;
+    let seen = app.permitted_run(&caller, run, Action::Decide).await?;
     let Json(decision) = decision?;
     check_comment(decision.comment.as_deref())?;
     let value = match (decision.decision, decision.approved) {
@@ -412,7 +384,7 @@ async fn decide(
             ))
         }
     };
-    decide_as(&app, &caller, run, &step, value).await?;
+    decide_as(&app, &caller, &seen, &step, value).await?;
     Ok(Json(
         json!({ "run": run.to_string(), "step": step, "by": caller.identity().name() }),
     ))
@@ -428,16 +400,16 @@ struct TasksQuery {
     limit: Option<usize>,
 }
 
-/// Hands a task to another person or group as `caller`, who must be admitted for it now
-/// (403 `not_admitted` before anything is written); the rest is the engine's call.
+/// Hands a task of `seen` (a run `caller` may decide on, checked by the caller of this)
+/// to another person or group: what the run's machine refuses now (the four-eyes rules
+/// included) is answered before anything is written; the rest is the engine's call.
 pub(crate) async fn delegate_as(
     app: &App,
     caller: &Caller,
-    run: RunId,
+    seen: &Seen,
     step: &str,
     to: &str,
 ) -> Result<(), ApiError> {
-    app.permitted_run(caller, run, Action::Decide).await?;
     if to.len() > workflow_core::machine::MAX_DELEGATE {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -449,20 +421,20 @@ pub(crate) async fn delegate_as(
             ),
         ));
     }
-    let who = caller.identity();
-    if let Some(task) = open_task(app, run, step).await? {
-        if !app.admitted(&task.assignee, who.name()) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "not_admitted",
-                format!(
-                    "{who} may not delegate task `{step}` of {run}, assigned to {}",
-                    task.assignee
-                ),
-            ));
-        }
+    let run = seen.stored.record.id;
+    let who = caller.identity().name();
+    if let Some(spec) = &seen.spec {
+        let authorize = |assignee: &str, by: &str| app.engine.authorizes(assignee, by);
+        Machine::replay(spec, &seen.stored.events).delegate(
+            run,
+            step,
+            who,
+            to,
+            app.engine.now(),
+            Some(&authorize),
+        )?;
     }
-    app.engine.delegate(run, step, who.name(), to).await?;
+    app.engine.delegate(run, step, who, to).await?;
     Ok(())
 }
 
@@ -478,9 +450,9 @@ async fn delegate(
     body: Result<Json<DelegateBody>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let run = parse_run(&run)?;
-    app.permitted_run(&caller, run, Action::Decide).await?;
+    let seen = app.permitted_run(&caller, run, Action::Decide).await?;
     let Json(body) = body?;
-    delegate_as(&app, &caller, run, &step, &body.to).await?;
+    delegate_as(&app, &caller, &seen, &step, &body.to).await?;
     Ok(Json(json!({
         "run": run.to_string(),
         "step": step,

@@ -4,7 +4,6 @@
 
 use serde_json::Value;
 use workflow_core::journal::Event;
-use workflow_core::machine::Machine;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{DecisionError, TaskInfo};
 
@@ -157,16 +156,9 @@ fn not_yours(
     spec: &Spec,
     events: &[Event],
 ) -> Option<String> {
-    let machine = Machine::replay(spec, events);
-    let authorize = |assignee: &str, by: &str| app.engine.authorizes(assignee, by);
-    let admitted = machine.admit(
-        task.run,
-        &task.step,
-        who.name(),
-        app.engine.now(),
-        Some(&authorize),
-    );
-    let error = admitted.err()?;
+    let error = app
+        .machine_admits(spec, events, task.run, &task.step, who.name())
+        .err()?;
     Some(match error {
         DecisionError::AlreadyApproved { .. } => {
             "You approved this already; the rest of its approvals are for others.".to_owned()

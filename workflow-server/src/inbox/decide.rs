@@ -5,10 +5,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
-use workflow_core::Approval;
+use workflow_core::{admin, Approval};
 
 use super::{confirm, fail, PageCaller, PageError, MAX_FORM};
-use crate::api::{check_comment, decide_as, delegate_as, open_task};
+use crate::api::{check_comment, decide_as, delegate_as};
 use crate::error::ApiError;
 use crate::permissions::Action;
 use crate::view::parse_run;
@@ -108,7 +108,7 @@ pub(super) async fn decide(
     let comment = form.comment.filter(|c| !c.trim().is_empty());
     if form.verdict == "delegate" {
         let to = form.to.unwrap_or_default();
-        delegate_as(&app, &caller, run, &step, &to)
+        delegate_as(&app, &caller, &seen, &step, &to)
             .await
             .map_err(&fail)?;
         let target = format!("{}/inbox/runs/{run}", app.base);
@@ -125,9 +125,17 @@ pub(super) async fn decide(
                 .map_err(|e| fail(ApiError::bad_request(e.to_string())))?
         }
         "form" => {
-            let task = open_task(&app, run, &step).await.map_err(&fail)?;
-            let fields = task
-                .and_then(|task| app.engine.decision_form(&task.workflow, &step))
+            let open = seen.spec.as_ref().is_some_and(|spec| {
+                admin::tasks_of(spec, &seen.stored)
+                    .iter()
+                    .any(|task| task.step == step)
+            });
+            let fields = open
+                .then(|| {
+                    app.engine
+                        .decision_form(&seen.stored.record.workflow, &step)
+                })
+                .flatten()
                 .ok_or_else(|| {
                     fail(ApiError::new(
                         StatusCode::NOT_FOUND,
@@ -143,7 +151,7 @@ pub(super) async fn decide(
             )))
         })?,
     };
-    decide_as(&app, &caller, run, &step, decision)
+    decide_as(&app, &caller, &seen, &step, decision)
         .await
         .map_err(&fail)?;
     let target = format!(
