@@ -1,6 +1,6 @@
 //! One permission policy for every API route and inbox page, over real loopback TCP: the
 //! matrix of every route (runs, tasks and their delegation, dead letters, schedules,
-//! `/metrics`, the inbox, signed decision links) × {anonymous, outsider, approver,
+//! `/metrics`, `/healthz` and `/readyz`, the inbox, signed decision links) × {anonymous, outsider, approver,
 //! viewer, operator, another workflow's operator}, lists filtered to what the caller may
 //! see, a run the caller may not see answering exactly as one that does not exist, and a
 //! policy that cannot answer answering 503 with nothing changed.
@@ -226,6 +226,9 @@ async fn every_route_answers_each_caller_by_the_policy() {
                     UNAUTH, FORBIDDEN, FORBIDDEN, FORBIDDEN, FORBIDDEN, FORBIDDEN,
                 ],
             ),
+            // A supervisor's probes need no sign-in and say nothing of runs.
+            ("/healthz".into(), [OK; 6]),
+            ("/readyz".into(), [OK; 6]),
         ];
         for (path, row) in &get_rows {
             let answer = call(addr, Method::GET, path, who, None).await;
