@@ -156,6 +156,18 @@ fn simulate(choices: &[u8]) -> Vec<Event> {
                 child,
                 at: now,
             },
+            // A cancel stopped an attempt: its settlement, or the stop of a reconciled one.
+            Command::Stop {
+                step,
+                item,
+                attempt,
+                settle,
+            } => settle.unwrap_or(Event::AttemptStopped {
+                step,
+                item,
+                attempt,
+                at: now,
+            }),
             Command::Finish(_) => break,
         };
         live.apply(&event);

@@ -1,5 +1,7 @@
 //! What a step action gets to know about its run: [`StepContext`].
 
+use tokio::sync::watch;
+
 use crate::error::RunId;
 use crate::journal::Timestamp;
 
@@ -29,6 +31,9 @@ pub struct StepContext {
     /// key and refuses lower ones: a worker that lost the run while it was frozen inside
     /// the call is then refused, even when its request arrives late. See [`Self::fence`].
     pub fence: u64,
+    /// Told when the run is cancelled, or its worker drains, while this attempt runs. See
+    /// [`Self::cancelled`].
+    pub cancel: Cancellation,
 }
 
 impl StepContext {
@@ -53,6 +58,39 @@ impl StepContext {
         self.fence
     }
 
+    /// Completes when the run is cancelled (or the worker running the attempt drains) while
+    /// this attempt runs; never otherwise.
+    ///
+    /// An internal step needs nothing of it: a cancel drops its attempt at once. An
+    /// external effect gets the cancel's grace period (`EngineBuilder::cancel_grace`, 30 s
+    /// by default) to finish or to stop cleanly, for instance by racing its wait against
+    /// this and withdrawing a request it can still withdraw; past the grace period its
+    /// attempt is dropped and it settles by what is known of it (its reconcile function is
+    /// asked; otherwise `cancelled` when idempotent, else `outcome_unknown`).
+    ///
+    /// ```
+    /// use workflow_core::{Cancellation, StepError};
+    /// # async fn example() {
+    /// let (canceller, cancellation) = Cancellation::new();
+    /// canceller.cancel();
+    /// // In a step, `ctx.cancelled()` is this.
+    /// let answer: Result<u32, StepError> = tokio::select! {
+    ///     () = cancellation.cancelled() => Err(StepError::permanent("withdrawn: cancelled")),
+    ///     answer = std::future::pending::<u32>() => Ok(answer),
+    /// };
+    /// assert!(answer.is_err());
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(example());
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// Whether the run was cancelled (or the worker drains) while this attempt runs.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
     /// The key for a step of a run: `workflow/run/step`.
     pub fn key_for(workflow: &str, run: RunId, step: &str) -> String {
         let mut key = String::with_capacity(workflow.len() + step.len() + 22);
@@ -70,6 +108,68 @@ impl StepContext {
         key.push('/');
         push_decimal(&mut key, index as u64);
         key
+    }
+}
+
+/// The cancellation signal an attempt's [`StepContext`] carries: told when its run is
+/// cancelled or its worker drains. [`Cancellation::default`] is never told.
+#[derive(Clone, Debug, Default)]
+pub struct Cancellation(Option<watch::Receiver<bool>>);
+
+/// Tells every [`Cancellation`] made with it (see [`Cancellation::new`]).
+#[derive(Debug)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Cancellation {
+    /// A signal and what tells it: for tests of a step's own code, and for the engine.
+    pub fn new() -> (Canceller, Cancellation) {
+        let (tx, rx) = watch::channel(false);
+        (Canceller(tx), Cancellation(Some(rx)))
+    }
+
+    /// Whether it was told.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.as_ref().is_some_and(|rx| *rx.borrow())
+    }
+
+    /// Completes once told (never, for one that cannot be told).
+    pub async fn cancelled(&self) {
+        match &self.0 {
+            Some(rx) => {
+                let mut rx = rx.clone();
+                // An error means the canceller is gone without telling: never told.
+                if rx.wait_for(|told| *told).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl PartialEq for Cancellation {
+    /// Two signals are equal when both were told or neither was.
+    fn eq(&self, other: &Self) -> bool {
+        self.is_cancelled() == other.is_cancelled()
+    }
+}
+
+impl Eq for Cancellation {}
+
+impl Canceller {
+    /// Tells every signal made with it; telling twice is telling once.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether it told already.
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Another signal told by this canceller.
+    pub fn cancellation(&self) -> Cancellation {
+        Cancellation(Some(self.0.subscribe()))
     }
 }
 

@@ -313,6 +313,20 @@ pub enum Event {
         /// When.
         at: Timestamp,
     },
+    /// The run was cancelled while an attempt of an external effect with a reconcile
+    /// function ran, and its cancel's grace period ended: the attempt was stopped, and the
+    /// reconcile function is asked whether the effect happened (its answer settles the step).
+    AttemptStopped {
+        /// The step index.
+        step: usize,
+        /// The item, for a map step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
+        /// The attempt that was stopped.
+        attempt: u32,
+        /// When.
+        at: Timestamp,
+    },
     /// The workflow-level deadline passed.
     DeadlinePassed {
         /// When.
@@ -429,6 +443,7 @@ impl Event {
             | Event::ItemSucceeded { at, .. }
             | Event::ChildStarted { at, .. }
             | Event::ChildCancelled { at, .. }
+            | Event::AttemptStopped { at, .. }
             | Event::CompensationStarted { at, .. }
             | Event::Compensated { at, .. }
             | Event::DeadlinePassed { at }
@@ -466,6 +481,7 @@ impl Event {
             | Event::ItemSucceeded { step, .. }
             | Event::ChildStarted { step, .. }
             | Event::ChildCancelled { step, .. }
+            | Event::AttemptStopped { step, .. }
             | Event::Compensated { step, .. } => Some(*step),
             Event::MessageRefused { step, .. } => *step,
             Event::RunStarted { .. }

@@ -31,11 +31,15 @@ pub enum ErrorKind {
     /// neither idempotent nor reconciled, so whether it happened is unknown and a person
     /// must decide (never retried).
     OutcomeUnknown,
+    /// The run was cancelled while the attempt ran, and the attempt was stopped: at once
+    /// for an internal step, after the cancel's grace period for an external effect that
+    /// is idempotent or whose reconcile function found it had not happened (never retried).
+    Cancelled,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Timeout,
         ErrorKind::RateLimited,
         ErrorKind::Unavailable,
@@ -45,6 +49,7 @@ impl ErrorKind {
         ErrorKind::Unsafe,
         ErrorKind::Internal,
         ErrorKind::OutcomeUnknown,
+        ErrorKind::Cancelled,
     ];
 
     /// The kinds retried when a policy names no `retry_on`.
@@ -66,6 +71,7 @@ impl ErrorKind {
             ErrorKind::Unsafe => "unsafe",
             ErrorKind::Internal => "internal",
             ErrorKind::OutcomeUnknown => "outcome_unknown",
+            ErrorKind::Cancelled => "cancelled",
         }
     }
 
@@ -83,6 +89,7 @@ impl ErrorKind {
                 | ErrorKind::Unauthorized
                 | ErrorKind::Unsafe
                 | ErrorKind::OutcomeUnknown
+                | ErrorKind::Cancelled
         )
     }
 }

@@ -23,6 +23,11 @@ pub fn default_authorizer(assignee: &str, by: &str) -> bool {
 /// The default lease of a run in a store shared by many engine processes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// How long an external effect in flight may finish once its run is cancelled, unless
+/// [`EngineBuilder::cancel_grace`] says otherwise.
+pub const DEFAULT_CANCEL_GRACE: Duration =
+    Duration::from_millis(crate::machine::DEFAULT_CANCEL_GRACE_MS);
+
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     pub(super) store: Arc<dyn Store>,
@@ -39,6 +44,7 @@ pub struct EngineBuilder {
     pub(super) worker: bool,
     pub(super) max_live_runs: Option<usize>,
     pub(super) retention: Option<Duration>,
+    pub(super) cancel_grace: Duration,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -69,6 +75,7 @@ impl Default for EngineBuilder {
             worker: true,
             max_live_runs: None,
             retention: None,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
         }
     }
 }
@@ -151,6 +158,16 @@ impl EngineBuilder {
     /// What it cannot stop is a request already on its way: see `StepContext::fence`.
     pub fn fence_margin(mut self, margin: Duration) -> Self {
         self.fence_margin = Some(margin);
+        self
+    }
+
+    /// How long an attempt of an external effect in flight may go on once its run is
+    /// cancelled (default [`DEFAULT_CANCEL_GRACE`], 30 s). A cancel stops an internal
+    /// step's attempt at once; an external effect is told (`StepContext::cancelled`) and
+    /// stopped when this ends, settling by what is known of it (its reconcile function is
+    /// asked; otherwise `cancelled` when idempotent, else `outcome_unknown`).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
         self
     }
 

@@ -159,6 +159,9 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) metrics: Arc<[super::steps::StepMetrics]>,
     /// The run's lease had less than the self-fencing margin left: stop, commit nothing.
     pub(super) self_fenced: bool,
+    /// Tells the run's attempts (`StepContext::cancelled`) that it was cancelled or that
+    /// this engine drains.
+    pub(super) cancel: crate::context::Canceller,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -189,6 +192,7 @@ impl<W: Workflow> Driver<W> {
             items: Default::default(),
             metrics: shared.metrics,
             self_fenced: false,
+            cancel: crate::context::Cancellation::new().0,
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -351,6 +355,10 @@ impl<W: Workflow> Driver<W> {
     pub(super) async fn step(&mut self) -> Result<Option<Status>, StoreError> {
         let finish = self.plan();
         self.commit(finish).await?;
+        if self.machine.is_cancelling() && !self.cancel.is_cancelled() {
+            tracing::info!("the run was cancelled: its attempts in flight are told");
+            self.cancel.cancel();
+        }
         Ok(finish)
     }
 

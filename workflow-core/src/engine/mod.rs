@@ -45,7 +45,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use workflow_spec::retry::SplitMix64;
 
 pub use self::builder::{
-    default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
+    default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_CANCEL_GRACE,
+    DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
 pub use self::purger::{BATCHES_PER_PASS, PURGE_EVERY};
@@ -108,6 +109,8 @@ struct Inner {
     authorizer: Authorizer,
     max_in_flight: usize,
     log_payloads: bool,
+    /// The cancel's grace period of external effects, in ms.
+    pub(super) cancel_grace_ms: u64,
     owner: String,
     /// How long a claim lasts: zero in stores only one engine drives (a claim by another
     /// engine takes the run at once), the configured lease in shared ones.
@@ -229,6 +232,7 @@ impl Engine {
                 authorizer: builder.authorizer,
                 max_in_flight: builder.max_in_flight,
                 log_payloads: builder.log_payloads,
+                cancel_grace_ms: builder.cancel_grace.as_millis() as u64,
                 owner: builder.owner.unwrap_or_else(builder::unique_owner),
                 lease_ms,
                 rng: Mutex::new(SplitMix64::new(seed)),

@@ -28,6 +28,14 @@ pub(super) enum Start {
     CancelChild {
         child: RunId,
     },
+    /// The run was cancelled: drop the attempt in flight; with `reconcile`, ask the step's
+    /// reconcile function whether the effect happened.
+    Stop {
+        step: usize,
+        item: Option<usize>,
+        attempt: u32,
+        reconcile: bool,
+    },
 }
 
 /// Asks the machine until it has nothing more to decide at `now`, applying each event it
@@ -91,6 +99,25 @@ pub(super) fn plan<W: Workflow>(
                         at: now,
                     }
                 }
+                Command::Stop {
+                    step,
+                    item,
+                    attempt,
+                    settle,
+                } => {
+                    starts.push(Start::Stop {
+                        step,
+                        item,
+                        attempt,
+                        reconcile: settle.is_none(),
+                    });
+                    settle.unwrap_or(Event::AttemptStopped {
+                        step,
+                        item,
+                        attempt,
+                        at: now,
+                    })
+                }
                 Command::Finish(status) => return Some(status),
             };
             machine.apply(&event);
@@ -123,7 +150,8 @@ impl<W: Workflow> Launch<W> {
         let seq = events.len() as u64;
         let machine = Machine::replay(W::spec(), events)
             .with_max_in_flight(engine.inner.max_in_flight)
-            .with_fence_margin(engine.inner.lease.margin_ms());
+            .with_fence_margin(engine.inner.lease.margin_ms())
+            .with_cancel_grace(engine.inner.cancel_grace_ms);
         let input = decode_input::<W>(run, machine.input().cloned()).map_err(|e| (e, seq))?;
         Ok(Launch {
             machine,
@@ -203,7 +231,8 @@ pub(super) async fn create<W: Workflow>(
     };
     let mut machine = Machine::new(W::spec())
         .with_max_in_flight(engine.inner.max_in_flight)
-        .with_fence_margin(engine.inner.lease.margin_ms());
+        .with_fence_margin(engine.inner.lease.margin_ms())
+        .with_cancel_grace(engine.inner.cancel_grace_ms);
     machine.apply(&started);
     let mut events = vec![started];
     if let Some(by) = options.initiator {

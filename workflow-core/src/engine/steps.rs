@@ -45,6 +45,26 @@ impl<W: Workflow> Driver<W> {
                     work::spawn_compensation(&mut self.work, guard, call, step);
                 }
             }
+            Start::Stop {
+                step,
+                item,
+                attempt,
+                reconcile,
+            } => {
+                self.work.stop((step, item));
+                tracing::warn!(
+                    step = self.step_id(step),
+                    item,
+                    attempt,
+                    "the run was cancelled: the attempt was stopped"
+                );
+                if reconcile {
+                    if let Some(call) = self.call(step, item, attempt) {
+                        let guard = self.guard();
+                        work::spawn_reconcile(&mut self.work, guard, call, step);
+                    }
+                }
+            }
             Start::CancelChild { child } => {
                 let engine = self.engine.clone();
                 let by = format!("parent {}", self.run);
@@ -132,6 +152,7 @@ impl<W: Workflow> Driver<W> {
                 dry_run: self.machine.dry_run(),
                 trace_id: self.trace_id.clone(),
                 fence: self.token,
+                cancel: self.cancel.cancellation(),
             },
             snapshot,
             flow: super::limits::StepFlow::for_step::<W>(
@@ -204,6 +225,7 @@ impl<W: Workflow> Driver<W> {
                 result,
                 elapsed,
             } => {
+                self.work.finished((step, item));
                 self.count(step, &result, elapsed);
                 let event = match (result, item) {
                     (Ok(output), None) => {
@@ -301,6 +323,7 @@ impl<W: Workflow> Driver<W> {
                     at: now,
                 });
             }
+            Done::Stopped => tracing::debug!("a stopped attempt was dropped"),
             Done::Lost { step } => {
                 tracing::error!(step = self.step_id(step), "a step's own task was lost");
             }

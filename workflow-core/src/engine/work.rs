@@ -11,6 +11,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use futures_util::future::{abortable, AbortHandle};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use tracing::Instrument;
@@ -47,7 +50,12 @@ pub(super) enum Done {
     SelfFenced { step: usize },
     /// A step's own task (`spawn: true`) ended without an outcome (it was cancelled).
     Lost { step: usize },
+    /// An attempt was stopped by a cancel (its future dropped); the stop was journaled.
+    Stopped,
 }
+
+/// An attempt in flight: its step and, for a map step, its item.
+pub(super) type Unit = (usize, Option<usize>);
 
 type Job = Pin<Box<dyn Future<Output = Done> + Send>>;
 
@@ -60,6 +68,8 @@ type Job = Pin<Box<dyn Future<Output = Done> + Send>>;
 #[derive(Default)]
 pub(super) struct Work {
     jobs: std::sync::Mutex<FuturesUnordered<Job>>,
+    /// How to stop each attempt in flight (a cancel drops its future).
+    stops: HashMap<Unit, AbortHandle>,
 }
 
 impl Work {
@@ -72,11 +82,45 @@ impl Work {
         self.jobs().push(Box::pin(job));
     }
 
-    /// Adds work that runs as a tokio task of its own (`spawn: true`), aborted when the
-    /// work is dropped.
-    pub(super) fn spawn(&mut self, step: usize, job: impl Future<Output = Done> + Send + 'static) {
-        let task = Aborting(tokio::spawn(job));
-        self.push(async move { task.await_done(step).await });
+    /// Adds an attempt that a cancel may stop: on its own task with `own_task`, else
+    /// polled by the driver.
+    fn push_attempt(
+        &mut self,
+        unit: Unit,
+        own_task: bool,
+        job: impl Future<Output = Done> + Send + 'static,
+    ) {
+        let (job, stop): (Job, AbortHandle) = if own_task {
+            let task = Aborting(tokio::spawn(job));
+            let (job, stop) = abortable(async move { task.await_done(unit.0).await });
+            (
+                Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
+                stop,
+            )
+        } else {
+            let (job, stop) = abortable(job);
+            (
+                Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
+                stop,
+            )
+        };
+        if let Some(previous) = self.stops.insert(unit, stop) {
+            previous.abort();
+        }
+        self.jobs().push(job);
+    }
+
+    /// Stops the attempt of `unit`, if one runs here: its future is dropped at the next
+    /// poll, without being polled again (a task of its own is aborted with it).
+    pub(super) fn stop(&mut self, unit: Unit) {
+        if let Some(stop) = self.stops.remove(&unit) {
+            stop.abort();
+        }
+    }
+
+    /// The attempt of `unit` reported its outcome: it can no longer be stopped.
+    pub(super) fn finished(&mut self, unit: Unit) {
+        self.stops.remove(&unit);
     }
 
     pub(super) fn is_empty(&mut self) -> bool {
@@ -322,11 +366,71 @@ pub(super) fn spawn_attempt<W: Workflow>(
         }
         .instrument(span),
     );
-    if own_task {
-        work.spawn(step, job);
-    } else {
-        work.push(job);
-    }
+    work.push_attempt((step, item), own_task, job);
+}
+
+/// Asks the reconcile function of `step`, whose attempt a cancel stopped, whether the
+/// effect happened: its output if it did, a `cancelled` error if it did not, an
+/// `outcome_unknown` one if it cannot say.
+pub(super) fn spawn_reconcile<W: Workflow>(
+    work: &mut Work,
+    guard: Guard,
+    call: Call<W>,
+    step: usize,
+) {
+    let span = tracing::info_span!(
+        "reconcile",
+        step = call.ctx.step,
+        attempt = call.ctx.attempt
+    );
+    let (attempt, item) = (call.ctx.attempt, call.index());
+    let job = guarded(
+        guard,
+        step,
+        async move {
+            let started = tokio::time::Instant::now();
+            let with_item = call.with_item();
+            let unknown = |error: &dyn std::fmt::Display| {
+                StepError::new(
+                    crate::error::ErrorKind::OutcomeUnknown,
+                    format!(
+                        "the run was cancelled and attempt {attempt} of `{}` was stopped; its \
+                         reconcile function could not say whether the effect happened ({error}): \
+                         check it",
+                        call.ctx.step
+                    ),
+                )
+            };
+            let result = match W::reconcile(step, call.invocation(&with_item)) {
+                Ok(check) => match CatchUnwind(check).await {
+                    Ok(Some(output)) => {
+                        tracing::info!("reconciled after a cancel: the effect happened");
+                        Ok(output)
+                    }
+                    Ok(None) => Err(StepError::new(
+                        crate::error::ErrorKind::Cancelled,
+                        format!(
+                            "the run was cancelled: attempt {attempt} of `{}` was stopped after \
+                             the cancel's grace period, and its reconcile function found the \
+                             effect had not happened",
+                            call.ctx.step
+                        ),
+                    )),
+                    Err(error) => Err(unknown(&error)),
+                },
+                Err(error) => Err(unknown(&error)),
+            };
+            Done::Attempt {
+                step,
+                item,
+                attempt,
+                result,
+                elapsed: started.elapsed(),
+            }
+        }
+        .instrument(span),
+    );
+    work.push(job);
 }
 
 /// Spawns the compensation of `step`.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 pub mod admission;
+mod cancel;
 mod decide;
 mod failure;
 mod map;
@@ -12,6 +13,7 @@ mod next;
 mod quorum;
 mod types;
 
+pub use self::cancel::DEFAULT_CANCEL_GRACE_MS;
 pub use self::decide::{Accepted, Authorize, Hooks, NoHooks};
 pub use self::map::ItemState;
 pub use self::quorum::MAX_DELEGATE;
@@ -50,6 +52,12 @@ pub struct Machine<'s> {
     /// ended by then) that owner may still be finishing a request already on its way:
     /// the self-fencing margin of the engine, in ms.
     fence_margin_ms: u64,
+    /// How long an external effect in flight may finish once its run is cancelled, in ms.
+    cancel_grace_ms: u64,
+    /// When the run was cancelled, if it was cancelled while running.
+    cancelled_at: Option<Timestamp>,
+    /// The attempts a cancel stopped whose reconcile function is being asked.
+    stopping: BTreeSet<Unit>,
     /// From when an operator's retry is safe: the latest `safe_after` of an interrupted
     /// external effect since the last retry.
     safe_after: Option<Timestamp>,
@@ -138,6 +146,9 @@ impl<'s> Machine<'s> {
             attempts: vec![0; n],
             attempt_base: vec![0; n],
             fence_margin_ms: 0,
+            cancel_grace_ms: cancel::DEFAULT_CANCEL_GRACE_MS,
+            cancelled_at: None,
+            stopping: BTreeSet::new(),
             safe_after: None,
             dependents,
             dependents_at,
@@ -193,6 +204,8 @@ impl<'s> Machine<'s> {
         for event in events {
             machine.apply(event);
         }
+        // A stopped attempt whose reconcile was not answered is stopped (and asked) again.
+        machine.stopping.clear();
         machine.orphans = (0..machine.states.len())
             .filter(|step| matches!(machine.states[*step], StepState::Running { .. }))
             .collect();
@@ -405,7 +418,15 @@ impl<'s> Machine<'s> {
                 self.compensating = None;
             }
             Event::DeadlinePassed { .. } => self.stop_with(Stop::Deadline),
-            Event::Cancelled { .. } => self.stop_with(Stop::Cancelled),
+            Event::Cancelled { at, .. } => {
+                if self.status == Status::Running {
+                    self.cancelled_at = Some(*at);
+                }
+                self.stop_with(Stop::Cancelled)
+            }
+            Event::AttemptStopped { step, item, .. } => {
+                self.stopping.insert((*step, *item));
+            }
             Event::Retried { .. } => self.retry_from_failure(),
             Event::Initiated { .. } | Event::TaskApproved { .. } | Event::TaskDelegated { .. } => {
                 self.apply_quorum(event)
@@ -575,6 +596,9 @@ impl<'s> Machine<'s> {
 
     /// The earliest future time at which [`Machine::next`] may have more to do.
     pub fn next_wake(&self) -> Option<Timestamp> {
+        if self.status == Status::Compensating {
+            return self.grace_wake();
+        }
         if self.status != Status::Running {
             return None;
         }

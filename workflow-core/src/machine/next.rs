@@ -26,6 +26,8 @@ impl Machine<'_> {
                     commands.push(Command::CancelChild { step, child });
                 }
             }
+            // A cancel stops the attempts in flight (external effects after their grace).
+            self.stop_commands(now, &mut commands);
             if !self.in_flight_any() {
                 match self.compensating {
                     // A compensation a crash interrupted runs again (at least once).

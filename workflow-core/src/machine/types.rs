@@ -87,7 +87,7 @@ impl StepState {
     }
 
     /// A short name: `pending`, `running`, `retry_wait`, `waiting`, `mapping`, `awaiting`,
-    /// `succeeded`, `failed`, `skipped`.
+    /// `succeeded`, `failed`, `cancelled` (failed as a cancel stopped it), `skipped`.
     pub fn name(&self) -> &'static str {
         match self {
             StepState::Pending => "pending",
@@ -97,6 +97,10 @@ impl StepState {
             StepState::Mapping { .. } => "mapping",
             StepState::Awaiting { .. } => "awaiting",
             StepState::Succeeded => "succeeded",
+            StepState::Failed {
+                kind: ErrorKind::Cancelled,
+                ..
+            } => "cancelled",
             StepState::Failed { .. } => "failed",
             StepState::Skipped { .. } => "skipped",
         }
@@ -193,6 +197,20 @@ pub enum Command {
         step: usize,
         /// The child run.
         child: RunId,
+    },
+    /// The run was cancelled: drop this attempt's future (when it still runs here), then
+    /// journal `settle`; with none (an external effect with a reconcile function), journal
+    /// `AttemptStopped` and ask the reconcile function whether the effect happened, whose
+    /// answer settles the step.
+    Stop {
+        /// The step.
+        step: usize,
+        /// The item, for a map step.
+        item: Option<usize>,
+        /// The attempt in flight.
+        attempt: u32,
+        /// How the attempt settles (`AttemptFailed` or `ItemFailed`).
+        settle: Option<Event>,
     },
     /// The run reached a terminal status.
     Finish(Status),

@@ -316,6 +316,15 @@ pub fn timeline(spec: &Spec, events: &[Event]) -> Vec<String> {
                     Some(_) => format!("compensation_failed {what}"),
                 }
             }
+            Event::AttemptStopped {
+                step,
+                item,
+                attempt,
+                ..
+            } => match item {
+                Some(item) => format!("attempt_stopped {}[{item}] #{attempt}", id(step)),
+                None => format!("attempt_stopped {} #{attempt}", id(step)),
+            },
             Event::DeadlinePassed { .. } => "deadline_passed".to_owned(),
             Event::Cancelled { by, .. } => format!("cancelled by {by}"),
             Event::Retried { by, .. } => format!("retried by {by}"),
