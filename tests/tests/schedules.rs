@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use workflow_core::clock::TokioClock;
-use workflow_core::journal::Timestamp;
+use workflow_core::journal::{Event, Timestamp};
 use workflow_core::prelude::*;
 use workflow_core::schedule::{Catchup, Overlap, Schedule};
 use workflow_core::store::{MemoryStore, RunFilter, RunStatus, ScheduleRow, Store};
@@ -372,6 +372,37 @@ async fn overlap_cancel_previous_cancels_the_run_in_flight() {
             Some(&1),
             "{kind:?}: {statuses:?}"
         );
+        // Each cancelled run's step was stopped (its attempt dropped, settled `cancelled`)
+        // at the tick that started the next run, before that run's first step began.
+        let mut journals = Vec::new();
+        for record in runs(&store).await {
+            let stored = store.load(record.id).await.unwrap().unwrap();
+            journals.push((record, stored.events));
+        }
+        journals.sort_by_key(|(record, _)| record.id);
+        for pair in journals.windows(2) {
+            let ((old, old_events), (_, new_events)) = (&pair[0], &pair[1]);
+            assert_eq!(old.status, RunStatus::Cancelled, "{kind:?}");
+            let stopped = old_events
+                .iter()
+                .find_map(|event| match event {
+                    Event::AttemptFailed {
+                        kind: ErrorKind::Cancelled,
+                        at,
+                        ..
+                    } => Some(*at),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{kind:?}: {old_events:?}"));
+            let started = new_events
+                .iter()
+                .find_map(|event| match event {
+                    Event::AttemptStarted { at, .. } => Some(*at),
+                    _ => None,
+                })
+                .unwrap();
+            assert!(stopped <= started, "{kind:?}: {stopped} > {started}");
+        }
     }
 }
 

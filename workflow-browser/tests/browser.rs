@@ -571,12 +571,20 @@ async fn no_browser_process_outlives_a_hung_step_a_cancelled_run_or_the_engine()
     // A cancelled run: its page is gone once the run is.
     let run = engine.start::<LongHang>(long()).await.unwrap();
     eventually("the page opening", || owned() > 3).await;
+    let cancelled = std::time::Instant::now();
     run.cancel("operator").await.unwrap();
     assert!(matches!(
         failed(run.outputs().await),
         RunError::Cancelled(_)
     ));
     eventually("the cancelled run's page exit", || owned() == 1).await;
+    // The cancel dropped the attempt (an internal step) at once, and its page with it:
+    // gone in moments, not at the step's ten-minute timeout.
+    let gone = cancelled.elapsed();
+    eprintln!("the cancelled run's Chromium was gone {gone:?} after the cancel");
+    assert!(gone < Duration::from_secs(15), "{gone:?}");
+    let view = run.inspect().await.unwrap();
+    assert_eq!(view.steps[0].state.name(), "cancelled", "{view:?}");
     drop(run);
 
     // The engine: a run in flight, then shutdown; dropping the engine (whose env holds

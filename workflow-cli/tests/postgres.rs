@@ -186,3 +186,80 @@ fn an_unreachable_database_is_named_without_its_password() {
     assert!(stderr.contains("cannot reach"), "{stderr}");
     assert!(!stderr.contains("s3cret"), "{stderr}");
 }
+
+/// Set when the long step's future is dropped unfinished.
+static LONG_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set when the external step saw `ctx.cancelled()`.
+static EFFECT_TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+struct Dropped;
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        LONG_DROPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn long(item: String) -> Result<String, StepError> {
+    let guard = Dropped;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    std::mem::forget(guard);
+    Ok(item)
+}
+
+async fn notify(ctx: &StepContext, item: String) -> Result<String, StepError> {
+    tokio::select! {
+        () = ctx.cancelled() => {
+            EFFECT_TOLD.store(true, std::sync::atomic::Ordering::SeqCst);
+            Err(StepError::permanent("withdrawn: the run was cancelled"))
+        }
+        () = tokio::time::sleep(Duration::from_secs(120)) => Ok(item),
+    }
+}
+
+workflow! {
+    /// Two steps that would take two minutes: one internal, one an external effect.
+    workflow Slow(item: String) {
+        step long -> String { action: long(item) }
+        step notify -> String { action: notify(ctx, item), effect: external }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_the_cli_stops_the_steps_another_worker_runs() {
+    let Some(url) =
+        pg_testing::server("a_cancel_from_the_cli_stops_the_steps_another_worker_runs").await
+    else {
+        return;
+    };
+    let schema = Schema::new(&url, "cli_cancel");
+    let engine = Engine::builder().store(schema.store().await).build();
+    engine.register::<Slow>(()).unwrap();
+    let run = engine
+        .start::<Slow>(SlowInput {
+            item: "report".into(),
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = run.id().to_string();
+    let (code, stdout, stderr) = cli(&["runs", "cancel", &id, "--store", &schema.url()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // The worker takes the cancel in from the store and stops both steps long before
+    // their two minutes.
+    let outcome = tokio::time::timeout(Duration::from_secs(30), run.outputs())
+        .await
+        .expect("the cancelled run settles within the grace period");
+    let error = outcome.err();
+    assert!(matches!(error, Some(RunError::Cancelled(_))), "{error:?}");
+    assert!(LONG_DROPPED.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(EFFECT_TOLD.load(std::sync::atomic::Ordering::SeqCst));
+    let view = run.inspect().await.unwrap();
+    let states: Vec<&str> = view.steps.iter().map(|s| s.state.name()).collect();
+    assert_eq!(states, ["cancelled", "failed"], "{view:?}");
+    let (code, stdout, stderr) = cli(&["runs", "show", &id, "--store", &schema.url()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("cancelled"), "{stdout}");
+    engine.shutdown();
+    schema.drop().await;
+}
