@@ -93,8 +93,13 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         "serving the API on http://{address}{base}/api/runs and the inbox on \
          http://{address}{base}/inbox (people signed in by {who}){metrics}"
     );
+    // SIGTERM or Ctrl-C: readiness says `draining`, then the requests in flight finish.
     server
-        .serve(listener)
+        .serve_until(
+            listener,
+            workflow_server::shutdown_signal(),
+            std::time::Duration::from_secs(30),
+        )
         .await
         .map_err(|error| CliError::new(format!("the server stopped: {error}")))?;
     Ok(String::new())

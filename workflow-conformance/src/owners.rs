@@ -152,6 +152,14 @@ pub(super) async fn renew_and_release(store: Arc<dyn Store>) {
         .await
         .expect("claim");
     assert_eq!(taken.iter().map(|l| l.run).collect::<Vec<_>>(), [run]);
+    // A release by an owner that no longer holds the run (a stale one, after another
+    // claimed it) changes nothing: the new owner keeps it, as a fenced commit is refused.
+    store
+        .release("a", Some(&[run]))
+        .await
+        .expect("a stale release is no error");
+    let record = store.load(run).await.expect("load").expect("run").record;
+    assert_eq!(record.owner.as_deref(), Some("b"));
     store.release("a", None).await.expect("release all");
     let record = store.load(mine).await.expect("load").expect("run").record;
     assert_eq!(record.owner, None);

@@ -96,6 +96,18 @@ pub const METRICS: &[Metric] = &[
         "Runs this engine found damaged in the store and does not drive.",
     ),
     metric(
+        "workflow_draining",
+        MetricKind::Gauge,
+        &[],
+        "1 once this engine drains (Engine::drain): it takes no more work and hands its runs over.",
+    ),
+    metric(
+        "workflow_runs_handed_over_total",
+        MetricKind::Counter,
+        &[],
+        "Runs this engine released to other workers while draining.",
+    ),
+    metric(
         "workflow_lease_takeovers_total",
         MetricKind::Counter,
         &[],

@@ -2,9 +2,10 @@
 //! and saying nothing but whether the process lives and whether it is ready.
 //!
 //! - `/healthz`: 200 `ok` while the process answers at all.
-//! - `/readyz`: 200 `ready` when the store answers a read within [`READY_WITHIN`];
-//!   503 `not ready` otherwise (the store is down or slow), so a balancer stops sending
-//!   traffic here until it answers again.
+//! - `/readyz`: 200 `ready` when the store answers a read within [`READY_WITHIN`] and
+//!   the engine does not drain; 503 `not ready` otherwise (the store is down or slow),
+//!   503 `draining` once the engine drains (`Engine::drain`), so a balancer stops sending
+//!   traffic here.
 
 use std::time::Duration;
 
@@ -30,6 +31,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(app): State<Shared>) -> (StatusCode, &'static str) {
+    if app.engine.is_draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining");
+    }
     let probe = app.engine.store().runs(RunFilter {
         limit: Some(1),
         ..RunFilter::default()

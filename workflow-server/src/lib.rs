@@ -92,6 +92,32 @@ pub use crate::permissions::{
 };
 pub use crate::view::{AuditEntry, RunDetail, StepDetail, TimelineEntry};
 
+/// Completes when the process is asked to stop: SIGTERM (what a supervisor or Kubernetes
+/// sends) or SIGINT (Ctrl-C); on other platforms, Ctrl-C. For [`Server::serve_until`], or
+/// for a worker that drains its engine itself.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 /// Builds the router: the engine, the webhooks, who may sign in.
 pub struct Server {
     engine: Engine,
@@ -250,6 +276,35 @@ impl Server {
             .router()
             .into_make_service_with_connect_info::<std::net::SocketAddr>();
         axum::serve(listener, service).await
+    }
+
+    /// Serves [`Server::router`] on `listener` until `stop` completes (for instance
+    /// [`shutdown_signal`]: SIGTERM or SIGINT), then leaves gracefully: the engine drains
+    /// (`Engine::drain` with `drain` as its deadline: `/readyz` answers 503 `draining` at
+    /// once, the runs it drives are handed over to other workers as their attempts
+    /// finish), then the requests in flight are answered and the server returns.
+    pub async fn serve_until(
+        self,
+        listener: tokio::net::TcpListener,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+        drain: std::time::Duration,
+    ) -> std::io::Result<()> {
+        let engine = self.engine.clone();
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, service)
+            .with_graceful_shutdown(async move {
+                stop.await;
+                tracing::info!("stopping: draining the engine, then the server");
+                let drained = engine.drain(drain).await;
+                tracing::info!(
+                    handed_over = drained.handed_over.len(),
+                    stopped = drained.stopped.len(),
+                    "the engine drained"
+                );
+            })
+            .await
     }
 
     /// The router: the webhooks, `/api/...` and `/inbox/...`.

@@ -295,4 +295,13 @@ async fn health_and_readiness_answer_without_a_sign_in_and_say_nothing_else() {
     assert_eq!(get(addr, "/healthz", None).await.status, StatusCode::OK);
     store.heal();
     assert_eq!(get(addr, "/readyz", None).await.status, StatusCode::OK);
+    // A draining engine is alive but takes no more work: not ready, and says why.
+    let drained = engine.drain(std::time::Duration::from_secs(1)).await;
+    assert!(drained.released);
+    let ready = get(addr, "/readyz", None).await;
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    );
+    assert_eq!(get(addr, "/healthz", None).await.status, StatusCode::OK);
 }

@@ -64,6 +64,8 @@ enum DriveEnd {
     /// The journal could not be written, the run was lost to another owner, or the engine
     /// stopped.
     Stopped,
+    /// The engine drains: the run's work ended and its lease was released.
+    Drained,
 }
 
 /// Starts driving a run this engine owns under `token`, from `launch` (its journal
@@ -162,6 +164,10 @@ pub(super) struct Driver<W: Workflow> {
     /// Tells the run's attempts (`StepContext::cancelled`) that it was cancelled or that
     /// this engine drains.
     pub(super) cancel: crate::context::Canceller,
+    /// Told when the engine drains.
+    drain: watch::Receiver<bool>,
+    /// The driver stopped because the engine drains and handed the run over.
+    drained: bool,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -174,6 +180,7 @@ impl<W: Workflow> Driver<W> {
         mailbox: mpsc::UnboundedReceiver<Box<Msg>>,
         done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Self {
+        let engine_drain = engine.drain_signal();
         let mut driver = Driver {
             engine,
             run,
@@ -193,6 +200,8 @@ impl<W: Workflow> Driver<W> {
             metrics: shared.metrics,
             self_fenced: false,
             cancel: crate::context::Cancellation::new().0,
+            drain: engine_drain,
+            drained: false,
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -223,6 +232,7 @@ impl<W: Workflow> Driver<W> {
                 DriveEnd::Finished
             }
             Ok(None) => DriveEnd::Hibernated,
+            Err(_) if self.drained => DriveEnd::Drained,
             Err(_) if self.self_fenced => {
                 metrics::counter!("workflow_self_fenced_total", "workflow" => W::NAME).increment(1);
                 tracing::warn!(
@@ -289,6 +299,9 @@ impl<W: Workflow> Driver<W> {
         self.take_inbox().await?;
         let mut quick_turns = 0;
         loop {
+            if *self.drain.borrow() {
+                return self.drain_out().await;
+            }
             if let Some(status) = self.step().await? {
                 return Ok(Some(self.finished(status)));
             }
@@ -318,6 +331,7 @@ impl<W: Workflow> Driver<W> {
             // stream of finishing items), then finished work, then the timer.
             tokio::select! {
                 biased;
+                Ok(()) = self.drain.changed() => {}
                 Some(msg) = self.mailbox.recv() => self.message(*msg).await?,
                 Some(done) = self.work.next(), if !self.work.is_empty() => {
                     self.settle(done);
@@ -333,6 +347,31 @@ impl<W: Workflow> Driver<W> {
                 else => return Err(StoreError::Io("the engine stopped driving this run".into())),
             }
         }
+    }
+
+    /// The engine drains: settles and commits what finishes, starts nothing after it, and
+    /// hands the run over once no user code of it runs (the engine stops the rest at its
+    /// drain's deadline). Ends with an error that `drive` reads as drained.
+    async fn drain_out(&mut self) -> Result<Option<Finished>, StoreError> {
+        self.drained = true;
+        loop {
+            self.settle_ready()?;
+            if !self.pending.is_empty() {
+                self.commit(None).await?;
+            }
+            if !self.work.runs_user_code() {
+                break;
+            }
+            if let Some(done) = self.work.next().await {
+                self.settle(done);
+            }
+        }
+        if self.engine.release(self.run).await {
+            self.engine.record_handover(self.run);
+        }
+        Err(StoreError::Io(
+            "the engine drains: the run was handed over".into(),
+        ))
     }
 
     /// Settles every piece of work that finished already, without waiting; `true` when

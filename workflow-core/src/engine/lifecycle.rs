@@ -65,7 +65,7 @@ impl Engine {
     ) -> Result<RunHandle<W>, RunError> {
         // A start of a limited workflow (`concurrency`, `priority`, `debounce`) is queued
         // and admitted, so the store decides it with every other start of its key.
-        if !self.inner.worker || super::limits::is_gated(W::spec()) {
+        if !self.is_worker() || super::limits::is_gated(W::spec()) {
             return self.enqueue::<W>(input, options).await;
         }
         let registration = self
@@ -133,7 +133,7 @@ impl Engine {
         input: Value,
         options: &StartOptions,
     ) -> Result<Created, RunError> {
-        if !self.inner.worker || super::limits::is_gated(registered.spec()) {
+        if !self.is_worker() || super::limits::is_gated(registered.spec()) {
             return self
                 .enqueue_registered(registered, input, options, None)
                 .await;
@@ -194,7 +194,7 @@ impl Engine {
         for registered in self.inner.registry.all() {
             registered.store_spec(self).await?;
         }
-        if !self.inner.worker {
+        if !self.is_worker() {
             return Ok(0);
         }
         // Runs this engine owns but does not drive (a driver that stopped on an error).
@@ -384,7 +384,7 @@ impl Engine {
     /// restarted by an operator), when its workflow is registered here. Returns whether
     /// this engine drives it now.
     pub(super) async fn take_up(&self, run: RunId) -> Result<bool, RunError> {
-        if !self.inner.worker {
+        if !self.is_worker() {
             return Ok(false);
         }
         let _one_claimer = self.inner.claiming.lock().await;
@@ -574,7 +574,7 @@ impl Engine {
                 RunStatus::Running if self.take_up(run).await? => continue,
                 RunStatus::Running
                     if record.owner.is_some()
-                        || !self.inner.worker
+                        || !self.is_worker()
                         || self.waits_for_admission(run).await? =>
                 {
                     // Another engine drives it (or, queued, will): watch the store; an

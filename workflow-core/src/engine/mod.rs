@@ -16,6 +16,7 @@ mod api;
 mod builder;
 mod children;
 mod commit;
+mod drain;
 mod driver;
 mod fence;
 mod gauges;
@@ -48,6 +49,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_CANCEL_GRACE,
     DEFAULT_LEASE,
 };
+pub use self::drain::Drained;
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
 pub use self::purger::{BATCHES_PER_PASS, PURGE_EVERY};
 pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
@@ -151,6 +153,11 @@ struct Inner {
     declared: Mutex<Vec<(String, workflow_spec::Schedule)>>,
     /// Whether this engine claims and drives runs (false: intake only).
     worker: bool,
+    /// Told once the engine drains ([`Engine::drain`]): it claims, admits, wakes and
+    /// fires nothing more, and its drivers hand their runs over.
+    draining: watch::Sender<bool>,
+    /// The runs drivers handed over while draining, and when.
+    handed_over: Mutex<Vec<(RunId, Timestamp)>>,
     /// The most live runs before this engine stops admitting queued ones.
     max_live_runs: Option<usize>,
     /// Held while the engine claims a run nobody owns and launches it, so two paths (the
@@ -258,6 +265,8 @@ impl Engine {
                 declared: Mutex::new(Vec::new()),
                 compiled_schedules: Mutex::new(scheduler::Compiled::default()),
                 worker: builder.worker,
+                draining: watch::channel(false).0,
+                handed_over: Mutex::new(Vec::new()),
                 max_live_runs: builder.max_live_runs,
                 claiming: tokio::sync::Mutex::new(()),
                 queued_specs: queue::RecordedSpecs::default(),

@@ -192,7 +192,7 @@ impl Engine {
     /// Claims runs whose owners' leases lapsed and drives them.
     async fn take_over(&self) {
         let names = self.inner.registry.names();
-        if names.is_empty() || !self.inner.worker {
+        if names.is_empty() || !self.is_worker() {
             return;
         }
         let _one_claimer = self.inner.claiming.lock().await;

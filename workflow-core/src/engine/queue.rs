@@ -228,7 +228,7 @@ impl Engine {
             Created::New { run, .. } => {
                 metrics::counter!("workflow_runs_queued_total").increment(1);
                 tracing::info!(workflow, run = %run, "run queued for a worker");
-                if self.inner.worker {
+                if self.is_worker() {
                     // This engine's own background task admits it (in a store one engine
                     // drives, nobody else would).
                     self.ensure_poller();
@@ -250,7 +250,7 @@ impl Engine {
     ///
     /// [`EngineBuilder::max_live_runs`]: super::EngineBuilder::max_live_runs
     pub(super) async fn admit_queued(&self) -> usize {
-        if !self.inner.worker {
+        if !self.is_worker() {
             return 0;
         }
         let names = self.inner.registry.names();

@@ -306,6 +306,7 @@ impl<W: Workflow> Driver<W> {
                 }),
             },
             Done::Compensation { step, item, result } => {
+                self.work.finished((step, item));
                 let error = result.err().map(|e| e.to_string());
                 match &error {
                     None => tracing::info!(step = self.step_id(step), item, "compensated"),

@@ -123,6 +123,11 @@ impl Work {
         self.stops.remove(&unit);
     }
 
+    /// Whether an attempt or a compensation (user code) is in flight.
+    pub(super) fn runs_user_code(&self) -> bool {
+        !self.stops.is_empty()
+    }
+
     pub(super) fn is_empty(&mut self) -> bool {
         self.jobs().is_empty()
     }
@@ -442,19 +447,23 @@ pub(super) fn spawn_compensation<W: Workflow>(
 ) {
     let span = tracing::info_span!("compensate", step = call.ctx.step);
     let item = call.index();
-    work.push(guarded(
-        guard,
-        step,
-        async move {
-            let with_item = call.with_item();
-            let result = match W::compensate(step, call.invocation(&with_item)) {
-                Ok(undo) => CatchUnwind(undo).await,
-                Err(error) => Err(call_error(error)),
-            };
-            Done::Compensation { step, item, result }
-        }
-        .instrument(span),
-    ));
+    work.push_attempt(
+        (step, item),
+        false,
+        guarded(
+            guard,
+            step,
+            async move {
+                let with_item = call.with_item();
+                let result = match W::compensate(step, call.invocation(&with_item)) {
+                    Ok(undo) => CatchUnwind(undo).await,
+                    Err(error) => Err(call_error(error)),
+                };
+                Done::Compensation { step, item, result }
+            }
+            .instrument(span),
+        ),
+    );
 }
 
 fn call_error(error: CallError) -> StepError {
