@@ -87,7 +87,7 @@ async fn an_attempt_that_finishes_before_the_deadline_is_committed_and_nothing_s
     let drained = first.drain(Duration::from_secs(30)).await;
     // `first` finished (6 s later), was committed, and `second` never started here.
     assert_eq!(drained.handed_over.len(), 1, "{drained:?}");
-    assert_eq!(drained.handed_over[0].0, run.id());
+    assert_eq!(drained.handed_over[0].run, run.id());
     assert!(drained.stopped.is_empty());
     assert!(drained.released);
     assert!(first.is_draining());

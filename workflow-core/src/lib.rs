@@ -51,9 +51,9 @@ pub use engine::workflow::{
 #[doc(hidden)]
 pub use engine::FaultHook;
 pub use engine::{
-    default_authorizer, Authorizer, BackfillTick, Drained, Engine, EngineBuilder, RunHandle,
-    RunRef, RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS,
-    DEFAULT_CANCEL_GRACE, DEFAULT_LEASE, PURGE_EVERY,
+    default_authorizer, Authorizer, BackfillTick, Drained, Engine, EngineBuilder, Handover,
+    RunHandle, RunRef, RunView, ScheduleApiError, Schedules, StartOptions, StepView,
+    BATCHES_PER_PASS, DEFAULT_CANCEL_GRACE, DEFAULT_LEASE, PURGE_EVERY,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;

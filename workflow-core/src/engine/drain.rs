@@ -8,12 +8,25 @@ use super::{lock, Engine};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 
+/// A run a draining engine handed over: the record of its release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Handover {
+    /// The run.
+    pub run: RunId,
+    /// When its lease was released, by the engine's clock.
+    pub released_at: Timestamp,
+    /// Its journal's length at the release, when its driver released it (a run that
+    /// waited with nothing in flight was not loaded): the next owner's first entry is the
+    /// one at this position.
+    pub journal_len: Option<u64>,
+}
+
 /// What a drain did ([`Engine::drain`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drained {
     /// The runs whose attempts in flight all finished (or that had none) and were handed
-    /// over, with when each was released (by the engine's clock).
-    pub handed_over: Vec<(RunId, Timestamp)>,
+    /// over.
+    pub handed_over: Vec<Handover>,
     /// The runs whose attempts were still in flight at the deadline: stopped (dropped
     /// unjournaled, as a crash would leave them) and released.
     pub stopped: Vec<RunId>,
@@ -77,7 +90,11 @@ impl Engine {
         let mut drained = Drained::default();
         for run in idle {
             if self.release(run).await {
-                drained.handed_over.push((run, self.now()));
+                drained.handed_over.push(Handover {
+                    run,
+                    released_at: self.now(),
+                    journal_len: None,
+                });
             }
         }
         // Drivers release their own runs as their work ends (`Driver::drain_out`).
@@ -89,9 +106,7 @@ impl Engine {
             let wait = until.saturating_duration_since(tokio::time::Instant::now());
             tokio::time::sleep(wait.min(Duration::from_millis(5))).await;
         }
-        for (run, at) in self.handed_over() {
-            drained.handed_over.push((run, at));
-        }
+        drained.handed_over.extend(self.handed_over());
         let stopped: Vec<(RunId, super::Live)> = self.inner.lock_live().drain().collect();
         for (run, live) in stopped {
             if let Some(abort) = live.abort {
@@ -149,13 +164,17 @@ impl Engine {
         }
     }
 
-    /// Records a run a driver handed over while draining.
-    pub(super) fn record_handover(&self, run: RunId) {
-        let at = self.now();
-        lock(&self.inner.handed_over).push((run, at));
+    /// Records a run a driver handed over while draining, with its journal's length.
+    pub(super) fn record_handover(&self, run: RunId, journal_len: u64) {
+        let released_at = self.now();
+        lock(&self.inner.handed_over).push(Handover {
+            run,
+            released_at,
+            journal_len: Some(journal_len),
+        });
     }
 
-    fn handed_over(&self) -> Vec<(RunId, Timestamp)> {
+    fn handed_over(&self) -> Vec<Handover> {
         std::mem::take(&mut *lock(&self.inner.handed_over))
     }
 }

@@ -367,7 +367,7 @@ impl<W: Workflow> Driver<W> {
             }
         }
         if self.engine.release(self.run).await {
-            self.engine.record_handover(self.run);
+            self.engine.record_handover(self.run, self.seq);
         }
         Err(StoreError::Io(
             "the engine drains: the run was handed over".into(),

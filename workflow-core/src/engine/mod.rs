@@ -49,7 +49,7 @@ pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_CANCEL_GRACE,
     DEFAULT_LEASE,
 };
-pub use self::drain::Drained;
+pub use self::drain::{Drained, Handover};
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
 pub use self::purger::{BATCHES_PER_PASS, PURGE_EVERY};
 pub use self::schedules::{BackfillTick, ScheduleApiError, Schedules};
@@ -157,7 +157,7 @@ struct Inner {
     /// fires nothing more, and its drivers hand their runs over.
     draining: watch::Sender<bool>,
     /// The runs drivers handed over while draining, and when.
-    handed_over: Mutex<Vec<(RunId, Timestamp)>>,
+    handed_over: Mutex<Vec<drain::Handover>>,
     /// The most live runs before this engine stops admitting queued ones.
     max_live_runs: Option<usize>,
     /// Held while the engine claims a run nobody owns and launches it, so two paths (the
