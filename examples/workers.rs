@@ -5,7 +5,9 @@
 //! the same database that starts a few invoices. It watches the store, kills (SIGKILL) the
 //! worker that drives the most unfinished runs, and prints each of that worker's runs as
 //! another worker takes it over, within one lease of the kill. Then it waits for every run
-//! to complete and stops the workers.
+//! to complete and stops the workers with SIGTERM, on which each drains
+//! (`Engine::drain`): it takes no more work, lets its attempts finish, hands its runs
+//! over and exits.
 //!
 //! ```text
 //! cargo run --example workers --features postgres -- --database-url postgres://postgres@127.0.0.1:5432/test
@@ -58,6 +60,15 @@ fn parse() -> Result<Args, Box<dyn Error>> {
         }
     }
     Ok(args)
+}
+
+/// Sends SIGTERM to a worker (by `kill`, as a supervisor would).
+fn terminate(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+    }
 }
 
 /// The runs worker `index` starts: every invoice of this demo whose number falls to it.
@@ -125,7 +136,16 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .map(|n| format!("invoice-{batch}-{n}"))
         .collect();
     let result = watch(&store, &keys, &mut children).await;
+    // The workers left are stopped as a supervisor stops them: SIGTERM, on which each
+    // drains (hands its runs over and exits); SIGKILL only if one outlasts 20 s.
     for child in &mut children {
+        terminate(child);
+    }
+    for child in &mut children {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -81,8 +81,23 @@ pub struct WorkerConfig {
     pub step_time: Duration,
 }
 
-/// Runs one worker until the process is killed: starts its runs, then drives whatever it
-/// owns or takes over, printing each step it completes.
+/// Completes on SIGTERM (or Ctrl-C).
+async fn terminated() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Runs one worker until the process is killed or told to stop (SIGTERM, Ctrl-C: it
+/// drains, handing its runs over): starts its runs, then drives whatever it owns or takes
+/// over, printing each step it completes.
 pub async fn worker(config: WorkerConfig) -> Result<(), Box<dyn Error>> {
     let options = PgOptions {
         schema: config.schema.clone(),
@@ -110,8 +125,23 @@ pub async fn worker(config: WorkerConfig) -> Result<(), Box<dyn Error>> {
         println!("{}: started {} ({key})", config.name, run.id());
     }
     let steps = Invoice::spec();
+    let mut stop = std::pin::pin!(terminated());
     loop {
-        match events.recv().await {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = &mut stop => {
+                // A rolling deploy's stop: hand the runs over, not leave them to lapse.
+                let drained = engine.drain(Duration::from_secs(10)).await;
+                println!(
+                    "{}: drained: handed over {} run(s), stopped {} at the deadline",
+                    config.name,
+                    drained.handed_over.len(),
+                    drained.stopped.len()
+                );
+                return Ok(());
+            }
+        };
+        match event {
             Ok((run, Event::StepSucceeded { step, .. })) => {
                 let id = steps.steps.get(step).map_or("?", |s| s.id.as_str());
                 println!("{}: {run} step `{id}` done", config.name);
