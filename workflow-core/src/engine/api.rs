@@ -294,9 +294,14 @@ impl Engine {
         Ok(None)
     }
 
-    /// Cancels a run: scheduling stops, in-flight steps settle, compensations run. A parked
-    /// run is marked cancelled directly; a run another engine drives is asked to stop
-    /// through its inbox.
+    /// Cancels a run: no step starts any more; an internal step's attempt in flight is
+    /// dropped at once and settles `cancelled`; an external effect in flight is told
+    /// (`StepContext::cancelled`) and stopped after the cancel's grace
+    /// ([`EngineBuilder::cancel_grace`]), settling by what is known of it; then
+    /// compensations run. A parked run is marked cancelled directly; a run another engine
+    /// drives is asked to stop through its inbox, and that engine stops it the same way.
+    ///
+    /// [`EngineBuilder::cancel_grace`]: crate::EngineBuilder::cancel_grace
     pub async fn cancel(&self, run: RunId, by: &str) -> Result<(), RunError> {
         let asked = self
             .ask(run, |reply| Msg::Cancel {
