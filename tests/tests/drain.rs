@@ -155,7 +155,7 @@ async fn runs_waiting_for_a_person_are_handed_over_at_once() {
         drained
             .handed_over
             .iter()
-            .map(|(r, _)| *r)
+            .map(|h| h.run)
             .collect::<Vec<_>>(),
         [run.id()]
     );

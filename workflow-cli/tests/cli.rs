@@ -1316,3 +1316,25 @@ fn serve_honours_the_trusted_header_from_its_proxy_only_and_takes_a_public_origi
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("cross_site"), "{body}");
 }
+
+#[test]
+fn serve_stops_gracefully_on_sigterm_and_is_not_ready_while_it_drains() {
+    let temp = TempDir::new("serve_sigterm");
+    let db = temp.file("runs.db");
+    moderation_waiting(&db);
+    let (mut serving, addr) = serve_store(&db, &[]);
+    assert_eq!(http(&addr, "GET", "/readyz", None, "").0, 200);
+    let pid = serving.0.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success());
+    // It drains (nothing of its own to hand over: it drives no run), then exits cleanly.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = serving.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < until, "still serving 30 s after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}

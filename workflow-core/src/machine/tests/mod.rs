@@ -10,6 +10,7 @@ use crate::error::{DecisionError, RunError, RunId};
 use crate::journal::{Event, Timestamp};
 use crate::store::{InboxItem, Message};
 
+mod cancel;
 mod human;
 
 pub(super) fn spec(source: &str) -> Spec {
