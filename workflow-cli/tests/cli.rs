@@ -1333,7 +1333,10 @@ fn serve_stops_gracefully_on_sigterm_and_is_not_ready_while_it_drains() {
         if let Some(status) = serving.0.try_wait().unwrap() {
             break status;
         }
-        assert!(std::time::Instant::now() < until, "still serving 30 s after SIGTERM");
+        assert!(
+            std::time::Instant::now() < until,
+            "still serving 30 s after SIGTERM"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");

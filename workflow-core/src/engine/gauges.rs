@@ -11,9 +11,9 @@ use crate::store::{RunFilter, RunStatus};
 impl Engine {
     /// Sets the gauges of [`telemetry::METRICS`](crate::telemetry::METRICS) from the
     /// store: `workflow_runs{workflow, status}`, `workflow_open_tasks{workflow}`,
-    /// `workflow_oldest_open_task_age_seconds{workflow}`, `workflow_dead_letters{workflow}`
-    /// and `workflow_damaged_runs`. Every registered workflow gets every status, so a
-    /// count that fell to zero reads zero. It reads every run's row and the store's
+    /// `workflow_oldest_open_task_age_seconds{workflow}`, `workflow_dead_letters{workflow}`,
+    /// `workflow_damaged_runs` and `workflow_draining`. Every registered workflow gets every
+    /// status, so a count that fell to zero reads zero. It reads every run's row and the store's
     /// open-task index (no journal): call it per scrape, not per request.
     pub async fn record_gauges(&self) -> Result<(), RunError> {
         let now = self.now();
@@ -64,6 +64,7 @@ impl Engine {
                 .set(letters.get(workflow).copied().unwrap_or(0) as f64);
         }
         metrics::gauge!("workflow_damaged_runs").set(self.damaged().len() as f64);
+        metrics::gauge!("workflow_draining").set(if self.is_draining() { 1.0 } else { 0.0 });
         Ok(())
     }
 }

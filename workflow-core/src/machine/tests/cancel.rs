@@ -69,7 +69,10 @@ fn an_internal_step_stops_at_once_and_an_external_one_after_the_grace() {
     assert!(next(&machine, 5_999).is_empty());
     let later = next(&machine, 6_000);
     assert_eq!(later.len(), 1, "{later:?}");
-    assert!(stop(1, Some(ErrorKind::OutcomeUnknown))(&later[0]), "{later:?}");
+    assert!(
+        stop(1, Some(ErrorKind::OutcomeUnknown))(&later[0]),
+        "{later:?}"
+    );
 }
 
 #[test]
@@ -113,10 +116,7 @@ fn past_the_grace_a_reconciled_effect_is_asked_and_an_idempotent_one_settles_can
         at: 1_002,
     });
     assert_eq!(machine.states()[0].name(), "cancelled");
-    assert_eq!(
-        next(&machine, 1_002),
-        [Command::Finish(Status::Cancelled)]
-    );
+    assert_eq!(next(&machine, 1_002), [Command::Finish(Status::Cancelled)]);
 }
 
 #[test]
