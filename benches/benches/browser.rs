@@ -203,6 +203,7 @@ fn ctx(run: u64) -> StepContext {
         dry_run: false,
         trace_id: "b18".into(),
         fence: 1,
+        valid_until: Default::default(),
     }
 }
 

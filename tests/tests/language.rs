@@ -212,6 +212,7 @@ fn context(step: &'static str) -> StepContext {
         dry_run: false,
         trace_id: "trace".into(),
         fence: 1,
+        valid_until: Default::default(),
     }
 }
 

@@ -385,6 +385,7 @@ mod tests {
             dry_run: false,
             trace_id: "t".into(),
             fence: 1,
+            valid_until: Default::default(),
         }
     }
 

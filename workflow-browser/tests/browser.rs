@@ -43,6 +43,7 @@ fn ctx(run: u64, step: &'static str, attempt: u32) -> StepContext {
         dry_run: false,
         trace_id: "t".into(),
         fence: 1,
+        valid_until: Default::default(),
     }
 }
 

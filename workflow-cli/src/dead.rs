@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use workflow_core::admin;
 use workflow_core::store::{RunStatus, Store};
-use workflow_core::RunError;
+use workflow_core::{ErrorKind, RunError};
 
 use crate::cli::RetryArgs;
 use crate::error::{CliError, Result};
@@ -18,11 +18,25 @@ use crate::text::{now_ms, relative, rfc3339, short, table, timestamp};
 /// Runs `workflow dead list`.
 pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
     let letters = store.dead_letters().await?;
+    // From when each may be retried: only an interrupted external effect whose outcome is
+    // unknown waits (its journal says until when).
+    let mut safe = Vec::with_capacity(letters.len());
+    for letter in &letters {
+        safe.push(if letter.kind == ErrorKind::OutcomeUnknown {
+            let events = store.load(letter.run).await?.map(|stored| stored.events);
+            events.and_then(|events| admin::retry_safe_after(&events))
+        } else {
+            None
+        });
+    }
     if json {
         let letters: Vec<Value> = letters
             .iter()
-            .map(|letter| {
+            .zip(&safe)
+            .map(|(letter, safe)| {
                 json!({
+                    "retry_after_ms": safe,
+                    "retry_after": safe.map(rfc3339),
                     "run": letter.run.to_string(),
                     "id": letter.run.0,
                     "workflow": letter.workflow,
@@ -44,7 +58,8 @@ pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
     let now = now_ms();
     let rows: Vec<Vec<String>> = letters
         .iter()
-        .map(|letter| {
+        .zip(&safe)
+        .map(|(letter, safe)| {
             vec![
                 letter.run.to_string(),
                 letter.workflow.clone(),
@@ -55,6 +70,13 @@ pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
                 },
                 letter.attempts.to_string(),
                 format!("{} ({})", timestamp(letter.at), relative(letter.at, now)),
+                match safe {
+                    Some(at) if *at > now => {
+                        format!("after {} ({})", timestamp(*at), relative(*at, now))
+                    }
+                    Some(at) => format!("yes (safe since {})", timestamp(*at)),
+                    None => "yes".to_owned(),
+                },
                 letter.trace_id.clone(),
                 format!("{}: {}", letter.kind, short(&letter.message, 80)),
             ]
@@ -62,7 +84,7 @@ pub async fn list(store: &dyn Store, json: bool) -> Result<String> {
         .collect();
     Ok(table(
         &[
-            "RUN", "WORKFLOW", "STEP", "ATTEMPTS", "FAILED", "TRACE", "ERROR",
+            "RUN", "WORKFLOW", "STEP", "ATTEMPTS", "FAILED", "RETRY", "TRACE", "ERROR",
         ],
         &rows,
     ))
@@ -115,9 +137,11 @@ pub async fn retry(store: &dyn Store, args: &RetryArgs, json: bool) -> Result<St
             )),
             RunError::TooSoon { safe_after, .. } => CliError::new(format!(
                 "not retried: {run} failed on an interrupted external effect, and its \
-                 previous owner could still be inside that effect until {} (its lease \
-                 ended, plus the self-fencing margin). Retry after that, or pass --insist \
-                 if that worker is known to be gone",
+                 previous owner could still be inside that effect, or a request it sent \
+                 still be decided by the service it called, until {} (its lease ended, \
+                 plus the self-fencing margin and twice the clock-skew bound). Retry \
+                 after that, or pass --insist if that worker is known to be gone and \
+                 the service refuses requests past their `valid_until`",
                 rfc3339(safe_after)
             )),
             other => CliError::new(other.to_string()),

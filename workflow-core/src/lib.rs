@@ -41,7 +41,7 @@ pub mod upgrade;
 pub mod __private;
 
 pub use approval::Approval;
-pub use context::StepContext;
+pub use context::{StepContext, ValidUntil};
 pub use engine::human::{
     DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK,
 };
@@ -52,8 +52,8 @@ pub use engine::workflow::{
 pub use engine::FaultHook;
 pub use engine::{
     default_authorizer, Authorizer, BackfillTick, Engine, EngineBuilder, RunHandle, RunRef,
-    RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS, DEFAULT_LEASE,
-    PURGE_EVERY,
+    RunView, ScheduleApiError, Schedules, StartOptions, StepView, BATCHES_PER_PASS,
+    DEFAULT_CLOCK_SKEW, DEFAULT_LEASE, PURGE_EVERY,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
-use workflow_core::store::StoredRun;
+use workflow_core::store::{RunStatus, StoredRun};
 use workflow_core::Tick;
 
 use super::{decision_text, mark, record_json};
@@ -151,6 +151,18 @@ impl<'a> Report<'a> {
         );
         if let Some(note) = &record.note {
             out.push_str(&format!("note:     {}\n", short(note, 200)));
+        }
+        if record.status == RunStatus::Failed {
+            if let Some(at) = workflow_core::admin::retry_safe_after(&self.stored.events) {
+                let when = if at > self.now {
+                    format!("not before {} ({})", timestamp(at), relative(at, self.now))
+                } else {
+                    format!("safe since {}", timestamp(at))
+                };
+                out.push_str(&format!(
+                    "retry:    {when}: an interrupted external effect's outcome is unknown\n"
+                ));
+            }
         }
         if self.queued() && self.waits.is_empty() {
             out.push_str("queued:   waiting for a worker that registers its workflow\n");

@@ -45,7 +45,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use workflow_spec::retry::SplitMix64;
 
 pub use self::builder::{
-    default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_LEASE,
+    default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_CLOCK_SKEW, DEFAULT_LEASE,
 };
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
 pub use self::purger::{BATCHES_PER_PASS, PURGE_EVERY};
@@ -246,7 +246,9 @@ impl Engine {
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
                 damaged: Mutex::new(BTreeMap::new()),
-                lease: Arc::new(fence::LeaseWatch::new(lease_ms, margin)),
+                lease: Arc::new(
+                    fence::LeaseWatch::new(lease_ms, margin).with_skew(builder.clock_skew),
+                ),
                 scheduler: Mutex::new(None),
                 retention: builder.retention,
                 purger: Mutex::new(None),

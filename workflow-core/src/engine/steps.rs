@@ -132,6 +132,7 @@ impl<W: Workflow> Driver<W> {
                 dry_run: self.machine.dry_run(),
                 trace_id: self.trace_id.clone(),
                 fence: self.token,
+                valid_until: self.engine.valid_until(self.run),
             },
             snapshot,
             flow: super::limits::StepFlow::for_step::<W>(

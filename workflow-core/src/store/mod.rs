@@ -544,6 +544,15 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// How far the clock leases are kept by (a database server's) is ahead of this
+    /// process's wall clock, in ms, as a lower bound: the store's time is at least the
+    /// caller's plus this. Engines add it to their own view of a lease to tell a step when
+    /// its lease ends on the store's clock (`StepContext::valid_until`). The default, 0,
+    /// is right for stores that keep leases by the caller's clock ([`Claimant::now`]).
+    fn clock_offset_ms(&self) -> i64 {
+        0
+    }
+
     /// A signal the store bumps when other processes wrote something an engine should act
     /// on at once (a message in an inbox, a run anyone may claim): engines wait on it
     /// beside their polling timer, so they react early. `None` (the default) for stores
