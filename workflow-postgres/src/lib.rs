@@ -17,6 +17,7 @@ mod conns;
 mod error;
 mod functions;
 mod group;
+mod hosts;
 mod known;
 mod limits;
 mod listen;
@@ -140,7 +141,10 @@ impl PgStore {
 
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`,
     /// optionally `?schema=name`) with the default [`PgOptions`], creating or migrating the
-    /// store's schema.
+    /// store's schema. The URL may name several servers as libpq writes it
+    /// (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`): the store
+    /// connects to whichever is writable and finds it again after a failover
+    /// ([`PgStore::connect_any`]).
     ///
     /// Fails with [`StoreError::Unreachable`] naming the host (never the password) when no
     /// server answers within the connect timeout, [`StoreError::NewerSchema`] when a newer
@@ -152,7 +156,18 @@ impl PgStore {
 
     /// Connects with `options`; see [`PgStore::connect`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
-        open(url.to_owned(), options).await
+        open(vec![url.to_owned()], options).await
+    }
+
+    /// Connects to whichever of the servers `urls` name is writable (the primary), with
+    /// `options`: the same as one URL naming every host
+    /// (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`). After a
+    /// connection error or a read-only answer (the server became a standby), the store
+    /// finds the writable server again; statements in flight then fail as transient and
+    /// are retried on it for [`PgOptions::retry_for`]. Each URL may carry `?schema=`; the
+    /// last one given counts.
+    pub async fn connect_any(urls: &[&str], options: PgOptions) -> Result<PgStore, StoreError> {
+        open(urls.iter().map(|url| (*url).to_owned()).collect(), options).await
     }
 
     /// The schema the store's tables live in.
@@ -615,6 +630,10 @@ impl Store for PgStore {
 
     fn multi_worker(&self) -> bool {
         true
+    }
+
+    fn clock_offset_ms(&self) -> i64 {
+        self.conns.hosts.offset_ms()
     }
 
     fn wake_signal(&self) -> Option<watch::Receiver<u64>> {

@@ -46,7 +46,7 @@ BEGIN
                       updated_at, crc)
     OVERRIDING SYSTEM VALUE
     VALUES (o_run, p_workflow, p_fingerprint, 'running', p_key, p_parent, p_owner,
-            CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END,
+            CASE WHEN p_owner IS NULL THEN 0 ELSE workflow_next_token(0) END,
             CASE WHEN p_owner IS NULL THEN NULL
                  ELSE now() + p_lease_ms * interval '1 millisecond' END,
             p_nonce, coalesce(cardinality(p_events), 0), p_at, p_at,
