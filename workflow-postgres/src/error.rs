@@ -28,7 +28,11 @@ impl Target {
     /// The target with every server of `hosts` when there are several.
     pub(super) fn with_hosts(mut self, hosts: &super::hosts::Hosts) -> Target {
         if hosts.several() {
-            let database = self.shown.rsplit_once('/').map_or("", |(_, db)| db).to_owned();
+            let database = self
+                .shown
+                .rsplit_once('/')
+                .map_or("", |(_, db)| db)
+                .to_owned();
             self.shown = format!("{}/{database}", hosts.shown());
         }
         self

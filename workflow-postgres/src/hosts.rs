@@ -83,7 +83,10 @@ impl Hosts {
             match self.probe(&mut conn).await {
                 Ok(false) => {
                     if at != start {
-                        tracing::warn!(server = self.shown[at].as_str(), "found the writable PostgreSQL server");
+                        tracing::warn!(
+                            server = self.shown[at].as_str(),
+                            "found the writable PostgreSQL server"
+                        );
                     }
                     self.primary.store(at, Ordering::Relaxed);
                     return Ok(conn);
@@ -192,7 +195,10 @@ pub(super) fn parse_all(urls: &[String]) -> Result<Vec<PgConnectOptions>, StoreE
     urls.iter()
         .map(|url| {
             PgConnectOptions::from_str(url).map_err(|_| {
-                StoreError::Io(format!("not a PostgreSQL URL: {}", super::connect::redact(url)))
+                StoreError::Io(format!(
+                    "not a PostgreSQL URL: {}",
+                    super::connect::redact(url)
+                ))
             })
         })
         .collect()

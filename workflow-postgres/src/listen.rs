@@ -15,11 +15,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Listens on `channel` until the task is aborted, reconnecting whenever the connection
 /// breaks (to the server `pools` names then). Every notification, and every (re)connection (something may have been missed
 /// meanwhile), bumps `wake`.
-pub(super) async fn listen(
-    pools: impl Fn() -> PgPool,
-    channel: String,
-    wake: watch::Sender<u64>,
-) {
+pub(super) async fn listen(pools: impl Fn() -> PgPool, channel: String, wake: watch::Sender<u64>) {
     let bump = |wake: &watch::Sender<u64>| wake.send_modify(|n| *n = n.wrapping_add(1));
     let mut backoff = Duration::from_millis(100);
     loop {
