@@ -207,14 +207,12 @@ impl<W: Workflow> Driver<W> {
             } => {
                 self.count(step, &result, elapsed);
                 let event = match (result, item) {
-                    (Ok(output), None) => {
-                        tracing::info!(step = self.step_id(step), attempt, "step succeeded");
-                        Event::StepSucceeded {
-                            step,
-                            output,
-                            at: now,
-                        }
-                    }
+                    // Logged as succeeded once its commit lands (`commit`).
+                    (Ok(output), None) => Event::StepSucceeded {
+                        step,
+                        output,
+                        at: now,
+                    },
                     (Ok(output), Some(item)) => Event::ItemSucceeded {
                         step,
                         item,
