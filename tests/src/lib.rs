@@ -1,6 +1,7 @@
 //! Shared helpers of the test suite.
 
 pub mod chaos;
+pub mod cluster;
 pub mod fence;
 pub mod queue;
 pub mod service;
