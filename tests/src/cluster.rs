@@ -157,7 +157,7 @@ impl Cluster {
             &format!(
                 "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
                  wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\nfsync = off\n\
-                 max_connections = 60\nwal_keep_size = '256MB'\n{sync}",
+                 max_connections = 60\nwal_keep_size = '256MB'\nwal_retrieve_retry_interval = '200ms'\n{sync}",
                 primary.port,
                 self.dir.display()
             ),
@@ -290,8 +290,15 @@ impl Cluster {
         assert!(status.success());
     }
 
-    /// Promotes the standby and waits until it accepts writes.
+    /// Promotes the standby and waits until it accepts writes. A promoted server has no
+    /// standby of its own, so it stops waiting for one (`synchronous_standby_names`), as
+    /// an operator's failover would.
     pub fn promote(&self) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(self.set(&self.standby, "synchronous_standby_names = ''"));
         self.run_ok(
             "pg_ctl",
             &[
@@ -303,6 +310,69 @@ impl Cluster {
                 "promote",
             ],
         );
+    }
+
+    /// `ALTER SYSTEM SET <setting>` on `node`, then reloads its configuration.
+    async fn set(&self, node: &Node, setting: &str) {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.node_url(node))
+            .await
+            .expect("connect to the server");
+        for sql in [
+            format!("ALTER SYSTEM SET {setting}"),
+            "SELECT pg_reload_conf()".to_owned(),
+        ] {
+            sqlx::raw_sql(&sql)
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        let _ = conn.close().await;
+    }
+
+    /// After a failover: the old primary's data is replaced by a base backup of the
+    /// promoted server and started as its standby, and the two swap names, so the cluster
+    /// can fail over again (the long mode).
+    pub fn rebuild_old_primary_as_standby(&mut self, replication: Replication) {
+        let _ = std::fs::remove_dir_all(&self.primary.data);
+        self.run_ok(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.standby.port.to_string(),
+                "-U",
+                "postgres",
+                "-D",
+                &self.primary.data.display().to_string(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        let sync = match replication {
+            Replication::Synchronous => "synchronous_standby_names = '*'",
+            Replication::Asynchronous => "synchronous_standby_names = ''",
+        };
+        self.append(
+            &self.primary.data.join("postgresql.auto.conf"),
+            &format!(
+                "port = {}\nsynchronous_standby_names = ''\n",
+                self.primary.port
+            ),
+        );
+        std::mem::swap(&mut self.primary, &mut self.standby);
+        self.primary.name = "primary";
+        self.standby.name = "standby";
+        self.start_node(&self.standby);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(self.set(&self.primary, sync));
+        self.wait_streaming(Duration::from_secs(30));
     }
 
     /// A URL naming both servers, as libpq writes it, with `schema`.

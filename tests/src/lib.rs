@@ -2,6 +2,7 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod failover;
 pub mod fence;
 pub mod queue;
 pub mod service;
