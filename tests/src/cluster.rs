@@ -71,6 +71,26 @@ fn find_bin() -> Option<PathBuf> {
     found.pop().map(|(_, bin)| bin)
 }
 
+/// Runs `future` to its end on a thread and runtime of its own (callable from inside a
+/// runtime or outside one).
+fn blocking<F: std::future::Future>(future: impl FnOnce() -> F + Send) -> F::Output
+where
+    F::Output: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime")
+                    .block_on(future())
+            })
+            .join()
+            .expect("the blocking thread")
+    })
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -294,11 +314,7 @@ impl Cluster {
     /// standby of its own, so it stops waiting for one (`synchronous_standby_names`), as
     /// an operator's failover would.
     pub fn promote(&self) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        rt.block_on(self.set(&self.standby, "synchronous_standby_names = ''"));
+        blocking(|| self.set(&self.standby, "synchronous_standby_names = ''"));
         self.run_ok(
             "pg_ctl",
             &[
@@ -367,11 +383,7 @@ impl Cluster {
         self.primary.name = "primary";
         self.standby.name = "standby";
         self.start_node(&self.standby);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        rt.block_on(self.set(&self.primary, sync));
+        blocking(|| self.set(&self.primary, sync));
         self.wait_streaming(Duration::from_secs(30));
     }
 
@@ -402,15 +414,13 @@ impl Cluster {
     /// Waits until the primary streams to the standby.
     pub fn wait_streaming(&self, within: Duration) {
         let until = Instant::now() + within;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
         loop {
-            let streaming = rt.block_on(self.query(
-                &self.primary,
-                "SELECT count(*)::text FROM pg_stat_replication WHERE state = 'streaming'",
-            ));
+            let streaming = blocking(|| {
+                self.query(
+                    &self.primary,
+                    "SELECT count(*)::text FROM pg_stat_replication WHERE state = 'streaming'",
+                )
+            });
             if matches!(streaming.as_deref(), Ok("1")) {
                 return;
             }
