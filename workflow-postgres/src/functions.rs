@@ -27,6 +27,10 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/functions/workflow_next_token.sql"),
     ),
     (
+        "workflow_next_id",
+        include_str!("../sql/functions/workflow_next_id.sql"),
+    ),
+    (
         "workflow_keyed_crc",
         include_str!("../sql/functions/workflow_keyed_crc.sql"),
     ),

@@ -40,7 +40,7 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    o_run := nextval(pg_get_serial_sequence('runs', 'id'));
+    o_run := workflow_next_id('runs');
     INSERT INTO runs (id, workflow, fingerprint, status, idempotency_key, parent, owner,
                       lease_token, lease_until, create_nonce, journal_len, created_at,
                       updated_at, crc)

@@ -15,9 +15,10 @@ const REVISION_FILES: (u32, &[(&str, i64)]) = (
     &[
         ("workflow_epoch", -410125944881296319),
         ("workflow_next_token", -6396684635617779057),
+        ("workflow_next_id", -173634557529558917),
         ("workflow_keyed_crc", -7079766244109822052),
-        ("workflow_create", -7767962872730749845),
-        ("workflow_submit", -8047213563384665301),
+        ("workflow_create", -6115547653405591731),
+        ("workflow_submit", 1923068452474088257),
         ("workflow_commit", 2853384446966799601),
         ("workflow_commit_group", 7791752268390478304),
     ],
