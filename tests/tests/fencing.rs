@@ -186,7 +186,8 @@ async fn a_late_request_of_a_worker_that_lost_the_run_is_refused_by_its_fence() 
         b.retry_dead_letter(run, "ops").await,
         Err(RunError::TooSoon { run, safe_after })
     );
-    tokio::time::sleep(MARGIN).await;
+    // Safe after the self-fencing margin and twice the clock-skew bound.
+    tokio::time::sleep(MARGIN + 2 * workflow_core::DEFAULT_CLOCK_SKEW).await;
     b.retry_dead_letter(run, "ops").await.unwrap();
     wait_status(&*store, run, RunStatus::Completed).await;
     let outputs = b
