@@ -172,3 +172,94 @@ pub async fn retry(store: &dyn Store, args: &RetryArgs, json: bool) -> Result<St
         out
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use workflow_core::journal::Event;
+    use workflow_core::store::{Commit, DeadLetter, DeadLetterChange, MemoryStore, NewRun};
+
+    async fn failed(store: &MemoryStore, kind: ErrorKind, safe_after: Option<u64>) {
+        let start = [Event::RunStarted {
+            workflow: "Pay".to_owned(),
+            fingerprint: "fp".to_owned(),
+            input: serde_json::json!({}),
+            seed: 1,
+            trace_id: "t".to_owned(),
+            parent_span: None,
+            dry_run: false,
+            deadline: None,
+            at: 1_000,
+        }];
+        let run = store
+            .create_run(NewRun {
+                workflow: "Pay",
+                fingerprint: "fp",
+                idempotency_key: None,
+                events: &start,
+                parent: None,
+                owner: None,
+                supersedes: None,
+                at: 1_000,
+                search: &[],
+            })
+            .await
+            .unwrap()
+            .id();
+        let failure = [Event::AttemptFailed {
+            step: 0,
+            attempt: 1,
+            kind,
+            message: "interrupted".to_owned(),
+            retry_after: None,
+            safe_after,
+            at: 2_000,
+        }];
+        let letter = DeadLetter {
+            run,
+            workflow: "Pay".to_owned(),
+            step: "charge".to_owned(),
+            attempts: 1,
+            kind,
+            message: "interrupted".to_owned(),
+            trace_id: "t".to_owned(),
+            at: 2_000,
+        };
+        store
+            .commit(Commit {
+                status: Some((RunStatus::Failed, None)),
+                dead_letter: DeadLetterChange::Put(&letter),
+                ..Commit::events(run, 1, &failure, 2_000)
+            })
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn dead_list_says_from_when_an_interrupted_effect_may_be_retried() {
+        let store = MemoryStore::new();
+        let later = now_ms() + 3_600_000;
+        failed(&store, ErrorKind::OutcomeUnknown, Some(later)).await;
+        failed(&store, ErrorKind::Internal, None).await;
+        let text = list(&store, false).await.unwrap();
+        assert!(text.contains("RETRY"), "{text}");
+        assert!(
+            text.contains(&format!("after {}", timestamp(later))),
+            "{text}"
+        );
+        assert!(
+            text.contains(" yes "),
+            "the other may be retried now: {text}"
+        );
+        let json: Value = serde_json::from_str(&list(&store, true).await.unwrap()).unwrap();
+        let letters = json.as_array().unwrap();
+        let waits = |kind: &str| {
+            letters
+                .iter()
+                .find(|l| l["kind"] == kind)
+                .map(|l| l["retry_after_ms"].clone())
+        };
+        assert_eq!(waits("outcome_unknown"), Some(Value::from(later)));
+        assert_eq!(waits("internal"), Some(Value::Null));
+    }
+}

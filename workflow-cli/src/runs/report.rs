@@ -659,6 +659,57 @@ mod tests {
     }
 
     #[test]
+    fn an_interrupted_effect_says_from_when_it_may_be_retried() {
+        let stored = |safe_after: Timestamp, retried: bool| {
+            let mut events = vec![Event::AttemptFailed {
+                step: 0,
+                attempt: 1,
+                kind: ErrorKind::OutcomeUnknown,
+                message: "interrupted".to_owned(),
+                retry_after: None,
+                safe_after: Some(safe_after),
+                at: 2_000,
+            }];
+            if retried {
+                events.push(Event::Retried {
+                    by: "ops".to_owned(),
+                    at: 9_000,
+                });
+            }
+            StoredRun {
+                record: RunRecord {
+                    id: RunId(5),
+                    workflow: "Pay".to_owned(),
+                    fingerprint: "0123".to_owned(),
+                    status: RunStatus::Failed,
+                    idempotency_key: None,
+                    note: None,
+                    parent: None,
+                    owner: None,
+                    created_at: 1_000,
+                    updated_at: 2_000,
+                },
+                events,
+            }
+        };
+        let later = stored(65_000, false);
+        let text = Report::new(&later, None, 5_000).text();
+        assert!(
+            text.contains("retry:    not before 1970-01-01 00:01:05Z (in 1m00s)"),
+            "{text}"
+        );
+        let past = stored(4_000, false);
+        let text = Report::new(&past, None, 5_000).text();
+        assert!(
+            text.contains("retry:    safe since 1970-01-01 00:00:04Z"),
+            "{text}"
+        );
+        let retried = stored(65_000, true);
+        let text = Report::new(&retried, None, 5_000).text();
+        assert!(!text.contains("retry:"), "{text}");
+    }
+
+    #[test]
     fn a_decision_through_a_link_is_shown_via_link_and_others_are_not() {
         let decided = |step: usize, via: Option<&str>| Event::TaskDecided {
             step,
