@@ -411,7 +411,28 @@ fn scenario(test: &str, replication: Replication, incident: Incident) -> Option<
         }
     }
     // From the server's death to each worker's first commit on the server that came back
-    // (acknowledged after it was back: the dead one took no more).
+    // (acknowledged after it was back: the dead one took no more), every round.
+    for (round, (died, back)) in incidents.iter().enumerate() {
+        let next = incidents.get(round + 1).map(|(died, _)| *died);
+        let times: Vec<String> = (0..3)
+            .map(|worker| {
+                acked
+                    .iter()
+                    .filter(|(w, _, _, at)| {
+                        *w == worker && at >= back && next.is_none_or(|next| *at < next)
+                    })
+                    .map(|(_, _, _, at)| *at - *died)
+                    .min()
+                    .map_or(format!("w{worker} none"), |t| {
+                        format!("w{worker} {} ms", t.as_millis())
+                    })
+            })
+            .collect();
+        println!(
+            "{test}: round {round}: from the server's death to each worker's first commit: {}",
+            times.join(", ")
+        );
+    }
     let (died, back) = *incidents.last().expect("an incident");
     let first_commit = (0..3)
         .map(|worker| {
