@@ -104,6 +104,11 @@ impl LeaseWatch {
         *at = (*at).max(sent);
     }
 
+    /// Whether the engine holds `run` (claimed or created it, and has not let it go).
+    pub(super) fn holds(&self, run: RunId) -> bool {
+        lock(&self.claimed).contains_key(&run)
+    }
+
     /// The engine no longer holds `run`.
     pub(super) fn forget(&self, run: RunId) {
         lock(&self.claimed).remove(&run);
@@ -145,12 +150,28 @@ impl super::Engine {
         if self.inner.lease_ms == 0 {
             return crate::context::ValidUntil::none();
         }
-        let engine = self.clone();
-        crate::context::ValidUntil::live(move || {
-            let left = engine.inner.lease.left_ms(run)?;
-            let offset = engine.inner.store.clock_offset_ms();
-            let now = i64::try_from(engine.inner.clock.now()).unwrap_or(i64::MAX);
+        // The lease view, the store and the clock, not the engine: a context kept by user
+        // code keeps no engine alive.
+        let lease = Arc::clone(&self.inner.lease);
+        let store = Arc::clone(&self.inner.store);
+        let clock = Arc::clone(&self.inner.clock);
+        let now = move || {
+            let left = lease.left_ms(run)?;
+            let offset = store.clock_offset_ms();
+            let now = i64::try_from(clock.now()).unwrap_or(i64::MAX);
             u64::try_from(now.saturating_add(offset).saturating_add(left)).ok()
+        };
+        // Once this engine no longer holds the run, the value stops moving: a request sent
+        // after that (by a task the step spawned) carries the lease end last known.
+        let last = AtomicU64::new(now().unwrap_or(0));
+        let held = Arc::clone(&self.inner.lease);
+        crate::context::ValidUntil::live(move || {
+            if held.holds(run) {
+                if let Some(until) = now() {
+                    last.fetch_max(until, Ordering::Relaxed);
+                }
+            }
+            Some(last.load(Ordering::Relaxed))
         })
     }
 }
