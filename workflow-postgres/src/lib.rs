@@ -83,6 +83,19 @@ use workflow_core::RunId;
 ///   [`PgOptions::retry_for`]. A write whose answer was lost with its connection is looked
 ///   up before it is sent again (a commit by its entries, a creation or claim by a nonce
 ///   it wrote), so nothing is lost or written twice.
+/// - **Several servers.** A URL may name several hosts, as libpq writes it
+///   (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`), or
+///   [`PgStore::connect_any`] take a list: the store connects to the writable one and finds
+///   it again after a connection error or a read-only answer (a failover).
+/// - **Fences that never go back.** A fencing token is the server's timeline id times 2^32
+///   plus the run's claim count in that timeline: a promoted standby starts a higher
+///   timeline, so a token handed out after a failover is above every token before it,
+///   even when the failover lost the last claims. A lease of an older timeline is not
+///   renewed (the run is claimed again under the new one within a lease), and run and
+///   inbox ids never repeat after a failover.
+/// - **Its clock.** Leases end by the server's clock; [`Store::clock_offset_ms`] reports
+///   how far it is ahead of this process's (measured when a connection is made), so a
+///   step's `valid_until` is on the server's clock.
 /// - **Migrations** are embedded and versioned; a database written by a newer version of
 ///   this library is refused and left untouched.
 ///
