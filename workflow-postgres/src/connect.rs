@@ -117,13 +117,21 @@ pub(super) fn open(
         let listener = options.listen.then(|| {
             let hosts = Arc::clone(&hosts);
             let wait = options.connect_timeout;
-            // A pool on the server found writable last, made again whenever the listener
-            // lost its connection (after a failover, on the promoted server).
+            // A pool on the writable server, made again whenever the listener lost its
+            // connection (after a failover, on the promoted server, found first).
             let pools = move || {
-                PgPoolOptions::new()
-                    .max_connections(1)
-                    .acquire_timeout(wait)
-                    .connect_lazy_with(hosts.current().clone())
+                let hosts = Arc::clone(&hosts);
+                async move {
+                    if hosts.several() {
+                        if let Ok(conn) = hosts.open(wait).await {
+                            let _ = conn.close().await;
+                        }
+                    }
+                    PgPoolOptions::new()
+                        .max_connections(1)
+                        .acquire_timeout(wait)
+                        .connect_lazy_with(hosts.current().clone())
+                }
             };
             tokio::spawn(listen::listen(pools, channel.clone(), wake.clone())).abort_handle()
         });
