@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::ConnectOptions;
-use sqlx::{Connection, PgConnection};
+use sqlx::{ConnectOptions, Connection, PgConnection};
 use tokio::sync::watch;
 
 use super::conns::{Conn, Conns};

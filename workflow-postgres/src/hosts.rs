@@ -64,11 +64,13 @@ impl Hosts {
     }
 
     /// A connection to the writable server: the one found last, or else the others in
-    /// turn, each given `wait`. With one server, a plain connection (no probe).
+    /// turn, each given its share of `wait` (a server that does not answer at all leaves
+    /// time for the next). With one server, a plain connection (no probe).
     pub(super) async fn open(&self, wait: Duration) -> Result<PgConnection, sqlx::Error> {
         if !self.several() {
             return timed(wait, self.options[0].connect()).await;
         }
+        let wait = wait / u32::try_from(self.options.len()).unwrap_or(u32::MAX);
         let start = self.primary.load(Ordering::Relaxed);
         let mut failures = Vec::new();
         for step in 0..self.options.len() {
