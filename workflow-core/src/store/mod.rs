@@ -15,7 +15,8 @@
 //! - **One owner at a time.** A running run is driven by one engine (its *owner*) under a
 //!   lease with a fencing token. [`Store::claim`] hands a run only to a caller when it has
 //!   no owner, its lease expired, or (with `reclaim_own`) the caller already owns it; each
-//!   claim increments the token. A commit carrying a [`Fence`] is refused with
+//!   claim raises the token (by one in the memory and SQLite stores; PostgreSQL's tokens
+//!   also carry an epoch that grows on every failover), so it never goes back. A commit carrying a [`Fence`] is refused with
 //!   [`StoreError::Fenced`] unless the run's owner and token are still the fence's, so a
 //!   worker that lost its run cannot write to it. A run that finishes or is parked loses
 //!   its owner in the same commit.
