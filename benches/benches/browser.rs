@@ -204,6 +204,7 @@ fn ctx(run: u64) -> StepContext {
         trace_id: "b18".into(),
         fence: 1,
         cancel: Default::default(),
+        valid_until: Default::default(),
     }
 }
 

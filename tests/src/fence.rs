@@ -2,8 +2,10 @@
 //! test and its worker process (`src/bin/fence_worker.rs`): one unguarded external effect
 //! (not idempotent, no reconcile) sent to a notification service that lives in the test's
 //! schema. The service can check fences: it remembers the highest fence per idempotency
-//! key and refuses lower ones. Every request goes to both a checking and a non-checking
-//! copy of the service, so one run shows both outcomes.
+//! key and refuses lower ones; and it can check deadlines: it refuses a request it decides
+//! after the request's `valid_until`. Every request goes to three copies of the service:
+//! one that checks nothing (`none`), one that checks the fence (`fence`), one that checks
+//! both as README's pattern says (`deadline`), so one run shows every outcome.
 
 use std::time::Duration;
 
@@ -27,30 +29,62 @@ impl Notifier {
             url,
             schema,
             "CREATE TABLE IF NOT EXISTS notify_fences (key text PRIMARY KEY, fence bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS notify_deadline_fences
+                 (key text PRIMARY KEY, fence bigint NOT NULL);
              CREATE TABLE IF NOT EXISTS notify_applied
-                 (checked boolean NOT NULL, key text NOT NULL, fence bigint NOT NULL, via text NOT NULL);",
+                 (mode text NOT NULL, key text NOT NULL, fence bigint NOT NULL, via text NOT NULL);
+             CREATE TABLE IF NOT EXISTS notify_decided
+                 (via text NOT NULL, fence bigint NOT NULL, late_ms bigint NOT NULL);",
         )
         .await?;
         Ok(Notifier { pool })
     }
 
-    /// Sends one notification to both copies of the service: the checking one applies it
-    /// only when `fence` is at least the highest it has seen for `key`.
-    pub async fn send(&self, key: &str, fence: u64, via: &str) -> Result<(), StepError> {
+    /// Sends one notification to the three copies of the service: `none` applies it,
+    /// `fence` only when `fence` is at least the highest it has seen for `key`, `deadline`
+    /// only when it also decides it no later than `valid_until` (by the service's clock,
+    /// the server's `clock_timestamp()`). Each decision is recorded in `notify_decided`
+    /// with how late it was (ms after `valid_until`; negative: in time).
+    pub async fn send(
+        &self,
+        key: &str,
+        fence: u64,
+        valid_until: Option<u64>,
+        via: &str,
+    ) -> Result<(), StepError> {
         let io = |e: sqlx::Error| StepError::unavailable(e.to_string());
         let mut tx = self.pool.begin().await.map_err(io)?;
-        let admitted = crate::service::check_fence(&mut tx, "notify_fences", key, fence)
+        let fenced = crate::service::check_fence(&mut tx, "notify_fences", key, fence)
             .await
             .map_err(io)?
             .is_none();
-        for checked in [true, false] {
-            if checked && !admitted {
+        let now: i64 = sqlx::query("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(io)?
+            .get(0);
+        let late_ms = valid_until.map_or(i64::MIN, |until| now - until as i64);
+        let in_time = late_ms <= 0;
+        let deadline = in_time
+            && crate::service::check_fence(&mut tx, "notify_deadline_fences", key, fence)
+                .await
+                .map_err(io)?
+                .is_none();
+        sqlx::query("INSERT INTO notify_decided (via, fence, late_ms) VALUES ($1, $2, $3)")
+            .bind(via)
+            .bind(fence as i64)
+            .bind(late_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(io)?;
+        for (mode, admitted) in [("none", true), ("fence", fenced), ("deadline", deadline)] {
+            if !admitted {
                 continue;
             }
             sqlx::query(
-                "INSERT INTO notify_applied (checked, key, fence, via) VALUES ($1, $2, $3, $4)",
+                "INSERT INTO notify_applied (mode, key, fence, via) VALUES ($1, $2, $3, $4)",
             )
-            .bind(checked)
+            .bind(mode)
             .bind(key)
             .bind(fence as i64)
             .bind(via)
@@ -62,10 +96,21 @@ impl Notifier {
         Ok(())
     }
 
-    /// What each copy applied: `(checked, fence, via)`, in order.
-    pub async fn applied(&self) -> Result<Vec<(bool, u64, String)>, sqlx::Error> {
+    /// The decisions made so far: `(via, fence, ms after valid_until)`, in order made.
+    pub async fn decided(&self) -> Result<Vec<(String, u64, i64)>, sqlx::Error> {
+        let rows = sqlx::query("SELECT via, fence, late_ms FROM notify_decided ORDER BY ctid")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.get(0), row.get::<i64, _>(1) as u64, row.get(2)))
+            .collect())
+    }
+
+    /// What each copy applied: `(mode, fence, via)`, by mode, fence and via.
+    pub async fn applied(&self) -> Result<Vec<(String, u64, String)>, sqlx::Error> {
         let rows =
-            sqlx::query("SELECT checked, fence, via FROM notify_applied ORDER BY fence, via")
+            sqlx::query("SELECT mode, fence, via FROM notify_applied ORDER BY mode, fence, via")
                 .fetch_all(&self.pool)
                 .await?;
         Ok(rows
@@ -85,13 +130,15 @@ pub async fn notify(service: &Notifier, ctx: &StepContext) -> Result<u64, StepEr
     if ctx.attempt == 1 {
         let late = service.clone();
         let key = key.clone();
+        // The deadline the request carries is the one current when it is sent.
+        let valid_until = ctx.valid_until();
         tokio::spawn(async move {
             tokio::time::sleep(IN_FLIGHT).await;
-            let _ = late.send(&key, fence, "late").await;
+            let _ = late.send(&key, fence, valid_until, "late").await;
         });
         tokio::time::sleep(IN_FLIGHT * 2).await;
     }
-    service.send(&key, fence, "body").await?;
+    service.send(&key, fence, ctx.valid_until(), "body").await?;
     Ok(fence)
 }
 

@@ -168,7 +168,7 @@ async fn a_late_request_of_a_worker_that_lost_the_run_is_refused_by_its_fence() 
         "{}",
         letters[0].message
     );
-    let safe_after = store
+    let (found, safe_after) = store
         .load(run)
         .await
         .unwrap()
@@ -176,17 +176,23 @@ async fn a_late_request_of_a_worker_that_lost_the_run_is_refused_by_its_fence() 
         .events
         .iter()
         .find_map(|e| match e {
-            Event::AttemptFailed { safe_after, .. } => *safe_after,
+            Event::AttemptFailed { safe_after, at, .. } => safe_after.map(|s| (*at, s)),
             _ => None,
         })
         .expect("the outcome-unknown failure says from when a retry is safe");
+    // The self-fencing margin and twice the clock-skew bound after the discovery.
+    assert_eq!(
+        Duration::from_millis(safe_after - found),
+        MARGIN + 2 * workflow_core::DEFAULT_CLOCK_SKEW
+    );
 
     // Too soon: worker A might still be inside the effect.
     assert_eq!(
         b.retry_dead_letter(run, "ops").await,
         Err(RunError::TooSoon { run, safe_after })
     );
-    tokio::time::sleep(MARGIN).await;
+    // Safe after the self-fencing margin and twice the clock-skew bound.
+    tokio::time::sleep(MARGIN + 2 * workflow_core::DEFAULT_CLOCK_SKEW).await;
     b.retry_dead_letter(run, "ops").await.unwrap();
     wait_status(&*store, run, RunStatus::Completed).await;
     let outputs = b

@@ -139,9 +139,14 @@ fn a_worker_frozen_inside_an_unguarded_effect_applies_it_once_with_a_fence_check
     let a = Worker::spawn(&url, schema.name(), "start");
     let entered = a.wait_for_line("entered ", Duration::from_secs(60));
     a.signal("-STOP");
+    let first: u64 = entered
+        .strip_prefix("entered 1 ")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("attempt 1 first: {entered}"));
     assert_eq!(
-        entered, "entered 1 1",
-        "attempt 1 under the run's first fence"
+        first & 0xffff_ffff,
+        1,
+        "attempt 1 under the run's first fence of its epoch: {entered}"
     );
     let run = runtime.block_on(async { store.runs(RunFilter::default()).await.unwrap()[0].id });
 
@@ -197,7 +202,10 @@ fn a_worker_frozen_inside_an_unguarded_effect_applies_it_once_with_a_fence_check
     ));
     let second = b.wait_for_line("entered 2 ", Duration::from_secs(5));
     let fence: u64 = second.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(fence > 1, "the retry runs under a higher fence: {second}");
+    assert!(
+        fence > first,
+        "the retry runs under a higher fence: {second}"
+    );
 
     // A goes on: its late request lands, its action is never polled again.
     a.signal("-CONT");
@@ -212,25 +220,151 @@ fn a_worker_frozen_inside_an_unguarded_effect_applies_it_once_with_a_fence_check
     // Time for A's action to have sent its second request, had it been polled.
     std::thread::sleep(IN_FLIGHT);
     let applied = runtime.block_on(notifier.applied()).unwrap();
-    let checked: Vec<_> = applied.iter().filter(|(c, ..)| *c).cloned().collect();
-    let unchecked: Vec<_> = applied.iter().filter(|(c, ..)| !*c).cloned().collect();
+    let copy = |mode: &str| -> Vec<(u64, String)> {
+        applied
+            .iter()
+            .filter(|(m, ..)| m == mode)
+            .map(|(_, fence, via)| (*fence, via.clone()))
+            .collect()
+    };
     assert_eq!(
-        checked,
-        vec![(true, fence, "body".to_owned())],
+        copy("fence"),
+        vec![(fence, "body".to_owned())],
         "the fence-checking service applied the effect once: {applied:?}"
     );
     assert_eq!(
-        unchecked,
-        vec![
-            (false, 1, "late".to_owned()),
-            (false, fence, "body".to_owned())
-        ],
+        copy("deadline"),
+        vec![(fence, "body".to_owned())],
+        "so did the one that also checks valid_until: {applied:?}"
+    );
+    assert_eq!(
+        copy("none"),
+        vec![(first, "late".to_owned()), (fence, "body".to_owned())],
         "without the check, the late request applies too: {applied:?}"
     );
     assert!(
         !a.lines().iter().any(|l| l.starts_with("entered 2")),
         "A never ran the effect again: {:?}",
         a.lines()
+    );
+    drop((a, b));
+    runtime.block_on(schema.drop());
+}
+
+/// The race the fence alone does not close: A's request is still inside the service when
+/// the operator checks the service (nothing applied) and retries, and the service decides
+/// it *before* the retried call arrives. Both fences are the highest the service has seen
+/// when it decides them, so a service that checks only fences applies the effect twice;
+/// one that also refuses what it decides after the request's `valid_until` applies it once.
+#[test]
+fn a_late_request_decided_before_the_retried_call_is_refused_by_its_valid_until() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(url) = runtime.block_on(pg_testing::server("fencing_pg_deadline")) else {
+        return;
+    };
+    let schema = Schema::new(&url, "fence_deadline");
+    let store = runtime.block_on(schema.store());
+    let notifier = runtime
+        .block_on(Notifier::open(&url, schema.name()))
+        .unwrap();
+
+    let a = Worker::spawn(&url, schema.name(), "start");
+    let entered = a.wait_for_line("entered ", Duration::from_secs(60));
+    a.signal("-STOP");
+    let first: u64 = entered
+        .strip_prefix("entered 1 ")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("attempt 1 first: {entered}"));
+    let run = runtime.block_on(async { store.runs(RunFilter::default()).await.unwrap()[0].id });
+
+    let b = Worker::spawn(&url, schema.name(), "take");
+    runtime.block_on(wait_status(
+        &store,
+        run,
+        RunStatus::Failed,
+        Duration::from_secs(30),
+    ));
+    let stored = runtime.block_on(store.load(run)).unwrap().unwrap();
+    let safe_after = admin::retry_safe_after(&stored.events).expect("a safe time");
+    while now_ms() < safe_after {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The operator's check: the service applied nothing (A's request is still inside it).
+    assert_eq!(runtime.block_on(notifier.applied()).unwrap(), vec![]);
+    // The service decides A's request now, before the retried call.
+    a.signal("-CONT");
+    let until = Instant::now() + IN_FLIGHT + Duration::from_secs(10);
+    let late = loop {
+        let decided = runtime.block_on(notifier.decided()).unwrap();
+        if let Some(late) = decided.iter().find(|(via, ..)| via == "late") {
+            break late.clone();
+        }
+        assert!(Instant::now() < until, "A's request was never decided");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(late.1, first);
+    assert!(
+        late.2 > 0,
+        "A's request was decided after its valid_until ({} ms late)",
+        late.2
+    );
+    // Then the operator's retry, and attempt 2 (by whichever worker claims the run).
+    let spec = runtime
+        .block_on(admin::stored_spec(&store, &stored.record.fingerprint))
+        .unwrap()
+        .unwrap();
+    let current = runtime
+        .block_on(admin::current_fingerprints(&store, "Notify"))
+        .unwrap();
+    let current: Vec<&str> = current.iter().map(String::as_str).collect();
+    runtime
+        .block_on(admin::retry_dead_letter(
+            &store,
+            run,
+            "ops",
+            now_ms(),
+            &spec,
+            &current,
+            false,
+        ))
+        .expect("retried once safe");
+    runtime.block_on(wait_status(
+        &store,
+        run,
+        RunStatus::Completed,
+        Duration::from_secs(30),
+    ));
+    let second = [&a, &b]
+        .iter()
+        .flat_map(|w| w.lines())
+        .find(|l| l.starts_with("entered 2 "))
+        .expect("attempt 2 ran");
+    let fence: u64 = second.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(fence > first, "{second}");
+
+    let applied = runtime.block_on(notifier.applied()).unwrap();
+    let copy = |mode: &str| -> Vec<(u64, String)> {
+        applied
+            .iter()
+            .filter(|(m, ..)| m == mode)
+            .map(|(_, fence, via)| (*fence, via.clone()))
+            .collect()
+    };
+    let twice = vec![(first, "late".to_owned()), (fence, "body".to_owned())];
+    assert_eq!(
+        copy("fence"),
+        twice,
+        "checking fences alone, the late request and the retried call both apply: {applied:?}"
+    );
+    assert_eq!(copy("none"), twice, "{applied:?}");
+    assert_eq!(
+        copy("deadline"),
+        vec![(fence, "body".to_owned())],
+        "checking valid_until too, the effect applies once: {applied:?}"
     );
     drop((a, b));
     runtime.block_on(schema.drop());

@@ -213,6 +213,7 @@ fn context(step: &'static str) -> StepContext {
         trace_id: "trace".into(),
         fence: 1,
         cancel: Default::default(),
+        valid_until: Default::default(),
     }
 }
 

@@ -386,6 +386,7 @@ mod tests {
             trace_id: "t".into(),
             fence: 1,
             cancel: Default::default(),
+            valid_until: Default::default(),
         }
     }
 

@@ -44,6 +44,7 @@ fn ctx(run: u64, step: &'static str, attempt: u32) -> StepContext {
         trace_id: "t".into(),
         fence: 1,
         cancel: Default::default(),
+        valid_until: Default::default(),
     }
 }
 

@@ -344,7 +344,8 @@ pub enum StatusArg {
     Failed,
     /// Cancelled by an operator.
     Cancelled,
-    /// Not driven: its spec changed since it started.
+    /// Not driven: its spec changed since it started, or the store refused one of its
+    /// writes for good (the store's reason is in its note).
     Parked,
 }
 

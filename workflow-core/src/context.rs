@@ -1,5 +1,8 @@
 //! What a step action gets to know about its run: [`StepContext`].
 
+use std::fmt;
+use std::sync::Arc;
+
 use tokio::sync::watch;
 
 use crate::error::RunId;
@@ -31,10 +34,80 @@ pub struct StepContext {
     /// key and refuses lower ones: a worker that lost the run while it was frozen inside
     /// the call is then refused, even when its request arrives late. See [`Self::fence`].
     pub fence: u64,
-    /// Told when the run is cancelled, or its worker drains, while this attempt runs. See
-    /// [`Self::cancelled`].
+    /// Told when the run is cancelled while this attempt runs. See [`Self::cancelled`].
     pub cancel: Cancellation,
+    /// When this attempt's lease stops holding, on the store's clock: read it with
+    /// [`StepContext::valid_until`] when a request is sent (renewals move it later).
+    pub valid_until: ValidUntil,
 }
+
+/// When an attempt's lease stops holding, on the store's clock (ms since the Unix epoch):
+/// after it another worker may hold the run. Renewals move it later, so it is read when a
+/// request is sent ([`ValidUntil::get`], [`StepContext::valid_until`]), never kept.
+///
+/// The engine computes it from when the claim or the last successful renewal was *sent*
+/// (the store set the lease's end at least that late), on the store's clock as the store
+/// reports its offset from the engine's, so it never names a time after the lease the
+/// store granted.
+///
+/// ```
+/// use workflow_core::ValidUntil;
+///
+/// assert_eq!(ValidUntil::none().get(), None);
+/// assert_eq!(ValidUntil::fixed(1_700_000_000_000).get(), Some(1_700_000_000_000));
+/// ```
+#[derive(Clone, Default)]
+pub struct ValidUntil(Source);
+
+#[derive(Clone, Default)]
+enum Source {
+    /// No lease: one engine drives the store, no other can take the run over.
+    #[default]
+    None,
+    Fixed(Timestamp),
+    Live(Arc<dyn Fn() -> Option<Timestamp> + Send + Sync>),
+}
+
+impl ValidUntil {
+    /// No lease: the store is driven by one engine (memory, SQLite), so nobody else can
+    /// take the run over.
+    pub fn none() -> Self {
+        ValidUntil(Source::None)
+    }
+
+    /// A fixed time (tests, or a caller that knows the lease's end).
+    pub fn fixed(at: Timestamp) -> Self {
+        ValidUntil(Source::Fixed(at))
+    }
+
+    /// A time read from `source` each time it is asked (the engine's view of the lease).
+    pub fn live(source: impl Fn() -> Option<Timestamp> + Send + Sync + 'static) -> Self {
+        ValidUntil(Source::Live(Arc::new(source)))
+    }
+
+    /// The time now: `None` when the store keeps no leases.
+    pub fn get(&self) -> Option<Timestamp> {
+        match &self.0 {
+            Source::None => None,
+            Source::Fixed(at) => Some(*at),
+            Source::Live(source) => source(),
+        }
+    }
+}
+
+impl fmt::Debug for ValidUntil {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ValidUntil").field(&self.get()).finish()
+    }
+}
+
+impl PartialEq for ValidUntil {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for ValidUntil {}
 
 impl StepContext {
     /// The run's fencing token for this attempt ([`StepContext::fence`](Self#structfield.fence)).
@@ -58,8 +131,8 @@ impl StepContext {
         self.fence
     }
 
-    /// Completes when the run is cancelled (or the worker running the attempt drains) while
-    /// this attempt runs; never otherwise.
+    /// Completes when the run is cancelled while this attempt runs; never otherwise (a
+    /// worker that drains lets the attempt run until its deadline, then drops it).
     ///
     /// An internal step needs nothing of it: a cancel drops its attempt at once. An
     /// external effect gets the cancel's grace period (`EngineBuilder::cancel_grace`, 30 s
@@ -86,9 +159,44 @@ impl StepContext {
         self.cancel.cancelled().await
     }
 
-    /// Whether the run was cancelled (or the worker drains) while this attempt runs.
+    /// Whether the run was cancelled while this attempt runs.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// When this attempt's lease stops holding, on the store's clock (ms since the Unix
+    /// epoch): after it another worker may hold the run and retry the step. Read it when
+    /// a request is sent and send it with [`Self::fence`]: the service refuses a request
+    /// it *decides* after this time, so a request that was on its way while its worker
+    /// froze cannot be applied once the run may have moved on, however long it took to
+    /// arrive. Renewals move it later: a request carries the value current when it is
+    /// sent. `None` in stores one engine drives (memory, SQLite).
+    ///
+    /// The comparison is between the service's clock and the store's: the service
+    /// assumes they differ by at most the engines' `clock_skew` (default 1 s), and an
+    /// operator's retry of an interrupted effect waits for that bound as well.
+    ///
+    /// ```
+    /// # use std::collections::HashMap;
+    /// // What a downstream service checks, under a lock on the key:
+    /// fn admit(seen: &mut HashMap<String, u64>, key: &str, fence: u64,
+    ///          valid_until: Option<u64>, now: u64) -> bool {
+    ///     if valid_until.is_some_and(|until| now > until) {
+    ///         return false; // decided after the lease ended: the run may have moved on
+    ///     }
+    ///     let highest = seen.entry(key.to_owned()).or_insert(0);
+    ///     if fence < *highest {
+    ///         return false; // a stale caller: another worker holds the run now
+    ///     }
+    ///     *highest = fence;
+    ///     true
+    /// }
+    /// let mut seen = HashMap::new();
+    /// assert!(admit(&mut seen, "Charge/7/charge", 3, Some(10_000), 9_000));
+    /// assert!(!admit(&mut seen, "Charge/7/charge", 4, Some(10_000), 10_001));
+    /// ```
+    pub fn valid_until(&self) -> Option<Timestamp> {
+        self.valid_until.get()
     }
 
     /// The key for a step of a run: `workflow/run/step`.
@@ -112,7 +220,7 @@ impl StepContext {
 }
 
 /// The cancellation signal an attempt's [`StepContext`] carries: told when its run is
-/// cancelled or its worker drains. [`Cancellation::default`] is never told.
+/// cancelled. [`Cancellation::default`] is never told.
 #[derive(Clone, Debug, Default)]
 pub struct Cancellation(Option<watch::Receiver<bool>>);
 

@@ -62,8 +62,9 @@ pub enum Event {
         /// The retry-after the dependency asked for, in ms.
         retry_after: Option<u64>,
         /// For an interrupted external effect whose outcome is unknown: from when its
-        /// previous owner can no longer be inside the effect (its lease ended, plus the
-        /// self-fencing margin). An operator's retry before then is refused unless insisted.
+        /// previous owner can no longer be inside the effect and no request of it is still
+        /// applied by a service that checks `valid_until` (its lease ended, plus the
+        /// self-fencing margin and twice the clock-skew bound). An operator's retry before then is refused unless insisted.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         safe_after: Option<Timestamp>,
         /// When.

@@ -41,7 +41,7 @@ pub mod upgrade;
 pub mod __private;
 
 pub use approval::Approval;
-pub use context::{Cancellation, Canceller, StepContext};
+pub use context::{Cancellation, Canceller, StepContext, ValidUntil};
 pub use engine::human::{
     DecisionOptions, EventHandle, HumanTask, TaskInfo, TIMEOUT_DECIDER, VIA_LINK,
 };
@@ -53,7 +53,7 @@ pub use engine::FaultHook;
 pub use engine::{
     default_authorizer, Authorizer, BackfillTick, Drained, Engine, EngineBuilder, Handover,
     RunHandle, RunRef, RunView, ScheduleApiError, Schedules, StartOptions, StepView,
-    BATCHES_PER_PASS, DEFAULT_CANCEL_GRACE, DEFAULT_LEASE, PURGE_EVERY,
+    BATCHES_PER_PASS, DEFAULT_CANCEL_GRACE, DEFAULT_CLOCK_SKEW, DEFAULT_LEASE, PURGE_EVERY,
 };
 pub use error::{DecisionError, ErrorKind, EventError, RunError, RunId, StepError};
 pub use form::DecisionForm;

@@ -2,8 +2,8 @@
 //! the first connection and the schema, the pool and the listener; and retrying through
 //! lost connections.
 
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::conns::{Conn, Conns};
 use super::error::{classify, Class, Target};
+use super::hosts::Hosts;
 use super::{listen, schema, PgStore, Stats};
 use workflow_core::store::StoreError;
 use workflow_core::BoxFuture;
@@ -59,28 +60,46 @@ impl Default for PgOptions {
 }
 
 /// Opens a store (boxed here, where its future's types are known, so callers' futures
-/// stay `Send`).
+/// stay `Send`) on the servers `urls` name (one URL may name several, as libpq writes it).
 pub(super) fn open(
-    url: String,
+    urls: Vec<String>,
     mut options: PgOptions,
 ) -> BoxFuture<'static, Result<PgStore, StoreError>> {
     Box::pin(async move {
-        let (url, schema) = split_schema(&url)?;
-        if let Some(schema) = schema {
-            options.schema = schema;
+        let mut each = Vec::new();
+        for url in &urls {
+            let (url, schema) = split_schema(url)?;
+            if let Some(schema) = schema {
+                options.schema = schema;
+            }
+            each.extend(super::hosts::split_hosts(&url)?);
         }
         check_schema_name(&options.schema)?;
-        let connect = PgConnectOptions::from_str(&url)
-            .map_err(|_| StoreError::Io(format!("not a PostgreSQL URL: {}", redact(&url))))?
-            .application_name(&format!("workflow:{}", options.schema))
-            // No JIT compilation: every statement of the store is short, and a plan whose
-            // cost is over-estimated (a table without statistics) was compiled for longer
-            // than it ran (300 to 560 ms for a page of runs read in 1 ms).
-            .options([("search_path", options.schema.as_str()), ("jit", "off")])
-            .disable_statement_logging();
-        let target = Target::new(&connect);
+        let connects: Vec<PgConnectOptions> = super::hosts::parse_all(&each)?
+            .into_iter()
+            .map(|connect| {
+                connect
+                    .application_name(&format!("workflow:{}", options.schema))
+                    // No JIT compilation: every statement of the store is short, and a plan
+                    // whose cost is over-estimated (a table without statistics) was compiled
+                    // for longer than it ran (300 to 560 ms for a page of runs read in 1 ms).
+                    .options([("search_path", options.schema.as_str()), ("jit", "off")])
+                    .disable_statement_logging()
+            })
+            .collect();
+        let Some(connect) = connects.first().cloned() else {
+            return Err(StoreError::Io("no PostgreSQL URL given".to_owned()));
+        };
+        let hosts = Arc::new(Hosts::new(connects));
+        let target = Target::new(&connect).with_hosts(&hosts);
 
-        let mut first = first_connection(&connect, &target, options.connect_timeout).await?;
+        let mut first = first_connection(&hosts, &target, options.connect_timeout).await?;
+        if !hosts.several() {
+            hosts
+                .measure(&mut first)
+                .await
+                .map_err(|e| target.error(e))?;
+        }
         schema::prepare(&mut first, &options.schema, &target).await?;
         let _ = first.close().await;
 
@@ -88,18 +107,32 @@ pub(super) fn open(
         // connection that died while idle fails its statement, which the store retries on a
         // new one, after looking up whether a write was applied.
         let conns = Conns::new(
-            connect.clone(),
+            Arc::clone(&hosts),
             options.max_connections,
             options.connect_timeout,
         );
         let channel = channel_for(&options.schema);
         let (wake, _) = watch::channel(0);
         let listener = options.listen.then(|| {
-            let pool = PgPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(options.connect_timeout)
-                .connect_lazy_with(connect);
-            tokio::spawn(listen::listen(pool, channel.clone(), wake.clone())).abort_handle()
+            let hosts = Arc::clone(&hosts);
+            let wait = options.connect_timeout;
+            // A pool on the writable server, made again whenever the listener lost its
+            // connection (after a failover, on the promoted server, found first).
+            let pools = move || {
+                let hosts = Arc::clone(&hosts);
+                async move {
+                    if hosts.several() {
+                        if let Ok(conn) = hosts.open(wait).await {
+                            let _ = conn.close().await;
+                        }
+                    }
+                    PgPoolOptions::new()
+                        .max_connections(1)
+                        .acquire_timeout(wait)
+                        .connect_lazy_with(hosts.current().clone())
+                }
+            };
+            tokio::spawn(listen::listen(pools, channel.clone(), wake.clone())).abort_handle()
         });
         tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
         // As many commits (alone or in groups) on their way as there are connections: a
@@ -160,7 +193,7 @@ impl<'s> Retry<'s> {
 }
 
 async fn first_connection(
-    connect: &PgConnectOptions,
+    hosts: &Hosts,
     target: &Target,
     timeout: Duration,
 ) -> Result<PgConnection, StoreError> {
@@ -168,8 +201,8 @@ async fn first_connection(
     let mut pause = Duration::from_millis(50);
     loop {
         let left = timeout.saturating_sub(started.elapsed());
-        let attempt =
-            tokio::time::timeout(left.max(Duration::from_millis(1)), connect.connect()).await;
+        let left = left.max(Duration::from_millis(1));
+        let attempt = tokio::time::timeout(left, hosts.open(left)).await;
         let error = match attempt {
             Ok(Ok(conn)) => return Ok(conn),
             Ok(Err(error)) => error,
@@ -244,7 +277,7 @@ fn channel_for(schema: &str) -> String {
 }
 
 /// A URL with its password replaced, for messages.
-fn redact(url: &str) -> String {
+pub(super) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

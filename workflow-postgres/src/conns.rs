@@ -11,17 +11,19 @@
 //! back.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection, PgConnection};
+use sqlx::{Connection, PgConnection};
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::hosts::Hosts;
 
 /// At most `max` connections, opened when first needed.
 #[derive(Debug)]
 pub(super) struct Conns {
-    connect: PgConnectOptions,
+    /// The servers, and which one is writable.
+    pub(super) hosts: Arc<Hosts>,
     idle: Mutex<Vec<PgConnection>>,
     permits: Semaphore,
     wait: Duration,
@@ -38,10 +40,11 @@ pub(super) struct Conn<'p> {
 }
 
 impl Conns {
-    /// Up to `max` connections made with `connect`; taking one waits at most `wait`.
-    pub(super) fn new(connect: PgConnectOptions, max: u32, wait: Duration) -> Conns {
+    /// Up to `max` connections to the writable one of `hosts`; taking one waits at most
+    /// `wait`.
+    pub(super) fn new(hosts: Arc<Hosts>, max: u32, wait: Duration) -> Conns {
         Conns {
-            connect,
+            hosts,
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(max.max(1) as usize),
             wait,
@@ -65,7 +68,7 @@ impl Conns {
         let idle = self.idle().pop();
         let conn = match idle {
             Some(conn) => conn,
-            None => tokio::time::timeout(self.wait, self.connect.connect())
+            None => tokio::time::timeout(self.wait, self.hosts.open(self.wait))
                 .await
                 .map_err(|_| sqlx::Error::PoolTimedOut)??,
         };

@@ -25,6 +25,19 @@ impl Target {
         }
     }
 
+    /// The target with every server of `hosts` when there are several.
+    pub(super) fn with_hosts(mut self, hosts: &super::hosts::Hosts) -> Target {
+        if hosts.several() {
+            let database = self
+                .shown
+                .rsplit_once('/')
+                .map_or("", |(_, db)| db)
+                .to_owned();
+            self.shown = format!("{}/{database}", hosts.shown());
+        }
+        self
+    }
+
     /// The target with the schema the store lives in.
     pub(super) fn shown_with_schema(&self, schema: &str) -> String {
         format!("{} (schema {schema})", self.shown)
@@ -74,6 +87,9 @@ pub(super) fn classify(error: &sqlx::Error) -> Class {
         sqlx::Error::Database(db) => match db.code().as_deref() {
             // connection_exception, admin/crash shutdown, cannot connect now.
             Some(code) if code.starts_with("08") => Class::Connection,
+            // read_only_sql_transaction: the server is (now) a standby; the writable one
+            // is found again on a new connection.
+            Some("25006") => Class::Connection,
             Some("57P01" | "57P02" | "57P03") => Class::Connection,
             // serialization_failure, deadlock_detected, too_many_connections, lock timeout.
             Some("40001" | "40P01" | "53300" | "55P03") => Class::Transient,

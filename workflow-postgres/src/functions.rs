@@ -19,6 +19,18 @@ use workflow_core::store::StoreError;
 /// Every stored function, by name, in the order they are applied.
 pub(super) const FUNCTIONS: &[(&str, &str)] = &[
     (
+        "workflow_epoch",
+        include_str!("../sql/functions/workflow_epoch.sql"),
+    ),
+    (
+        "workflow_next_token",
+        include_str!("../sql/functions/workflow_next_token.sql"),
+    ),
+    (
+        "workflow_next_id",
+        include_str!("../sql/functions/workflow_next_id.sql"),
+    ),
+    (
         "workflow_keyed_crc",
         include_str!("../sql/functions/workflow_keyed_crc.sql"),
     ),
@@ -42,7 +54,7 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
 
 /// The revision of the functions this library defines: raised with every change of a
 /// file in `sql/functions/` (a test holds the files' checksums of this revision).
-pub(super) const REVISION: u32 = 1;
+pub(super) const REVISION: u32 = 2;
 
 /// The checksum a function is recorded with: FNV-1a (64 bits) of its file, as a bigint.
 pub(super) fn checksum(sql: &str) -> i64 {

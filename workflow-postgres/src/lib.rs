@@ -17,6 +17,7 @@ mod conns;
 mod error;
 mod functions;
 mod group;
+mod hosts;
 mod known;
 mod limits;
 mod listen;
@@ -82,6 +83,19 @@ use workflow_core::RunId;
 ///   [`PgOptions::retry_for`]. A write whose answer was lost with its connection is looked
 ///   up before it is sent again (a commit by its entries, a creation or claim by a nonce
 ///   it wrote), so nothing is lost or written twice.
+/// - **Several servers.** A URL may name several hosts, as libpq writes it
+///   (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`), or
+///   [`PgStore::connect_any`] take a list: the store connects to the writable one and finds
+///   it again after a connection error or a read-only answer (a failover).
+/// - **Fences that never go back.** A fencing token is the server's timeline id times 2^32
+///   plus the run's claim count in that timeline: a promoted standby starts a higher
+///   timeline, so a token handed out after a failover is above every token before it,
+///   even when the failover lost the last claims. A lease of an older timeline is not
+///   renewed (the run is claimed again under the new one within a lease), and run and
+///   inbox ids never repeat after a failover.
+/// - **Its clock.** Leases end by the server's clock; [`Store::clock_offset_ms`] reports
+///   how far it is ahead of this process's (measured when a connection is made), so a
+///   step's `valid_until` is on the server's clock.
 /// - **Migrations** are embedded and versioned; a database written by a newer version of
 ///   this library is refused and left untouched.
 ///
@@ -140,7 +154,10 @@ impl PgStore {
 
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`,
     /// optionally `?schema=name`) with the default [`PgOptions`], creating or migrating the
-    /// store's schema.
+    /// store's schema. The URL may name several servers as libpq writes it
+    /// (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`): the store
+    /// connects to whichever is writable and finds it again after a failover
+    /// ([`PgStore::connect_any`]).
     ///
     /// Fails with [`StoreError::Unreachable`] naming the host (never the password) when no
     /// server answers within the connect timeout, [`StoreError::NewerSchema`] when a newer
@@ -152,7 +169,18 @@ impl PgStore {
 
     /// Connects with `options`; see [`PgStore::connect`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
-        open(url.to_owned(), options).await
+        open(vec![url.to_owned()], options).await
+    }
+
+    /// Connects to whichever of the servers `urls` name is writable (the primary), with
+    /// `options`: the same as one URL naming every host
+    /// (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`). After a
+    /// connection error or a read-only answer (the server became a standby), the store
+    /// finds the writable server again; statements in flight then fail as transient and
+    /// are retried on it for [`PgOptions::retry_for`]. Each URL may carry `?schema=`; the
+    /// last one given counts.
+    pub async fn connect_any(urls: &[&str], options: PgOptions) -> Result<PgStore, StoreError> {
+        open(urls.iter().map(|url| (*url).to_owned()).collect(), options).await
     }
 
     /// The schema the store's tables live in.
@@ -615,6 +643,10 @@ impl Store for PgStore {
 
     fn multi_worker(&self) -> bool {
         true
+    }
+
+    fn clock_offset_ms(&self) -> i64 {
+        self.conns.hosts.offset_ms()
     }
 
     fn wake_signal(&self) -> Option<watch::Receiver<u64>> {

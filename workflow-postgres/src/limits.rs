@@ -386,7 +386,7 @@ impl PgStore {
                 continue;
             };
             let token: i64 = sqlx::query(
-                "UPDATE runs SET owner = $2, lease_token = lease_token + 1,
+                "UPDATE runs SET owner = $2, lease_token = workflow_next_token(lease_token),
                         lease_until = now() + $3 * interval '1 millisecond'
                  WHERE id = $1 RETURNING lease_token",
             )

@@ -13,12 +13,20 @@ use tokio::sync::watch;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Listens on `channel` until the task is aborted, reconnecting whenever the connection
-/// breaks. Every notification, and every (re)connection (something may have been missed
-/// meanwhile), bumps `wake`.
-pub(super) async fn listen(pool: PgPool, channel: String, wake: watch::Sender<u64>) {
+/// breaks (through a pool `pools` makes then: on the writable server). Every
+/// notification, and every (re)connection (something may have been missed meanwhile),
+/// bumps `wake`.
+pub(super) async fn listen<F: std::future::Future<Output = PgPool>>(
+    pools: impl Fn() -> F,
+    channel: String,
+    wake: watch::Sender<u64>,
+) {
     let bump = |wake: &watch::Sender<u64>| wake.send_modify(|n| *n = n.wrapping_add(1));
     let mut backoff = Duration::from_millis(100);
     loop {
+        // A pool on the server the store found writable last (after a failover, the
+        // promoted one).
+        let pool = pools().await;
         match PgListener::connect_with(&pool).await {
             Ok(mut listener) => match listener.listen(&channel).await {
                 Ok(()) => {

@@ -395,7 +395,8 @@ pub(super) async fn claim(
               AND ($9::text[] IS NULL OR fingerprint = ANY($9))
               AND (owner IS NULL
                    OR (owner = $1 AND $5)
-                   OR (owner <> $1 AND coalesce(lease_until, '-infinity') <= now()))
+                   OR (owner <> $1 AND coalesce(lease_until, '-infinity') <= now())
+                   OR (owner = $1 AND lease_until <= now() AND lease_token < (SELECT workflow_epoch())))
               AND NOT EXISTS (SELECT 1 FROM flow_gates g
                               WHERE g.run_id = runs.id AND NOT g.admitted)
               AND ($8 = 0 OR ($8 = 1) = (owner IS NULL AND (journal_len <= 1
@@ -405,7 +406,7 @@ pub(super) async fn claim(
             ORDER BY id
             LIMIT $6
             FOR NO KEY UPDATE SKIP LOCKED)
-         UPDATE runs r SET owner = $1, lease_token = r.lease_token + 1,
+         UPDATE runs r SET owner = $1, lease_token = workflow_next_token(r.lease_token),
                 lease_until = now() + $2 * interval '1 millisecond', claim_nonce = $7
          FROM picked WHERE r.id = picked.id
          RETURNING r.id, r.lease_token",
@@ -462,7 +463,7 @@ pub(super) async fn renew(
 ) -> Answer<Vec<RunId>> {
     let rows = sqlx::query(
         "UPDATE runs SET lease_until = now() + $2 * interval '1 millisecond'
-         WHERE owner = $1 RETURNING id",
+         WHERE owner = $1 AND lease_token >= (SELECT workflow_epoch()) RETURNING id",
     )
     .bind(owner)
     .bind(int(lease_ms))

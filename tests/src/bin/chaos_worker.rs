@@ -238,6 +238,10 @@ impl Store for Reporting {
         true
     }
 
+    fn clock_offset_ms(&self) -> i64 {
+        self.0.clock_offset_ms()
+    }
+
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.0.wake_signal()
     }

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::{Machine, StepState};
 use workflow_core::spec::Spec;
-use workflow_core::store::StoredRun;
+use workflow_core::store::{RunStatus, StoredRun};
 use workflow_core::Tick;
 
 use super::{decision_text, mark, record_json};
@@ -151,6 +151,18 @@ impl<'a> Report<'a> {
         );
         if let Some(note) = &record.note {
             out.push_str(&format!("note:     {}\n", short(note, 200)));
+        }
+        if record.status == RunStatus::Failed {
+            if let Some(at) = workflow_core::admin::retry_safe_after(&self.stored.events) {
+                let when = if at > self.now {
+                    format!("not before {} ({})", timestamp(at), relative(at, self.now))
+                } else {
+                    format!("safe since {}", timestamp(at))
+                };
+                out.push_str(&format!(
+                    "retry:    {when}: an interrupted external effect's outcome is unknown\n"
+                ));
+            }
         }
         if self.queued() && self.waits.is_empty() {
             out.push_str("queued:   waiting for a worker that registers its workflow\n");
@@ -644,6 +656,57 @@ mod tests {
         assert_eq!(json["spec_recorded"], false);
         assert_eq!(json["timeline"][1]["step"], "#3");
         assert_eq!(json["errors"][0]["kind"], "validation");
+    }
+
+    #[test]
+    fn an_interrupted_effect_says_from_when_it_may_be_retried() {
+        let stored = |safe_after: Timestamp, retried: bool| {
+            let mut events = vec![Event::AttemptFailed {
+                step: 0,
+                attempt: 1,
+                kind: ErrorKind::OutcomeUnknown,
+                message: "interrupted".to_owned(),
+                retry_after: None,
+                safe_after: Some(safe_after),
+                at: 2_000,
+            }];
+            if retried {
+                events.push(Event::Retried {
+                    by: "ops".to_owned(),
+                    at: 9_000,
+                });
+            }
+            StoredRun {
+                record: RunRecord {
+                    id: RunId(5),
+                    workflow: "Pay".to_owned(),
+                    fingerprint: "0123".to_owned(),
+                    status: RunStatus::Failed,
+                    idempotency_key: None,
+                    note: None,
+                    parent: None,
+                    owner: None,
+                    created_at: 1_000,
+                    updated_at: 2_000,
+                },
+                events,
+            }
+        };
+        let later = stored(65_000, false);
+        let text = Report::new(&later, None, 5_000).text();
+        assert!(
+            text.contains("retry:    not before 1970-01-01 00:01:05Z (in 1m00s)"),
+            "{text}"
+        );
+        let past = stored(4_000, false);
+        let text = Report::new(&past, None, 5_000).text();
+        assert!(
+            text.contains("retry:    safe since 1970-01-01 00:00:04Z"),
+            "{text}"
+        );
+        let retried = stored(65_000, true);
+        let text = Report::new(&retried, None, 5_000).text();
+        assert!(!text.contains("retry:"), "{text}");
     }
 
     #[test]

@@ -88,6 +88,39 @@ async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun, RunError> {
     store.load(run).await?.ok_or(RunError::UnknownRun(run))
 }
 
+/// From when an operator's retry of a failed run is no longer refused as too soon
+/// ([`RunError::TooSoon`]): the latest `safe_after` of an interrupted external effect
+/// since the run was last retried, read from its journal as the machine reads it. `None`
+/// when the run may be retried at once.
+///
+/// ```
+/// use workflow_core::admin::retry_safe_after;
+/// use workflow_core::journal::Event;
+/// use workflow_core::ErrorKind;
+///
+/// let failed = Event::AttemptFailed {
+///     step: 0, attempt: 1, kind: ErrorKind::OutcomeUnknown, message: "interrupted".into(),
+///     retry_after: None, safe_after: Some(5_000), at: 1_000,
+/// };
+/// assert_eq!(retry_safe_after(&[failed.clone()]), Some(5_000));
+/// let retried = Event::Retried { by: "ana".into(), at: 6_000 };
+/// assert_eq!(retry_safe_after(&[failed, retried]), None);
+/// ```
+pub fn retry_safe_after(events: &[Event]) -> Option<Timestamp> {
+    let mut safe = None;
+    for event in events {
+        match event {
+            Event::AttemptFailed {
+                safe_after: Some(at),
+                ..
+            } => safe = Some(safe.map_or(*at, |s: Timestamp| s.max(*at))),
+            Event::Retried { .. } => safe = None,
+            _ => {}
+        }
+    }
+    safe
+}
+
 /// Sends a failed run back to work from its failed step (the steps whose compensation ran
 /// start again; other outputs are reused): `Retried` is journaled, the dead letter removed
 /// and the run marked running, in one transaction. The run must have failed, and have
@@ -96,7 +129,9 @@ async fn load(store: &dyn Store, run: RunId) -> Result<StoredRun, RunError> {
 ///
 /// A run that failed because an interrupted external effect's outcome is unknown is
 /// refused with [`RunError::TooSoon`] until its previous owner can no longer be inside the
-/// effect (its lease ended, plus the self-fencing margin), unless `insist`.
+/// effect and no request it sent can still be applied by a service that checks the
+/// request's `valid_until` (its lease ended, plus the self-fencing margin and twice the
+/// clock-skew bound: [`retry_safe_after`]), unless `insist`.
 pub async fn retry_dead_letter(
     store: &dyn Store,
     run: RunId,

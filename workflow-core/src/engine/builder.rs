@@ -28,6 +28,10 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub const DEFAULT_CANCEL_GRACE: Duration =
     Duration::from_millis(crate::machine::DEFAULT_CANCEL_GRACE_MS);
 
+/// The default bound on how far the clocks of the store, the engines, operators and the
+/// services that steps call may differ ([`EngineBuilder::clock_skew`]).
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(1);
+
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     pub(super) store: Arc<dyn Store>,
@@ -38,6 +42,7 @@ pub struct EngineBuilder {
     pub(super) owner: Option<String>,
     pub(super) lease: Duration,
     pub(super) fence_margin: Option<Duration>,
+    pub(super) clock_skew: Duration,
     pub(super) seed: Option<u64>,
     pub(super) fault_hook: Option<FaultHook>,
     pub(super) hibernate: bool,
@@ -69,6 +74,7 @@ impl Default for EngineBuilder {
             owner: None,
             lease: DEFAULT_LEASE,
             fence_margin: None,
+            clock_skew: DEFAULT_CLOCK_SKEW,
             seed: None,
             fault_hook: None,
             hibernate: true,
@@ -168,6 +174,21 @@ impl EngineBuilder {
     /// asked; otherwise `cancelled` when idempotent, else `outcome_unknown`).
     pub fn cancel_grace(mut self, grace: Duration) -> Self {
         self.cancel_grace = grace;
+        self
+    }
+
+    /// The most the clocks of the store (its server), the engines, the operators' machines
+    /// and the services that steps call may differ by (default 1 s), in stores several
+    /// engines share.
+    ///
+    /// A step's `StepContext::valid_until` is on the store's clock; a service that refuses
+    /// requests it decides after it compares it with its own clock. An operator's retry of
+    /// an interrupted external effect whose outcome is unknown is refused as too soon until
+    /// the self-fencing margin plus twice this bound after the engine that took the run
+    /// over found the interrupted attempt: by then every request of that attempt was
+    /// decided (or is refused) by a service whose clock keeps within the bound.
+    pub fn clock_skew(mut self, skew: Duration) -> Self {
+        self.clock_skew = skew;
         self
     }
 

@@ -94,6 +94,14 @@ impl<W: Workflow> Driver<W> {
             self.engine.inner.fault("after_child_start");
         }
         self.seq += self.pending.len() as u64;
+        // Logged once their commit landed: a step whose result the store did not take is
+        // not reported as succeeded.
+        for event in &self.pending {
+            if let Event::StepSucceeded { step, .. } = event {
+                let attempt = self.machine.attempts().get(*step).copied().unwrap_or(0);
+                tracing::info!(step = self.step_id(*step), attempt, "step succeeded");
+            }
+        }
         // Drained, not taken: the buffers keep their capacity from one commit to the next.
         if self.engine.inner.events.receiver_count() > 0 {
             for event in self.pending.drain(..) {
@@ -138,7 +146,11 @@ impl<W: Workflow> Driver<W> {
                 }
                 Err(error) if clears_by_itself(&error) => {
                     if failures == 0 {
-                        tracing::error!(run = %self.run, error = %error, "the store refused a write; retrying until it accepts writes again");
+                        if matches!(error, StoreError::Unreachable { .. }) {
+                            tracing::error!(run = %self.run, error = %error, "store unreachable; the write is sent again once it answers (nothing committed meanwhile)");
+                        } else {
+                            tracing::error!(run = %self.run, error = %error, "the store did not take a write; retrying until it accepts writes again");
+                        }
                     }
                     failures += 1;
                     tokio::time::sleep(pause).await;

@@ -41,6 +41,9 @@ pub(super) struct LeaseWatch {
     renewed: AtomicU64,
     /// When each run's claim (or create) was sent, in ms since `epoch`.
     claimed: Mutex<HashMap<RunId, u64>>,
+    /// The most the clocks of the store, the engines, operators and the services steps
+    /// call may differ by, in ms (0 in stores without leases).
+    skew_ms: u64,
 }
 
 impl LeaseWatch {
@@ -56,7 +59,27 @@ impl LeaseWatch {
             },
             renewed: AtomicU64::new(0),
             claimed: Mutex::new(HashMap::new()),
+            skew_ms: 0,
         }
+    }
+
+    /// The watch with a clock-skew bound (ignored in stores without leases).
+    pub(super) fn with_skew(mut self, skew: Duration) -> Self {
+        if self.lease_ms > 0 {
+            self.skew_ms = u64::try_from(skew.as_millis()).unwrap_or(u64::MAX);
+        }
+        self
+    }
+
+    /// How long after an interrupted external effect is found (by the engine that took
+    /// its run over) an operator's retry is safe: the self-fencing margin, plus twice the
+    /// clock-skew bound. The effect's lease ended by the takeover (on the store's clock),
+    /// so every request of that attempt carried a `valid_until` no later; a service
+    /// refuses what it decides after that by its own clock, which may be behind the store's
+    /// by the skew, and the operator's clock may be ahead of the finder's by as much.
+    pub(super) fn retry_wait_ms(&self) -> u64 {
+        self.margin_ms
+            .saturating_add(self.skew_ms.saturating_mul(2))
     }
 
     /// Now, in ms since the watch was made.
@@ -81,6 +104,11 @@ impl LeaseWatch {
         *at = (*at).max(sent);
     }
 
+    /// Whether the engine holds `run` (claimed or created it, and has not let it go).
+    pub(super) fn holds(&self, run: RunId) -> bool {
+        lock(&self.claimed).contains_key(&run)
+    }
+
     /// The engine no longer holds `run`.
     pub(super) fn forget(&self, run: RunId) {
         lock(&self.claimed).remove(&run);
@@ -96,9 +124,55 @@ impl LeaseWatch {
         Some((held_from + self.lease_ms).saturating_sub(self.margin_ms))
     }
 
+    /// How long `run`'s lease holds from now by this engine's view (ms; negative once it
+    /// lapsed): `None` in stores without leases. The view counts from when the claim or
+    /// the last successful renewal was sent, so the store's lease ends no earlier.
+    pub(super) fn left_ms(&self, run: RunId) -> Option<i64> {
+        let trips = self.trips_at(run)?;
+        let ends = trips.saturating_add(self.margin_ms);
+        Some(
+            i64::try_from(ends).unwrap_or(i64::MAX)
+                - i64::try_from(self.now_ms()).unwrap_or(i64::MAX),
+        )
+    }
+
     /// Whether `run`'s lease has less than the margin left: its user code must not run.
     pub(super) fn tripped(&self, run: RunId) -> bool {
         self.trips_at(run).is_some_and(|at| self.now_ms() >= at)
+    }
+}
+
+impl super::Engine {
+    /// When `run`'s lease ends, on the store's clock, read live by a step's context: the
+    /// engine's wall clock plus the store's offset plus what is left of the lease by the
+    /// engine's monotonic view.
+    pub(super) fn valid_until(&self, run: RunId) -> crate::context::ValidUntil {
+        if self.inner.lease_ms == 0 {
+            return crate::context::ValidUntil::none();
+        }
+        // The lease view, the store and the clock, not the engine: a context kept by user
+        // code keeps no engine alive.
+        let lease = Arc::clone(&self.inner.lease);
+        let store = Arc::clone(&self.inner.store);
+        let clock = Arc::clone(&self.inner.clock);
+        let now = move || {
+            let left = lease.left_ms(run)?;
+            let offset = store.clock_offset_ms();
+            let now = i64::try_from(clock.now()).unwrap_or(i64::MAX);
+            u64::try_from(now.saturating_add(offset).saturating_add(left)).ok()
+        };
+        // Once this engine no longer holds the run, the value stops moving: a request sent
+        // after that (by a task the step spawned) carries the lease end last known.
+        let last = AtomicU64::new(now().unwrap_or(0));
+        let held = Arc::clone(&self.inner.lease);
+        crate::context::ValidUntil::live(move || {
+            if held.holds(run) {
+                if let Some(until) = now() {
+                    last.fetch_max(until, Ordering::Relaxed);
+                }
+            }
+            Some(last.load(Ordering::Relaxed))
+        })
     }
 }
 
@@ -181,6 +255,24 @@ mod tests {
         assert!(!watch.tripped(run));
         tokio::time::advance(Duration::from_millis(2_000)).await;
         assert!(watch.tripped(run));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_left_counts_from_the_last_claim_or_renewal_sent() {
+        let watch = LeaseWatch::new(3_000, Duration::from_millis(1_000));
+        let run = RunId(2);
+        assert_eq!(LeaseWatch::new(0, Duration::ZERO).left_ms(run), None);
+        watch.claimed(run, watch.now_ms());
+        assert_eq!(watch.left_ms(run), Some(3_000));
+        tokio::time::advance(Duration::from_millis(1_200)).await;
+        assert_eq!(watch.left_ms(run), Some(1_800));
+        // A renewal sent now: the lease holds a whole lease from when it was sent.
+        let sent = watch.now_ms();
+        tokio::time::advance(Duration::from_millis(300)).await;
+        watch.renewed(sent);
+        assert_eq!(watch.left_ms(run), Some(2_700));
+        tokio::time::advance(Duration::from_millis(4_000)).await;
+        assert_eq!(watch.left_ms(run), Some(-1_300), "lapsed");
     }
 
     #[tokio::test(start_paused = true)]

@@ -47,7 +47,7 @@ use workflow_spec::retry::SplitMix64;
 
 pub use self::builder::{
     default_authorizer, Authorizer, EngineBuilder, StartOptions, DEFAULT_CANCEL_GRACE,
-    DEFAULT_LEASE,
+    DEFAULT_CLOCK_SKEW, DEFAULT_LEASE,
 };
 pub use self::drain::{Drained, Handover};
 pub use self::handle::{RunHandle, RunRef, RunView, StepView};
@@ -257,7 +257,9 @@ impl Engine {
                 poller: Mutex::new(None),
                 inbox_seen: AtomicU64::new(0),
                 damaged: Mutex::new(BTreeMap::new()),
-                lease: Arc::new(fence::LeaseWatch::new(lease_ms, margin)),
+                lease: Arc::new(
+                    fence::LeaseWatch::new(lease_ms, margin).with_skew(builder.clock_skew),
+                ),
                 scheduler: Mutex::new(None),
                 retention: builder.retention,
                 purger: Mutex::new(None),

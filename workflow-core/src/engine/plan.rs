@@ -150,7 +150,7 @@ impl<W: Workflow> Launch<W> {
         let seq = events.len() as u64;
         let machine = Machine::replay(W::spec(), events)
             .with_max_in_flight(engine.inner.max_in_flight)
-            .with_fence_margin(engine.inner.lease.margin_ms())
+            .with_fence_margin(engine.inner.lease.retry_wait_ms())
             .with_cancel_grace(engine.inner.cancel_grace_ms);
         let input = decode_input::<W>(run, machine.input().cloned()).map_err(|e| (e, seq))?;
         Ok(Launch {
@@ -231,7 +231,7 @@ pub(super) async fn create<W: Workflow>(
     };
     let mut machine = Machine::new(W::spec())
         .with_max_in_flight(engine.inner.max_in_flight)
-        .with_fence_margin(engine.inner.lease.margin_ms())
+        .with_fence_margin(engine.inner.lease.retry_wait_ms())
         .with_cancel_grace(engine.inner.cancel_grace_ms);
     machine.apply(&started);
     let mut events = vec![started];

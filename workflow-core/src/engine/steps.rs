@@ -153,6 +153,7 @@ impl<W: Workflow> Driver<W> {
                 trace_id: self.trace_id.clone(),
                 fence: self.token,
                 cancel: self.cancel.cancellation(),
+                valid_until: self.engine.valid_until(self.run),
             },
             snapshot,
             flow: super::limits::StepFlow::for_step::<W>(
@@ -228,14 +229,12 @@ impl<W: Workflow> Driver<W> {
                 self.work.finished((step, item));
                 self.count(step, &result, elapsed);
                 let event = match (result, item) {
-                    (Ok(output), None) => {
-                        tracing::info!(step = self.step_id(step), attempt, "step succeeded");
-                        Event::StepSucceeded {
-                            step,
-                            output,
-                            at: now,
-                        }
-                    }
+                    // Logged as succeeded once its commit lands (`commit`).
+                    (Ok(output), None) => Event::StepSucceeded {
+                        step,
+                        output,
+                        at: now,
+                    },
                     (Ok(output), Some(item)) => Event::ItemSucceeded {
                         step,
                         item,

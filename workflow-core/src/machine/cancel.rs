@@ -166,7 +166,9 @@ impl Machine<'_> {
                     action.call.path,
                     crate::journal::rfc3339(now),
                 ),
-                Some(now),
+                // As for an attempt a crash interrupted: a request already on its way may
+                // still be decided until then.
+                Some(now.saturating_add(self.fence_margin_ms)),
             )
         };
         Some(Command::Stop {

@@ -237,8 +237,11 @@ impl Machine<'_> {
                     }
                 } else {
                     // The run was claimed after its previous owner's lease had ended, so that
-                    // owner's lease ended by `now`; past the self-fencing margin it cannot
-                    // be inside the effect any more.
+                    // owner's lease ended by `now`, and so did the `valid_until` of every
+                    // request the attempt sent; past the self-fencing margin and the clock-skew
+                    // bound (the engine's `fence_margin_ms` counts both) that owner is not
+                    // inside the effect, and a service that checks `valid_until` decided or
+                    // refused every such request.
                     let safe_after = now.saturating_add(self.fence_margin_ms);
                     Command::Journal(Event::AttemptFailed {
                         step,
@@ -248,7 +251,8 @@ impl Machine<'_> {
                             "attempt {attempt} of the external effect `{}` ({}) was interrupted \
                              and the step is neither idempotent nor reconciled: whether the \
                              effect happened is unknown; its previous owner's lease had ended by \
-                             {}, and from {} that owner can no longer be inside the effect; \
+                             {}, and from {} that owner is no longer inside the effect and a service \
+                             that checks `valid_until` no longer applies its requests; \
                              check it, then retry or cancel the run",
                             self.spec.steps[step].id,
                             action.call.path,

@@ -15,7 +15,8 @@
 //! - **One owner at a time.** A running run is driven by one engine (its *owner*) under a
 //!   lease with a fencing token. [`Store::claim`] hands a run only to a caller when it has
 //!   no owner, its lease expired, or (with `reclaim_own`) the caller already owns it; each
-//!   claim increments the token. A commit carrying a [`Fence`] is refused with
+//!   claim raises the token (by one in the memory and SQLite stores; PostgreSQL's tokens
+//!   also carry an epoch that grows on every failover), so it never goes back. A commit carrying a [`Fence`] is refused with
 //!   [`StoreError::Fenced`] unless the run's owner and token are still the fence's, so a
 //!   worker that lost its run cannot write to it. A run that finishes or is parked loses
 //!   its owner in the same commit.
@@ -542,6 +543,15 @@ pub trait Store: Send + Sync + 'static {
     /// drove it is gone, or is fenced off).
     fn multi_worker(&self) -> bool {
         false
+    }
+
+    /// How far the clock leases are kept by (a database server's) is ahead of this
+    /// process's wall clock, in ms, as a lower bound: the store's time is at least the
+    /// caller's plus this. Engines add it to their own view of a lease to tell a step when
+    /// its lease ends on the store's clock (`StepContext::valid_until`). The default, 0,
+    /// is right for stores that keep leases by the caller's clock ([`Claimant::now`]).
+    fn clock_offset_ms(&self) -> i64 {
+        0
     }
 
     /// A signal the store bumps when other processes wrote something an engine should act

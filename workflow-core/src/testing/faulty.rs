@@ -329,4 +329,8 @@ impl Store for FaultyStore {
                 .unwrap_or_else(|p| p.into_inner())
                 .is_some()
     }
+
+    fn clock_offset_ms(&self) -> i64 {
+        self.inner.clock_offset_ms()
+    }
 }

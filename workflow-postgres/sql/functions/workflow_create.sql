@@ -40,13 +40,13 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    o_run := nextval(pg_get_serial_sequence('runs', 'id'));
+    o_run := workflow_next_id('runs');
     INSERT INTO runs (id, workflow, fingerprint, status, idempotency_key, parent, owner,
                       lease_token, lease_until, create_nonce, journal_len, created_at,
                       updated_at, crc)
     OVERRIDING SYSTEM VALUE
     VALUES (o_run, p_workflow, p_fingerprint, 'running', p_key, p_parent, p_owner,
-            CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END,
+            CASE WHEN p_owner IS NULL THEN 0 ELSE workflow_next_token(0) END,
             CASE WHEN p_owner IS NULL THEN NULL
                  ELSE now() + p_lease_ms * interval '1 millisecond' END,
             p_nonce, coalesce(cardinality(p_events), 0), p_at, p_at,

@@ -25,7 +25,7 @@ BEGIN
         o_outcome := 'finished';
         RETURN;
     END IF;
-    o_id := nextval(pg_get_serial_sequence('inbox', 'id'));
+    o_id := workflow_next_id('inbox');
     INSERT INTO inbox (id, run_id, key, message, at, crc) OVERRIDING SYSTEM VALUE
     VALUES (o_id, p_run, p_key, p_message, p_at, workflow_keyed_crc(p_crc, p_bits, o_id));
     UPDATE runs SET inbox_last = o_id WHERE runs.id = p_run;

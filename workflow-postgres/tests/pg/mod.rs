@@ -5,6 +5,7 @@ mod engine;
 mod faults;
 mod functions;
 mod group;
+mod hosts;
 mod leases;
 mod schedules;
 mod schedules_migrate;
