@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
 /// Escapes text for HTML content and double-quoted attribute values.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -98,7 +100,31 @@ textarea{width:100%;min-height:4rem}button{margin:.5rem .5rem 0 0;padding:.4rem 
 .meta{color:#4a5568;margin:.2rem 0}.fields{margin:0}.fields th{font-weight:normal;color:#4a5568}time{border-bottom:1px dotted #a0aec0}nav a{margin-right:1rem}\
 button.approve{background:#276749;color:#fff;border:1px solid #22543d;border-radius:4px}\
 button.reject{background:#fff;color:#9b2c2c;border:2px solid #9b2c2c;border-radius:4px}\
-form.delegate{margin-top:.8rem;padding-top:.6rem;border-top:1px dashed #cbd5e0}";
+form.delegate{margin-top:.8rem;padding-top:.6rem;border-top:1px dashed #cbd5e0}\
+body{max-width:80rem}header nav a{margin-right:1rem}form.inline{display:inline-block;margin-right:.5rem}\
+.filter label{margin-right:.4rem}.counts a{margin-right:1rem}ul.plain{margin:0;padding-left:1rem}\
+figure#diagram{margin:1rem 0;overflow-x:auto}.legend{font-size:.9rem}.legend .state{margin-right:.8rem}\
+.state{white-space:nowrap;padding:0 .3rem;border-radius:3px;border:1px solid #cbd5e0}\
+.cs-queued{background:#fff;border-style:dotted}.cs-not-started{background:#fff}\
+.cs-running{background:#bee3f8;border-color:#2b6cb0}.cs-retrying{background:#fefcbf;border:2px dashed #975a16}\
+.cs-waiting-person,.cs-waiting-event{background:#fbd38d;border:2px dotted #9c4221}\
+.cs-succeeded{background:#d3f4dc;border-color:#2f855a}.cs-failed{background:#fed7d7;border:3px double #c53030}\
+.cs-skipped{background:#edf2f7;border:1px dashed #718096}.cs-compensated{background:#e9d8fd;border:2px solid #553c9a}\
+g.cs-queued>rect,g.cs-queued>polygon{fill:#fff;stroke:#4a5568;stroke-dasharray:1 3}\
+g.cs-not-started>rect,g.cs-not-started>polygon{fill:#fff;stroke:#a0aec0}\
+g.cs-running>rect,g.cs-running>polygon{fill:#bee3f8;stroke:#2b6cb0;stroke-width:3}\
+g.cs-retrying>rect,g.cs-retrying>polygon{fill:#fefcbf;stroke:#975a16;stroke-width:3;stroke-dasharray:8 3}\
+g.cs-waiting-person>rect,g.cs-waiting-person>polygon,g.cs-waiting-event>rect,g.cs-waiting-event>polygon{fill:#fbd38d;stroke:#9c4221;stroke-width:3;stroke-dasharray:2 2}\
+g.cs-succeeded>rect,g.cs-succeeded>polygon{fill:#d3f4dc;stroke:#2f855a;stroke-width:2}\
+g.cs-failed>rect,g.cs-failed>polygon{fill:#fed7d7;stroke:#c53030;stroke-width:5}\
+g.cs-skipped>rect,g.cs-skipped>polygon{fill:#edf2f7;stroke:#718096;stroke-dasharray:3 3}\
+g.cs-compensated>rect,g.cs-compensated>polygon{fill:#e9d8fd;stroke:#553c9a;stroke-width:4;stroke-dasharray:12 2 2 2}\
+.state-done>rect,.state-done>polygon{fill:#d3f4dc;stroke:#2f855a}.state-failed>rect,.state-failed>polygon{fill:#fed7d7;stroke:#c53030}\
+.state-running>rect,.state-running>polygon{fill:#bee3f8;stroke:#2b6cb0}.state-waiting>rect,.state-waiting>polygon{fill:#fbd38d;stroke:#c05621}\
+.state-skipped>rect,.state-skipped>polygon{fill:#edf2f7;stroke:#a0aec0;stroke-dasharray:3 3}\
+rect.bar.cs-running{fill:#2b6cb0}rect.bar.cs-succeeded{fill:#2f855a}rect.bar.cs-failed{fill:#c53030}svg.gantt text{font-size:12px}\
+.run-status{white-space:nowrap}.rs-failed{color:#9b2c2c}.rs-completed{color:#22543d}.ok{color:#22543d}\
+a:focus,button:focus,summary:focus{outline:3px solid #2b6cb0;outline-offset:2px}";
 
 /// `at` relative to `now` in words ("in 3 h", "12 min ago", "now").
 pub(crate) fn relative(now: u64, at: u64) -> String {
@@ -211,27 +237,67 @@ pub(crate) fn words(id: &str) -> String {
     }
 }
 
+/// The console's pages, in the order of its navigation: path under the base, name.
+pub(crate) const NAV: [(&str, &str); 6] = [
+    ("/inbox", "Inbox"),
+    ("/console/runs", "Runs"),
+    ("/console/dead-letters", "Dead letters"),
+    ("/console/schedules", "Schedules"),
+    ("/console/flow", "Flow control"),
+    ("/console/workers", "Workers"),
+];
+
 /// A whole page around `body` (already HTML), titled `title` (escaped), for `who`.
 pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: &str) -> String {
-    let mut html = Html::new();
-    html.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">")
-        .raw("<meta name=\"viewport\" content=\"width=device-width\">")
-        .element("title", title)
-        .raw("<style>")
-        .raw(STYLE)
-        .raw("</style></head><body><header><nav>")
-        .link(&format!("{base}/inbox"), "Inbox")
-        .raw("</nav>");
-    if let Some(who) = who {
-        html.raw("<span>Signed in as <b id=\"who\">")
-            .text(who)
-            .raw("</b></span>");
-    }
-    html.raw("</header>")
-        .element("h1", title)
-        .raw(body)
-        .raw("</body></html>\n");
-    html.finish()
+    shell(title, who, base, PreEscaped(body.to_owned()), false)
+}
+
+/// The one shell of every page (the inbox's, the console's, a decision link's): the
+/// stylesheet, the navigation (the console's pages only for someone signed in), who is
+/// signed in, the title and `body`; with `live`, the console's script
+/// ([`crate::console`]), which only ever adds to a page that works without it.
+pub(crate) fn shell(
+    title: &str,
+    who: Option<&str>,
+    base: &str,
+    body: Markup,
+    live: bool,
+) -> String {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+                @if live {
+                    script src={ (base) "/console/static/console.js" } defer {}
+                }
+            }
+            body {
+                header {
+                    nav aria-label="Console" {
+                        @for (path, name) in NAV {
+                            @if who.is_some() || path == "/inbox" {
+                                a href={ (base) (path) } { (name) }
+                            }
+                        }
+                    }
+                    @if let Some(who) = who {
+                        span { "Signed in as " b id="who" { (who) } }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    };
+    let mut out = markup.into_string();
+    out.push('\n');
+    out
 }
 
 #[cfg(test)]

@@ -34,6 +34,9 @@
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`schedules`]: `/api/schedules/...`: schedules with their next fire times; create,
 //!   pause, resume, trigger, backfill, delete; the ticks they missed.
+//! - [`console`]: `/console/...`: every run in the browser: runs filtered and paged with
+//!   bulk actions, a run on its spec's diagram with live step states, dead letters,
+//!   schedules, flow control and workers, as HTML (the inbox is one of its pages).
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
@@ -55,6 +58,7 @@
 mod access;
 pub mod api;
 pub mod auth;
+pub mod console;
 mod error;
 mod form;
 pub mod headers;
@@ -105,6 +109,7 @@ pub struct Server {
     metrics: Option<metrics::PrometheusHandle>,
     links: Option<DecisionLinks>,
     enqueue_starts: Option<bool>,
+    trace_url: Option<String>,
 }
 
 impl fmt::Debug for Server {
@@ -132,6 +137,8 @@ pub(crate) struct App {
     pub(crate) links: Option<DecisionLinks>,
     /// Whether starts (the API's and webhooks') are queued for workers.
     pub(crate) enqueue_starts: bool,
+    /// The link of a trace id on the console's run pages: a URL with `{trace_id}`.
+    pub(crate) trace_url: Option<String>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -153,7 +160,17 @@ impl Server {
             metrics: None,
             links: None,
             enqueue_starts: None,
+            trace_url: None,
         }
+    }
+
+    /// Links a run's trace id on the console's run page through `template`, a URL in which
+    /// `{trace_id}` stands for the id (32 hex digits), such as
+    /// `https://grafana.example.com/explore?traceId={trace_id}` or
+    /// `http://jaeger:16686/trace/{trace_id}`. Without one the id shows as text.
+    pub fn trace_url(mut self, template: &str) -> Self {
+        self.trace_url = Some(template.to_owned());
+        self
     }
 
     /// Serves signed decision links (`/links/{token}`, see [`links`]) made with `links`'
@@ -252,7 +269,7 @@ impl Server {
         axum::serve(listener, service).await
     }
 
-    /// The router: the webhooks, `/api/...` and `/inbox/...`.
+    /// The router: the webhooks, `/api/...`, `/console/...` and `/inbox/...`.
     ///
     /// # Panics
     ///
@@ -282,10 +299,12 @@ impl Server {
             metrics: self.metrics,
             links: self.links,
             enqueue_starts,
+            trace_url: self.trace_url,
         });
         let mut router = Router::new()
             .merge(api::routes())
             .merge(inbox::routes())
+            .merge(console::routes())
             .merge(metrics::routes())
             .merge(health::routes())
             .merge(links::routes())

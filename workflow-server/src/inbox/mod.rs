@@ -53,9 +53,9 @@ pub(crate) fn routes() -> Router<Shared> {
 /// An error shown as a page, with the status of the API's error.
 #[derive(Debug)]
 pub(crate) struct PageError {
-    error: ApiError,
-    who: Option<Identity>,
-    base: String,
+    pub(crate) error: ApiError,
+    pub(crate) who: Option<Identity>,
+    pub(crate) base: String,
 }
 
 impl IntoResponse for PageError {
@@ -88,7 +88,7 @@ impl IntoResponse for PageError {
 
 /// The caller of an inbox request ([`crate::access::caller`]), or an error page.
 #[derive(Debug, Clone)]
-pub(crate) struct PageCaller(Caller);
+pub(crate) struct PageCaller(pub(crate) Caller);
 
 impl FromRequestParts<Shared> for PageCaller {
     type Rejection = PageError;
@@ -104,7 +104,7 @@ impl FromRequestParts<Shared> for PageCaller {
     }
 }
 
-pub(super) fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
+pub(crate) fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
     let who = who.clone();
     let base = app.base.clone();
     move |error| PageError {
@@ -245,7 +245,7 @@ async fn inbox(
 }
 
 /// `text` for a URL's query: everything but unreserved characters percent-encoded.
-fn query_escape(text: &str) -> String {
+pub(crate) fn query_escape(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {

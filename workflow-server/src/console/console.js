@@ -1,0 +1,46 @@
+// The console's one script. Pages work without it; on a run page it subscribes to the
+// run's Server-Sent Events and, when the journal changes, reloads the page's live part
+// (status, diagram, steps, waits) from the server, which renders it as it renders the page.
+"use strict";
+(function () {
+  var live = document.getElementById("live");
+  if (!live || !live.dataset.events || !window.EventSource) {
+    return;
+  }
+  var source = new EventSource(live.dataset.events);
+  var busy = false;
+  var again = null;
+  function refresh(seen) {
+    var current = document.getElementById("live");
+    if (!current || current.dataset.seen === seen) {
+      return;
+    }
+    if (busy) {
+      again = seen;
+      return;
+    }
+    busy = true;
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (answer) { return answer.text(); })
+      .then(function (text) {
+        var next = new DOMParser().parseFromString(text, "text/html").getElementById("live");
+        var now = document.getElementById("live");
+        if (next && now) {
+          now.replaceWith(next);
+        }
+      })
+      .finally(function () {
+        busy = false;
+        if (again !== null) {
+          var next = again;
+          again = null;
+          refresh(next);
+        }
+      });
+  }
+  source.addEventListener("change", function (event) { refresh(event.data); });
+  source.addEventListener("end", function (event) {
+    source.close();
+    refresh(event.data);
+  });
+})();

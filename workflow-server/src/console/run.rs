@@ -1,0 +1,715 @@
+//! `GET /console/runs/{run}`: one run on its spec's diagram, each step's state (by colour,
+//! outline, symbol and words), attempts, duration, errors, tasks and decisions; the
+//! attempts over time; the journal, paged; parent and children; the schedule's tick;
+//! what it waits for; its trace; cancel and retry behind a confirmation. Its live part
+//! follows `GET /console/runs/{run}/live`, a stream of Server-Sent Events.
+
+use std::convert::Infallible;
+
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
+use axum::Form;
+use maud::{html, Markup, PreEscaped};
+use serde_json::Value;
+use workflow_core::journal::{Event, Timestamp};
+use workflow_core::spec::StepKind;
+use workflow_core::store::{RunStatus, Store};
+use workflow_core::RunId;
+
+use super::runs::{status_badge, time};
+use super::states::{diagram, duration, shown, span, Shown};
+use super::{check_csrf, failing, first, MAX_FORM, POLL};
+use crate::error::ApiError;
+use crate::html::Html;
+use crate::inbox::{query_escape, PageCaller, PageError};
+use crate::permissions::{Action, Caller};
+use crate::view::{parse_run, Loaded, REDACTED};
+use crate::{App, Shared};
+
+/// The journal entries one page of a run's journal shows.
+pub const JOURNAL_PAGE: usize = 50;
+
+/// One attempt of a step, from the journal.
+#[derive(Debug, Clone, PartialEq)]
+struct Attempt {
+    number: u32,
+    started: Timestamp,
+    ended: Option<Timestamp>,
+    /// `None` while it runs; `Ok` with the output, or the error's kind and message.
+    outcome: Option<Result<Value, (String, String)>>,
+}
+
+/// The attempts of step `step`, in order.
+fn attempts(events: &[Event], step: usize) -> Vec<Attempt> {
+    let mut out: Vec<Attempt> = Vec::new();
+    for event in events {
+        match event {
+            Event::AttemptStarted {
+                step: s,
+                attempt,
+                at,
+            } if *s == step => out.push(Attempt {
+                number: *attempt,
+                started: *at,
+                ended: None,
+                outcome: None,
+            }),
+            Event::AttemptFailed {
+                step: s,
+                attempt,
+                kind,
+                message,
+                at,
+                ..
+            } if *s == step => {
+                if let Some(a) = out.iter_mut().rev().find(|a| a.number == *attempt) {
+                    a.ended = Some(*at);
+                    a.outcome = Some(Err((kind.to_string(), message.clone())));
+                }
+            }
+            Event::StepSucceeded {
+                step: s,
+                output,
+                at,
+            } if *s == step => {
+                if let Some(a) = out.last_mut().filter(|a| a.outcome.is_none()) {
+                    a.ended = Some(*at);
+                    a.outcome = Some(Ok(output.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The paths of a browser step's evidence named in a failure's message
+/// (`... [evidence: /a/shot.png, /a/page.html]`).
+fn evidence(message: &str) -> Vec<&str> {
+    message
+        .rsplit_once("[evidence: ")
+        .and_then(|(_, rest)| rest.strip_suffix(']'))
+        .map(|list| list.split(", ").filter(|p| !p.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// A payload as the inbox shows one: fields, a value, or JSON (escaped).
+fn value(value: &Value) -> Markup {
+    let mut html = Html::new();
+    html.value(value);
+    PreEscaped(html.finish())
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct RunQuery {
+    journal: Option<usize>,
+    done: Option<String>,
+}
+
+/// The link of a trace id through the server's template, when it is an OpenTelemetry id.
+fn trace_link(app: &App, trace: &str) -> Option<String> {
+    let template = app.trace_url.as_ref()?;
+    let hex = trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| template.replace("{trace_id}", &query_escape(trace)))
+}
+
+pub(super) async fn page(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+    query: Result<Query<RunQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let Query(query) = query.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
+    let loaded = app.view_run(&caller, run).await.map_err(&fail)?;
+    let workflow = loaded.record.workflow.clone();
+    let may = |action| {
+        let app = app.clone();
+        let caller = caller.clone();
+        let workflow = workflow.clone();
+        async move { app.allows(&caller, action, &workflow, false).await }
+    };
+    let cancel =
+        loaded.record.status == RunStatus::Running && may(Action::Cancel).await.map_err(&fail)?;
+    let retry =
+        loaded.record.status == RunStatus::Failed && may(Action::Retry).await.map_err(&fail)?;
+    let body = render(
+        &app,
+        &loaded,
+        query.journal.unwrap_or(1),
+        cancel,
+        retry,
+        query.done.as_deref(),
+    );
+    let html = crate::html::shell(
+        &format!("{run} · {workflow}"),
+        Some(who.name()),
+        &app.base,
+        body,
+        loaded.record.status == RunStatus::Running,
+    );
+    Ok(HtmlBody(html).into_response())
+}
+
+fn render(
+    app: &App,
+    loaded: &Loaded,
+    journal_page: usize,
+    cancel: bool,
+    retry: bool,
+    done: Option<&str>,
+) -> Markup {
+    let base = &app.base;
+    let detail = &loaded.detail;
+    let record = &loaded.record;
+    let run = record.id;
+    let events = &loaded.events;
+    let now = app.engine.now();
+    let queued = detail.queued;
+    let states: Vec<Shown> = loaded
+        .states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| shown(state, i, events, queued))
+        .collect();
+    let children: Vec<(usize, RunId)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ChildStarted { step, child, .. } => Some((*step, *child)),
+            _ => None,
+        })
+        .collect();
+    let running = record.status == RunStatus::Running;
+    let pages = detail.timeline.len().div_ceil(JOURNAL_PAGE).max(1);
+    let journal_page = journal_page.clamp(1, pages);
+    let shown_entries = detail
+        .timeline
+        .iter()
+        .enumerate()
+        .skip((journal_page - 1) * JOURNAL_PAGE)
+        .take(JOURNAL_PAGE);
+    let events_url = format!("{base}/console/runs/{run}/live?seen={}", events.len());
+    html! {
+        @if let Some(done) = done {
+            p class="confirmation" id="confirmation" role="status" {
+                @match done {
+                    "cancelled" => { "Cancellation sent: the run stops where it is and its compensations run." }
+                    "retried" => { "Retry sent: the run starts again from its failed steps." }
+                    _ => { "Done." }
+                }
+            }
+        }
+        section id="live" data-events=[running.then_some(events_url.as_str())] data-seen=(events.len()) aria-live="polite" {
+            p id="summary" {
+                "Workflow " b { (record.workflow) } ", status " span id="status" { (status_badge(record.status)) }
+                @if let Some(note) = &detail.note { " — " span id="note" { (note) } }
+            }
+            @if let Some(reason) = detail.redacted {
+                p class="meta" id="redacted" { "Payloads, failure messages and key values are redacted: " (reason) "." }
+            }
+            @if queued {
+                p class="waits" id="queued" { "Queued: it waits for a worker to admit it." }
+            }
+            @for wait in &detail.waits_for {
+                p class="waits" { (wait) }
+            }
+            figure id="diagram" {
+                // Drawn from the spec (identifiers written in code), never from payloads
+                // or people's text; the step ids in it are escaped.
+                (PreEscaped(diagram(&loaded.spec, &states)))
+                figcaption class="legend" {
+                    @for state in Shown::ALL {
+                        span class={ "state cs-" (state.name()) } { (state.symbol()) " " (state.words()) }
+                    }
+                }
+            }
+            table id="steps" {
+                caption { "Steps" }
+                thead { tr { th scope="col" { "Step" } th scope="col" { "State" } th scope="col" { "Attempts" } th scope="col" { "Duration" } } }
+                tbody {
+                    @for (i, step) in detail.steps.iter().enumerate() {
+                        @let state = states.get(i).copied().unwrap_or(Shown::NotStarted);
+                        @let (began, settled) = span(events, i);
+                        tr id={ "row-" (step.id) } {
+                            td { a href={ "#detail-" (step.id) } { (step.id) } }
+                            td { span class={ "state cs-" (state.name()) } { (state.symbol()) " " (state.words()) } }
+                            td class="attempts" { (step.attempts) }
+                            td {
+                                @if let Some(began) = began {
+                                    (duration(settled.unwrap_or(now).saturating_sub(began)))
+                                    @if settled.is_none() { " so far" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if cancel || retry {
+            section id="actions" {
+                h2 { "Actions" }
+                @if cancel {
+                    form method="get" action={ (base) "/console/runs/" (run) "/cancel" } class="inline" {
+                        button type="submit" class="reject" id="cancel" { "Cancel this run…" }
+                    }
+                }
+                @if retry {
+                    form method="get" action={ (base) "/console/runs/" (run) "/retry" } class="inline" {
+                        button type="submit" id="retry" { "Retry this run…" }
+                    }
+                }
+            }
+        }
+        section id="about" {
+            h2 { "About" }
+            table class="fields" {
+                tr { th scope="row" { "Created" } td { (time(record.created_at)) } }
+                tr { th scope="row" { "Last change" } td { (time(record.updated_at)) } }
+                @if let Some(key) = &record.idempotency_key {
+                    tr { th scope="row" { "Idempotency key" } td { code { (key) } } }
+                }
+                @if let Some(owner) = &record.owner {
+                    tr { th scope="row" { "Driven by" } td { (owner) } }
+                }
+                @if let Some(parent) = record.parent {
+                    tr { th scope="row" { "Parent" } td { a id="parent" href={ (base) "/console/runs/" (parent) } { (parent) } } }
+                }
+                @for (step, child) in &children {
+                    tr {
+                        th scope="row" { "Child of " (loaded.spec.steps.get(*step).map_or("?", |s| s.id.as_str())) }
+                        td { a class="child" href={ (base) "/console/runs/" (child) } { (child) } }
+                    }
+                }
+                @if let Some(tick) = &detail.tick {
+                    tr id="tick" {
+                        th scope="row" { "Started by schedule" }
+                        td { b { (tick.schedule) } " for its tick of " (time(tick.scheduled)) ", fired " (time(tick.fired))
+                             (format!(" (lag {:.1} s)", tick.lag_ms() as f64 / 1000.0)) }
+                    }
+                }
+                @if let Some(trace) = &detail.trace_id {
+                    tr {
+                        th scope="row" { "Trace" }
+                        td {
+                            @match trace_link(app, trace) {
+                                Some(link) => a id="trace" href=(link) rel="noreferrer" { code { (trace) } },
+                                None => code id="trace" { (trace) },
+                            }
+                        }
+                    }
+                }
+                @if let Some(input) = &detail.input {
+                    tr { th scope="row" { "Inputs" } td id="input" { (value(input)) } }
+                }
+            }
+        }
+        section id="step-details" {
+            h2 { "Steps in detail" }
+            @for (i, step) in loaded.spec.steps.iter().enumerate() {
+                @let tries = attempts(events, i);
+                @let audit: Vec<_> = detail.audit.iter().filter(|a| a.step.as_deref() == Some(step.id.as_str())).collect();
+                details id={ "detail-" (step.id) } open[states.get(i).is_some_and(|s| matches!(s, Shown::Failed | Shown::Retrying | Shown::WaitingForPerson))] {
+                    summary {
+                        (step.id) " — "
+                        @let state = states.get(i).copied().unwrap_or(Shown::NotStarted);
+                        span class={ "state cs-" (state.name()) } { (state.symbol()) " " (state.words()) }
+                    }
+                    @if tries.is_empty() && audit.is_empty() {
+                        p class="meta" { "Nothing journaled for this step yet." }
+                    }
+                    @if !tries.is_empty() {
+                        table class="attempts" {
+                            thead { tr { th scope="col" { "Attempt" } th scope="col" { "Started" } th scope="col" { "Took" } th scope="col" { "Outcome" } } }
+                            tbody {
+                                @for attempt in &tries {
+                                    tr {
+                                        td { (attempt.number) }
+                                        td { (time(attempt.started)) }
+                                        td { (duration(attempt.ended.unwrap_or(now).saturating_sub(attempt.started))) }
+                                        td {
+                                            @match &attempt.outcome {
+                                                None => span class="state cs-running" { "▶ running" },
+                                                Some(Ok(output)) => {
+                                                    span class="state cs-succeeded" { "✓ succeeded" }
+                                                    @if loaded.payloads {
+                                                        div class="output" { (value(output)) }
+                                                    }
+                                                }
+                                                Some(Err((kind, message))) => {
+                                                    span class="state cs-failed" { "✗ " (kind) }
+                                                    ": "
+                                                    span class="message" { (if loaded.entitled { message.as_str() } else { REDACTED }) }
+                                                    @if loaded.entitled {
+                                                        @let found = evidence(message);
+                                                        @if !found.is_empty() {
+                                                            ul class="evidence" {
+                                                                @for path in found { li { "Evidence: " code { (path) } } }
+                                                            }
+                                                        }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if matches!(step.kind, StepKind::Human(_)) {
+                        @if !audit.is_empty() {
+                            table class="decisions" {
+                                thead { tr { th scope="col" { "When" } th scope="col" { "Who" } th scope="col" { "What" } th scope="col" { "Detail" } } }
+                                tbody {
+                                    @for entry in &audit {
+                                        tr {
+                                            td { (time(entry.at)) }
+                                            td { (entry.who) @if let Some(via) = &entry.via { " via " (via) } }
+                                            td { (entry.action) }
+                                            td { (entry.detail) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        @if states.get(i) == Some(&Shown::WaitingForPerson) {
+                            p { a href={ (base) "/inbox/runs/" (run) } { "Decide it in the inbox" } }
+                        }
+                    }
+                }
+            }
+        }
+        section id="timeline" {
+            h2 { "Attempts over time" }
+            (gantt(loaded, now))
+        }
+        section id="journal" {
+            h2 { "Journal" }
+            p class="meta" { (detail.timeline.len()) " entries; page " (journal_page) " of " (pages) }
+            table id="journal-entries" {
+                thead { tr { th scope="col" { "#" } th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "Step" } th scope="col" { "Detail" } } }
+                tbody {
+                    @for (seq, entry) in shown_entries {
+                        tr {
+                            td { (seq + 1) }
+                            td { (time(entry.at)) }
+                            td { code { (entry.event) } }
+                            td { (entry.step.as_deref().unwrap_or("")) }
+                            td { (entry.detail) }
+                        }
+                    }
+                }
+            }
+            @if pages > 1 {
+                nav class="pages" aria-label="Journal pages" {
+                    @if journal_page > 1 {
+                        a href={ (base) "/console/runs/" (run) "?journal=" (journal_page - 1) "#journal" } { "← Earlier" }
+                        " "
+                    }
+                    @if journal_page < pages {
+                        a href={ (base) "/console/runs/" (run) "?journal=" (journal_page + 1) "#journal" } id="journal-next" { "Later →" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every attempt as a bar on one time axis, from the run's creation to now or its end.
+fn gantt(loaded: &Loaded, now: Timestamp) -> Markup {
+    let events = &loaded.events;
+    let mut bars = Vec::new();
+    for (i, step) in loaded.spec.steps.iter().enumerate() {
+        for attempt in attempts(events, i) {
+            bars.push((step.id.as_str(), attempt));
+        }
+    }
+    if bars.is_empty() {
+        return html! { p class="meta" { "No attempts yet." } };
+    }
+    let start = loaded.record.created_at;
+    let end = bars
+        .iter()
+        .map(|(_, a)| a.ended.unwrap_or(now))
+        .max()
+        .unwrap_or(now)
+        .max(start + 1);
+    let width = 560.0;
+    let scale =
+        |at: Timestamp| 180.0 + (at.saturating_sub(start)) as f64 / (end - start) as f64 * width;
+    let height = bars.len() * 22 + 24;
+    html! {
+        svg role="img" aria-label={ "Attempts from " (crate::view::rfc3339(start)) " to " (crate::view::rfc3339(end)) }
+            viewBox={ "0 0 760 " (height) } width="760" height=(height) class="gantt" {
+            @for (row, (step, attempt)) in bars.iter().enumerate() {
+                @let y = row * 22 + 4;
+                @let x = scale(attempt.started);
+                @let w = (scale(attempt.ended.unwrap_or(now)) - x).max(2.0);
+                @let class = match &attempt.outcome { None => "running", Some(Ok(_)) => "succeeded", Some(Err(_)) => "failed" };
+                text x="0" y=(y + 14) { (step) " #" (attempt.number) }
+                rect x=(format!("{x:.1}")) y=(y) width=(format!("{w:.1}")) height="16" class={ "bar cs-" (class) } {
+                    title { (step) " attempt " (attempt.number) ": " (class) ", " (duration(attempt.ended.unwrap_or(now).saturating_sub(attempt.started))) }
+                }
+            }
+            text x="180" y=(height - 4) { "0" }
+            text x="740" y=(height - 4) text-anchor="end" { (duration(end - start)) }
+        }
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct LiveQuery {
+    seen: Option<usize>,
+}
+
+/// What a live stream last saw of its run.
+struct Watch {
+    store: std::sync::Arc<dyn Store>,
+    run: RunId,
+    seen: usize,
+    ended: bool,
+}
+
+pub(super) async fn live(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+    query: Result<Query<LiveQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let seen = app.visible_run(&caller, run).await.map_err(&fail)?;
+    let known = query.ok().and_then(|Query(q)| q.seen);
+    let watch = Watch {
+        store: app.engine.store().clone(),
+        run,
+        seen: known.unwrap_or(seen.stored.events.len()),
+        ended: false,
+    };
+    let stream = futures_util::stream::unfold(watch, |mut watch| async move {
+        if watch.ended {
+            return None;
+        }
+        loop {
+            let stored = match watch.store.load(watch.run).await {
+                Ok(Some(stored)) => stored,
+                Ok(None) => return None,
+                Err(error) => {
+                    tracing::debug!(run = %watch.run, %error, "live page: store unavailable");
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+            };
+            let count = stored.events.len();
+            if stored.record.status != RunStatus::Running {
+                watch.ended = true;
+                let event = SseEvent::default().event("end").data(count.to_string());
+                return Some((Ok::<_, Infallible>(event), watch));
+            }
+            if count != watch.seen {
+                watch.seen = count;
+                let event = SseEvent::default().event("change").data(count.to_string());
+                return Some((Ok(event), watch));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// What a confirmation asks and does.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Cancel,
+    Retry,
+}
+
+impl Change {
+    fn action(self) -> Action {
+        match self {
+            Change::Cancel => Action::Cancel,
+            Change::Retry => Action::Retry,
+        }
+    }
+}
+
+async fn ask(
+    app: Shared,
+    caller: Caller,
+    run: String,
+    change: Change,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let seen = app
+        .permitted_run(&caller, run, change.action())
+        .await
+        .map_err(&fail)?;
+    let record = &seen.stored.record;
+    let (title, what, yes, path) = match change {
+        Change::Cancel => (
+            format!("Cancel {run} of {}?", record.workflow),
+            "It stops where it is: no new step starts, and the compensations of its finished steps run.",
+            "Yes, cancel it",
+            "cancel",
+        ),
+        Change::Retry => (
+            format!("Retry {run} of {}?", record.workflow),
+            "It runs again from its failed steps; the steps that succeeded keep their outputs.",
+            "Yes, retry it",
+            "retry",
+        ),
+    };
+    let base = &app.base;
+    let body = html! {
+        p id="what" { (what) }
+        p class="meta" { "Status now: " (status_badge(record.status)) }
+        form method="post" action={ (base) "/console/runs/" (run) "/" (path) } id="confirm" {
+            input type="hidden" name="csrf" value=(app.csrf.token(who));
+            button type="submit" id="yes" class="reject" { (yes) }
+            " "
+            a href={ (base) "/console/runs/" (run) } { "No, go back" }
+        }
+    };
+    let html = crate::html::shell(&title, Some(who.name()), base, body, false);
+    Ok(HtmlBody(html).into_response())
+}
+
+async fn act(
+    app: Shared,
+    caller: Caller,
+    run: String,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+    change: Change,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let run = parse_run(&run).map_err(&fail)?;
+    let Form(pairs) = form.map_err(|rejection| {
+        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_FORM)
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        })
+    })?;
+    check_csrf(&app, who, first(&pairs, "csrf")).map_err(&fail)?;
+    app.permitted_run(&caller, run, change.action())
+        .await
+        .map_err(&fail)?;
+    let done = match change {
+        Change::Cancel => {
+            app.engine
+                .cancel(run, who.name())
+                .await
+                .map_err(|e| fail(e.into()))?;
+            "cancelled"
+        }
+        Change::Retry => {
+            app.engine
+                .retry_dead_letter(run, who.name())
+                .await
+                .map_err(|e| fail(e.into()))?;
+            "retried"
+        }
+    };
+    tracing::info!(%run, by = %who, done, "run changed from the console");
+    Ok(Redirect::to(&format!("{}/console/runs/{run}?done={done}", app.base)).into_response())
+}
+
+pub(super) async fn ask_cancel(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+) -> Result<Response, PageError> {
+    ask(app, caller, run, Change::Cancel).await
+}
+
+pub(super) async fn ask_retry(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+) -> Result<Response, PageError> {
+    ask(app, caller, run, Change::Retry).await
+}
+
+pub(super) async fn cancel(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+) -> Result<Response, PageError> {
+    act(app, caller, run, form, Change::Cancel).await
+}
+
+pub(super) async fn retry(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+) -> Result<Response, PageError> {
+    act(app, caller, run, form, Change::Retry).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_paths_come_from_a_browser_steps_message() {
+        assert_eq!(
+            evidence("click: no element `#go` [evidence: /a/shot.png, /a/page.html]"),
+            ["/a/shot.png", "/a/page.html"]
+        );
+        assert!(evidence("timeout after 30 s").is_empty());
+    }
+
+    #[test]
+    fn attempts_pair_their_starts_with_their_ends() {
+        let events = [
+            Event::AttemptStarted {
+                step: 0,
+                attempt: 1,
+                at: 10,
+            },
+            Event::AttemptFailed {
+                step: 0,
+                attempt: 1,
+                kind: workflow_core::ErrorKind::Timeout,
+                message: "slow".into(),
+                retry_after: None,
+                safe_after: None,
+                at: 20,
+            },
+            Event::AttemptStarted {
+                step: 0,
+                attempt: 2,
+                at: 30,
+            },
+            Event::StepSucceeded {
+                step: 0,
+                output: serde_json::json!("ok"),
+                at: 45,
+            },
+            Event::AttemptStarted {
+                step: 1,
+                attempt: 1,
+                at: 50,
+            },
+        ];
+        let first = attempts(&events, 0);
+        assert_eq!(first.len(), 2);
+        assert_eq!((first[0].ended, first[1].ended), (Some(20), Some(45)));
+        assert!(matches!(&first[0].outcome, Some(Err((_, m))) if m == "slow"));
+        assert!(matches!(&first[1].outcome, Some(Ok(_))));
+        let second = attempts(&events, 1);
+        assert_eq!((second.len(), second[0].outcome.clone()), (1, None));
+    }
+}
