@@ -211,6 +211,48 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
             ),
             ("/api/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            // The console: lists hold what the caller may see; a run it may not view is
+            // a 404 as on the API; an action's confirmation is the action's permission.
+            ("/console/runs".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            (
+                "/console/runs?status=failed&where=ticket_id:T-1".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                "/console/runs/bulk?action=cancel".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                "/console/runs/bulk?action=retry".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                format!("/console/runs/{a}"),
+                [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
+            ),
+            (
+                format!("/console/runs/{ship}"),
+                [UNAUTH, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK],
+            ),
+            (
+                format!("/console/runs/{a}/cancel"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
+            (
+                format!("/console/runs/{failed}/retry"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
+            // A finished run's live stream says `end` at once and closes.
+            (
+                format!("/console/runs/{failed}/live"),
+                [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
+            ),
+            ("/console/dead-letters".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            ("/console/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            ("/console/flow".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            ("/console/workers".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            // The script is static and names nothing; it answers everyone.
+            ("/console/static/console.js".into(), [OK; 6]),
             (
                 format!("/api/schedules/{SCHEDULE}"),
                 [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, OK, OK, NO_SCHEDULE],
