@@ -197,11 +197,12 @@ mod tests {
 
     #[test]
     fn every_state_has_its_own_symbol_words_and_class() {
-        let mut seen = std::collections::HashSet::new();
+        use std::collections::HashSet;
+        let (mut symbols, mut words, mut names) = (HashSet::new(), HashSet::new(), HashSet::new());
         for state in Shown::ALL {
-            assert!(seen.insert(state.symbol()), "{state:?}");
-            assert!(seen.insert(state.words()), "{state:?}");
-            assert!(seen.insert(state.name()), "{state:?}");
+            assert!(symbols.insert(state.symbol()), "{state:?}");
+            assert!(words.insert(state.words()), "{state:?}");
+            assert!(names.insert(state.name()), "{state:?}");
         }
     }
 
