@@ -155,6 +155,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH", default_value = "")]
     pub base_path: String,
 
+    /// Link each run's trace id on the console's run page through this URL, `{trace_id}`
+    /// standing for the id (`https://grafana.example.com/explore?traceId={trace_id}`).
+    #[arg(long, value_name = "URL")]
+    pub trace_url: Option<String>,
+
     /// Also serve `GET /metrics` (Prometheus' text format) to callers with a role on
     /// every workflow (`viewer:*` or `operator:*`): runs by status, open tasks, dead
     /// letters and what this process saw.

@@ -536,3 +536,209 @@ async fn a_page_on_another_origin_changes_nothing() {
             | workflow_core::journal::Event::Cancelled { .. }
     )));
 }
+
+/// axe-core's script, installed from the npm registry into the target directory once.
+fn axe_source() -> String {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("axe");
+    let script = dir.join("node_modules/axe-core/axe.min.js");
+    if !script.is_file() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(&dir)
+            .arg("axe-core@4")
+            .stdout(Stdio::null())
+            .status();
+        assert!(
+            status.as_ref().is_ok_and(|s| s.success()),
+            "the accessibility check needs axe-core from the npm registry (npm install axe-core): {status:?}"
+        );
+    }
+    std::fs::read_to_string(&script).unwrap()
+}
+
+impl Browser {
+    /// The serious and critical accessibility violations axe-core finds on the page.
+    async fn violations(&self, axe: &str) -> Vec<String> {
+        self.execute(axe).await;
+        let found = self
+            .call(
+                Method::POST,
+                "/execute/async",
+                Some(json!({
+                    "script": "const done = arguments[arguments.length - 1];\
+                        axe.run(document).then(r => done({passes: r.passes.length, found: r.violations\
+                          .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                          .map(v => v.id + ': ' + v.help + ' at ' +\
+                               v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))}),\
+                          e => done({passes: 0, found: ['axe failed: ' + e]}));",
+                    "args": []
+                })),
+            )
+            .await;
+        // The check ran: it passed rules on the page.
+        assert!(
+            found["passes"].as_u64().is_some_and(|n| n > 0),
+            "axe answered {found}"
+        );
+        found["found"]
+            .as_array()
+            .unwrap_or_else(|| panic!("axe answered {found}"))
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self.find(css).await;
+        self.call(
+            Method::POST,
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
+    let (engine, desk) = engine(false);
+    let router = server(&engine, standard()).router();
+    let lead = serve_as(router, LEAD).await;
+    let start = |id: &'static str| {
+        let engine = engine.clone();
+        async move {
+            let run = engine
+                .start::<Triage>(TriageInput {
+                    ticket: Ticket {
+                        ticket_id: id.into(),
+                        text: "locked out".into(),
+                    },
+                })
+                .await
+                .unwrap()
+                .id();
+            wait_for_task(&engine, run, "approve_alert").await;
+            run
+        }
+    };
+    let approve = serde_json::to_value(workflow_core::Approval::approve(None)).unwrap();
+    // Two runs failed at their alert (dead letters), one waits for its lead.
+    desk.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut broken = Vec::new();
+    for id in ["T-1", "T-2"] {
+        let run = start(id).await;
+        engine
+            .decide(run, "approve_alert", LEAD, approve.clone())
+            .await
+            .unwrap();
+        wait_for_status(&engine, run, RunStatus::Failed).await;
+        broken.push(run);
+    }
+    desk.broken
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let waiting = start("T-3").await;
+    let axe = axe_source();
+
+    let browser = Browser::start().await;
+    let mut accessibility = Vec::new();
+
+    // The runs page, with its counts; every page of the console passes the check.
+    browser.open(&format!("http://{lead}/console/runs")).await;
+    assert_eq!(browser.title().await, "Runs");
+    let runs = browser.text("#runs").await;
+    for run in broken.iter().chain([&waiting]) {
+        assert!(runs.contains(&run.to_string()), "{runs}");
+    }
+    assert!(browser.text("#counts").await.contains("failed 2"));
+    browser.screenshot("console-runs.png").await;
+    accessibility.push(("runs", browser.violations(&axe).await));
+    for page in ["dead-letters", "schedules", "flow", "workers"] {
+        browser.open(&format!("http://{lead}/console/{page}")).await;
+        browser.screenshot(&format!("console-{page}.png")).await;
+        accessibility.push((page, browser.violations(&axe).await));
+    }
+
+    // The waiting run's page, then its live update when the lead decides elsewhere: the
+    // page is not reloaded (a mark set on it stays), its live part is.
+    browser
+        .open(&format!("http://{lead}/console/runs/{waiting}"))
+        .await;
+    browser.find("#diagram svg").await;
+    assert!(browser
+        .text("#row-approve_alert")
+        .await
+        .contains("waiting for a person"));
+    browser.screenshot("console-run-waiting.png").await;
+    accessibility.push(("run", browser.violations(&axe).await));
+    browser.execute("window.stayed = 'yes';").await;
+    engine
+        .decide(waiting, "approve_alert", LEAD, approve.clone())
+        .await
+        .unwrap();
+    wait_for_status(&engine, waiting, RunStatus::Completed).await;
+    browser
+        .wait_until("the live update", async |b: &Browser| {
+            b.execute(
+                "const s = document.getElementById('status'); \
+                 return s ? s.innerText : '';",
+            )
+            .await
+            .as_str()
+            .is_some_and(|text| text.contains("completed"))
+        })
+        .await;
+    assert_eq!(browser.execute("return window.stayed;").await, "yes");
+    assert!(browser.text("#row-send_alert").await.contains("succeeded"));
+    browser.screenshot("console-run-live.png").await;
+
+    // A bulk retry of the failed runs: the preview names them, the confirmation does it.
+    browser
+        .open(&format!("http://{lead}/console/runs?status=failed"))
+        .await;
+    browser.click("#bulk form:nth-of-type(2) button").await;
+    browser
+        .wait_until("the preview", async |b: &Browser| {
+            b.title().await == "Retry 2 failed runs?"
+        })
+        .await;
+    let taken = browser.text("#taken").await;
+    for run in &broken {
+        assert!(taken.contains(&run.to_string()), "{taken}");
+    }
+    browser.screenshot("console-bulk-preview.png").await;
+    accessibility.push(("bulk preview", browser.violations(&axe).await));
+    for run in &broken {
+        assert!(!engine
+            .events(*run)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, workflow_core::journal::Event::Retried { .. })));
+    }
+    browser.click("#yes").await;
+    browser
+        .wait_until("the outcome", async |b: &Browser| {
+            b.title().await == "Retried 2 runs"
+        })
+        .await;
+    browser.screenshot("console-bulk-done.png").await;
+    for run in &broken {
+        wait_for_status(&engine, *run, RunStatus::Completed).await;
+    }
+    browser.quit().await;
+
+    let failing: Vec<String> = accessibility
+        .into_iter()
+        .filter(|(_, found)| !found.is_empty())
+        .map(|(page, found)| format!("{page}: {}", found.join("; ")))
+        .collect();
+    assert!(
+        failing.is_empty(),
+        "serious or critical accessibility violations:\n{}",
+        failing.join("\n")
+    );
+}

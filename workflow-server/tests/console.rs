@@ -359,7 +359,7 @@ async fn a_run_page_shows_each_steps_state_and_asks_before_cancelling() {
     assert!(body.contains("class=\"step cs-waiting-person\""), "{body}");
     assert!(body.contains("class=\"step cs-not-started\""), "{body}");
     assert!(
-        body.contains("approve_alert: ✋ waiting for a person"),
+        body.contains("approve_alert: ☐ waiting for a person"),
         "{body}"
     );
     assert!(body.contains("✓ succeeded"), "{body}");

@@ -172,7 +172,7 @@ pub(super) async fn schedules(
                             td { code { (row.schedule.cron) } " " (row.schedule.tz) }
                             td {
                                 @if row.paused {
-                                    span class="state cs-skipped" { "⏸ paused" }
+                                    span class="state cs-skipped" { "‖ paused" }
                                 } @else {
                                     ul class="plain" { @for next in &info.next_local { li { (next) } } }
                                 }

@@ -227,7 +227,7 @@ pub(crate) fn status_badge(status: RunStatus) -> Markup {
         RunStatus::Completed => "✓",
         RunStatus::Failed => "✗",
         RunStatus::Cancelled => "⊘",
-        RunStatus::Parked => "⏸",
+        RunStatus::Parked => "‖",
     };
     html! {
         span class={ "run-status rs-" (status.as_str()) } { (symbol) " " (status.as_str()) }
