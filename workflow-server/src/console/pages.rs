@@ -74,7 +74,7 @@ pub(super) async fn dead_letters(
     }
     let mut shown = Vec::with_capacity(groups.len());
     for ((workflow, step, kind), mut letters) in groups {
-        letters.sort_by(|a, b| b.at.cmp(&a.at));
+        letters.sort_by_key(|letter| std::cmp::Reverse(letter.at));
         let entitled = app.entitled(&caller, &workflow).await.map_err(&fail)?;
         let retry = app
             .allows(&caller, Action::Retry, &workflow, false)
