@@ -546,7 +546,7 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
         let broken = failed(&engine, &desk, "T-2").await;
         let csrf = token(who.unwrap_or("nobody"));
         let name = who.unwrap_or("anonymous");
-        let rows: [(String, [(u16, &str); 6]); 3] = [
+        let rows: [(String, [(u16, &str); 6]); 4] = [
             (
                 format!("/console/runs/{running}/cancel"),
                 [
@@ -560,6 +560,17 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
             ),
             (
                 format!("/console/runs/{broken}/retry"),
+                [
+                    (401, "unauthenticated"),
+                    (404, "unknown_run"),
+                    (403, "forbidden"),
+                    (403, "forbidden"),
+                    (303, ""),
+                    (404, "unknown_run"),
+                ],
+            ),
+            (
+                format!("/console/runs/{broken}/restart"),
                 [
                     (401, "unauthenticated"),
                     (404, "unknown_run"),
@@ -595,6 +606,24 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
         assert_eq!(by(&events).0.is_some(), column == 4, "cancel by {name}");
         let events = engine.events(broken).await.unwrap();
         assert_eq!(by(&events).1.is_some(), column == 4, "retry by {name}");
+        // The restart started one run more, with the failed run's inputs, by the operator.
+        let runs = engine.runs(Default::default()).await.unwrap();
+        assert_eq!(
+            runs.len(),
+            if column == 4 { 3 } else { 2 },
+            "restart by {name}"
+        );
+        if column == 4 {
+            let newest = runs[0].id;
+            let events = engine.events(newest).await.unwrap();
+            let Some(Event::RunStarted { input, .. }) = events.first() else {
+                panic!("{events:?}");
+            };
+            assert_eq!(input["ticket"]["ticket_id"], "T-2");
+            assert!(events
+                .iter()
+                .any(|e| matches!(e, Event::Initiated { by, .. } if by == OPERATOR)));
+        }
         let paused = workflow_core::admin::schedules::get(&**engine.store(), "nightly-report")
             .await
             .unwrap()

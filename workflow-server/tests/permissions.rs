@@ -242,6 +242,10 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 format!("/console/runs/{failed}/retry"),
                 [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
             ),
+            (
+                format!("/console/runs/{failed}/restart"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
             // A finished run's live stream says `end` at once and closes.
             (
                 format!("/console/runs/{failed}/live"),

@@ -13,6 +13,7 @@
 //! | `GET /console/runs/{run}/live` | Server-Sent Events: `change` when its journal grows, `end` when it finished | who may view the run |
 //! | `GET`/`POST /console/runs/{run}/cancel` | asks, then cancels | `operator` |
 //! | `GET`/`POST /console/runs/{run}/retry` | asks, then retries a failed run | `operator` |
+//! | `GET`/`POST /console/runs/{run}/restart` | asks, then starts a new run of the workflow with the run's inputs | who may view the run and start its workflow (`operator`) |
 //! | `GET /console/dead-letters` | failed runs grouped by workflow, step and error kind | viewers, of what they may view |
 //! | `GET /console/schedules` | schedules, next fires in their zone, last run, lag, missed ticks | viewers of their workflows |
 //! | `POST /console/schedules/{id}/pause`, `.../resume` | pauses or resumes one (CSRF token) | `operator` of its workflow |
@@ -81,6 +82,10 @@ pub(crate) fn routes() -> Router<Shared> {
         .route(
             "/console/runs/{run}/retry",
             get(run::ask_retry).post(run::retry),
+        )
+        .route(
+            "/console/runs/{run}/restart",
+            get(run::ask_restart).post(run::restart),
         )
         .route("/console/dead-letters", get(pages::dead_letters))
         .route("/console/schedules", get(pages::schedules))

@@ -17,7 +17,7 @@ use serde_json::Value;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::StepKind;
 use workflow_core::store::{RunStatus, Store};
-use workflow_core::RunId;
+use workflow_core::{RunId, StartOptions};
 
 use super::runs::{status_badge, time};
 use super::states::{diagram, duration, shown, span, Shown};
@@ -138,12 +138,18 @@ pub(super) async fn page(
         loaded.record.status == RunStatus::Running && may(Action::Cancel).await.map_err(&fail)?;
     let retry =
         loaded.record.status == RunStatus::Failed && may(Action::Retry).await.map_err(&fail)?;
+    let restart =
+        loaded.record.status != RunStatus::Running && may(Action::Start).await.map_err(&fail)?;
+    let actions = Actions {
+        cancel,
+        retry,
+        restart,
+    };
     let body = render(
         &app,
         &loaded,
         query.journal.unwrap_or(1),
-        cancel,
-        retry,
+        actions,
         query.done.as_deref(),
     );
     let html = crate::html::shell(
@@ -156,14 +162,26 @@ pub(super) async fn page(
     Ok(HtmlBody(html).into_response())
 }
 
+/// The actions a run's page offers the caller.
+#[derive(Debug, Clone, Copy)]
+struct Actions {
+    cancel: bool,
+    retry: bool,
+    restart: bool,
+}
+
 fn render(
     app: &App,
     loaded: &Loaded,
     journal_page: usize,
-    cancel: bool,
-    retry: bool,
+    actions: Actions,
     done: Option<&str>,
 ) -> Markup {
+    let Actions {
+        cancel,
+        retry,
+        restart,
+    } = actions;
     let base = &app.base;
     let detail = &loaded.detail;
     let record = &loaded.record;
@@ -200,6 +218,7 @@ fn render(
                 @match done {
                     "cancelled" => { "Cancellation sent: the run stops where it is and its compensations run." }
                     "retried" => { "Retry sent: the run starts again from its failed steps." }
+                    "restarted" => { "Started with the inputs of the run it restarts." }
                     _ => { "Done." }
                 }
             }
@@ -250,7 +269,7 @@ fn render(
                 }
             }
         }
-        @if cancel || retry {
+        @if cancel || retry || restart {
             section id="actions" {
                 h2 { "Actions" }
                 @if cancel {
@@ -261,6 +280,11 @@ fn render(
                 @if retry {
                     form method="get" action={ (base) "/console/runs/" (run) "/retry" } class="inline" {
                         button type="submit" id="retry" { "Retry this run…" }
+                    }
+                }
+                @if restart {
+                    form method="get" action={ (base) "/console/runs/" (run) "/restart" } class="inline" {
+                        button type="submit" id="restart" { "Start it again with the same inputs…" }
                     }
                 }
             }
@@ -529,6 +553,8 @@ pub(super) async fn live(
 enum Change {
     Cancel,
     Retry,
+    /// A new run of the same workflow with the same inputs.
+    Restart,
 }
 
 impl Change {
@@ -536,6 +562,7 @@ impl Change {
         match self {
             Change::Cancel => Action::Cancel,
             Change::Retry => Action::Retry,
+            Change::Restart => Action::Start,
         }
     }
 }
@@ -566,6 +593,12 @@ async fn ask(
             "It runs again from its failed steps; the steps that succeeded keep their outputs.",
             "Yes, retry it",
             "retry",
+        ),
+        Change::Restart => (
+            format!("Restart {run} of {}?", record.workflow),
+            "A new run of the workflow starts with the same inputs, from its first step; this run stays as it is.",
+            "Yes, start a new run",
+            "restart",
         ),
     };
     let base = &app.base;
@@ -601,7 +634,8 @@ async fn act(
         })
     })?;
     check_csrf(&app, who, first(&pairs, "csrf")).map_err(&fail)?;
-    app.permitted_run(&caller, run, change.action())
+    let seen = app
+        .permitted_run(&caller, run, change.action())
         .await
         .map_err(&fail)?;
     let done = match change {
@@ -618,6 +652,34 @@ async fn act(
                 .await
                 .map_err(|e| fail(e.into()))?;
             "retried"
+        }
+        Change::Restart => {
+            let input = match seen.stored.events.first() {
+                Some(Event::RunStarted { input, .. }) => input.clone(),
+                _ => {
+                    return Err(fail(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "no_inputs",
+                        format!("{run}'s journal does not begin with its inputs"),
+                    )))
+                }
+            };
+            let workflow = &seen.stored.record.workflow;
+            let options = StartOptions {
+                initiator: Some(who.name().to_owned()),
+                ..StartOptions::default()
+            };
+            let started = if app.enqueue_starts {
+                app.engine.enqueue_json(workflow, input, options).await
+            } else {
+                app.engine.start_json(workflow, input, options).await
+            };
+            let (new, _) = started.map_err(|e| fail(e.into()))?;
+            tracing::info!(%run, %new, by = %who, "run restarted from the console");
+            return Ok(
+                Redirect::to(&format!("{}/console/runs/{new}?done=restarted", app.base))
+                    .into_response(),
+            );
         }
     };
     tracing::info!(%run, by = %who, done, "run changed from the console");
@@ -638,6 +700,23 @@ pub(super) async fn ask_retry(
     Path(run): Path<String>,
 ) -> Result<Response, PageError> {
     ask(app, caller, run, Change::Retry).await
+}
+
+pub(super) async fn ask_restart(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+) -> Result<Response, PageError> {
+    ask(app, caller, run, Change::Restart).await
+}
+
+pub(super) async fn restart(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(run): Path<String>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+) -> Result<Response, PageError> {
+    act(app, caller, run, form, Change::Restart).await
 }
 
 pub(super) async fn cancel(
