@@ -1,8 +1,7 @@
-//! Small HTML builders. Everything that is not a literal of this file goes through
-//! [`escape`] (or [`Html::text`]), so a prompt, comment or payload containing `<script>`
-//! shows as text.
-
-use std::fmt::Write as _;
+//! What every page shares, written with maud's `html!`: the page shell, times, payloads
+//! as fields. maud escapes every value it interpolates, so a prompt, comment or payload
+//! containing `<script>` shows as text; [`escape`] is for the few places that write
+//! markup outside it (the SVG diagrams).
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -20,72 +19,6 @@ pub(crate) fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// A page being written: markup from this crate's literals, text escaped.
-#[derive(Debug, Default)]
-pub(crate) struct Html {
-    out: String,
-}
-
-impl Html {
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    /// Markup written by this crate (never user or payload text).
-    pub(crate) fn raw(&mut self, markup: &str) -> &mut Self {
-        self.out.push_str(markup);
-        self
-    }
-
-    /// Text, escaped.
-    pub(crate) fn text(&mut self, text: &str) -> &mut Self {
-        self.out.push_str(&escape(text));
-        self
-    }
-
-    /// `<tag>text</tag>`, the text escaped.
-    pub(crate) fn element(&mut self, tag: &str, text: &str) -> &mut Self {
-        let _ = write!(self.out, "<{tag}>{}</{tag}>", escape(text));
-        self
-    }
-
-    /// `<a href="...">text</a>`, both escaped.
-    pub(crate) fn link(&mut self, href: &str, text: &str) -> &mut Self {
-        let _ = write!(
-            self.out,
-            "<a href=\"{}\">{}</a>",
-            escape(href),
-            escape(text)
-        );
-        self
-    }
-
-    /// A hidden form field.
-    pub(crate) fn hidden(&mut self, name: &str, value: &str) -> &mut Self {
-        let _ = write!(
-            self.out,
-            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-            escape(name),
-            escape(value)
-        );
-        self
-    }
-
-    /// A table row of escaped cells.
-    pub(crate) fn row(&mut self, cells: &[&str]) -> &mut Self {
-        self.out.push_str("<tr>");
-        for cell in cells {
-            self.element("td", cell);
-        }
-        self.out.push_str("</tr>");
-        self
-    }
-
-    pub(crate) fn finish(self) -> String {
-        self.out
-    }
 }
 
 /// The pages' one stylesheet, inline in each page and allowed by its hash in the
@@ -147,17 +80,10 @@ pub(crate) fn relative(now: u64, at: u64) -> String {
     }
 }
 
-impl Html {
-    /// `at` as a `<time>` relative to `now`, the absolute UTC time on hover.
-    pub(crate) fn time(&mut self, now: u64, at: u64) -> &mut Self {
-        let absolute = workflow_core::journal::rfc3339(at);
-        self.raw(&format!(
-            "<time datetime=\"{0}\" title=\"{0}\">",
-            escape(&absolute)
-        ))
-        .text(&relative(now, at))
-        .raw("</time>")
-    }
+/// `at` as a `<time>` relative to `now`, the absolute UTC time on hover.
+pub(crate) fn time(now: u64, at: u64) -> Markup {
+    let absolute = workflow_core::journal::rfc3339(at);
+    html! { time datetime=(absolute) title=(absolute) { (relative(now, at)) } }
 }
 
 /// The most fields a payload shows as a table; past that it shows as JSON.
@@ -200,30 +126,21 @@ fn leaves(value: &serde_json::Value, limit: usize) -> Option<Vec<(String, String
     walk(String::new(), value, &mut out, limit).then_some(out)
 }
 
-impl Html {
-    /// A payload for people: its fields as a table (strings without quotes), a lone value
-    /// as text, or, past [`MAX_FIELDS`] fields, pretty JSON.
-    pub(crate) fn value(&mut self, value: &serde_json::Value) -> &mut Self {
-        match leaves(value, MAX_FIELDS) {
-            Some(fields) if fields.len() == 1 && fields[0].0.is_empty() => self
-                .raw("<span class=\"value\">")
-                .text(&fields[0].1)
-                .raw("</span>"),
-            Some(fields) => {
-                self.raw("<table class=\"fields\">");
-                for (path, text) in &fields {
-                    self.raw("<tr>")
-                        .element("th", path)
-                        .element("td", text)
-                        .raw("</tr>");
-                }
-                self.raw("</table>")
-            }
-            None => self
-                .raw("<pre>")
-                .text(&serde_json::to_string_pretty(value).unwrap_or_default())
-                .raw("</pre>"),
+/// A payload for people: its fields as a table (strings without quotes), a lone value as
+/// text, or, past [`MAX_FIELDS`] fields, pretty JSON.
+pub(crate) fn value(value: &serde_json::Value) -> Markup {
+    match leaves(value, MAX_FIELDS) {
+        Some(fields) if fields.len() == 1 && fields[0].0.is_empty() => {
+            html! { span class="value" { (fields[0].1) } }
         }
+        Some(fields) => html! {
+            table class="fields" {
+                @for (path, text) in &fields {
+                    tr { th { (path) } td { (text) } }
+                }
+            }
+        },
+        None => html! { pre { (serde_json::to_string_pretty(value).unwrap_or_default()) } },
     }
 }
 
@@ -247,9 +164,9 @@ pub(crate) const NAV: [(&str, &str); 6] = [
     ("/console/workers", "Workers"),
 ];
 
-/// A whole page around `body` (already HTML), titled `title` (escaped), for `who`.
-pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: &str) -> String {
-    shell(title, who, base, PreEscaped(body.to_owned()), false)
+/// A whole page around `body`, titled `title`, for `who`.
+pub(crate) fn page(title: &str, who: Option<&str>, base: &str, body: Markup) -> String {
+    shell(title, who, base, body, false)
 }
 
 /// The one shell of every page (the inbox's, the console's, a decision link's): the
@@ -310,18 +227,13 @@ mod tests {
             escape(r#"<script>alert("x")</script> & 'y'"#),
             "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
         );
-        let mut html = Html::new();
-        html.element("p", "<b>")
-            .link("/x?a=\"<", "<i>")
-            .hidden("n", "\"><script>")
-            .row(&["<td>"]);
-        let out = html.finish();
-        assert!(!out.contains("<b>"), "{out}");
-        assert!(!out.contains("<script>"), "{out}");
-        assert!(!out.contains("<i>"), "{out}");
-        assert!(out.contains("<td>&lt;td&gt;</td>"), "{out}");
-        let page = page("<title>", Some("<me>"), "", "");
-        assert!(page.contains("&lt;title&gt;") && page.contains("&lt;me&gt;"));
+        let page = page("<title>", Some("<me>"), "\"><b>", html! { p { ("<i>") } });
+        assert!(
+            page.contains("&lt;title&gt;") && page.contains("&lt;me&gt;"),
+            "{page}"
+        );
+        assert!(!page.contains("<i>") && !page.contains("<b>"), "{page}");
+        assert!(page.contains("<p>&lt;i&gt;</p>"), "{page}");
     }
 
     #[test]
@@ -333,10 +245,8 @@ mod tests {
         assert_eq!(relative(now, now - 90 * 60_000), "1 h ago");
         assert_eq!(relative(now, now + 3 * 86_400_000), "in 3 d");
         assert_eq!(relative(now, now - 47 * 3_600_000), "47 h ago");
-        let mut html = Html::new();
-        html.time(now, now + 2 * 3_600_000);
         assert_eq!(
-            html.finish(),
+            time(now, now + 2 * 3_600_000).into_string(),
             "<time datetime=\"2026-07-18T07:10:00.000Z\" title=\"2026-07-18T07:10:00.000Z\">in 2 h</time>"
         );
         assert_eq!(words("approve_alert"), "Approve alert");
@@ -350,9 +260,7 @@ mod tests {
             "note": null,
             "empty": {}
         });
-        let mut html = Html::new();
-        html.value(&value);
-        let out = html.finish();
+        let out = super::value(&value).into_string();
         for row in [
             "<tr><th>refund.amount_cents</th><td>4200</td></tr>",
             "<tr><th>refund.customer</th><td>&lt;b&gt;Ann&lt;/b&gt;</td></tr>",
@@ -362,13 +270,14 @@ mod tests {
         ] {
             assert!(out.contains(row), "{row} in {out}");
         }
-        let mut lone = Html::new();
-        lone.value(&serde_json::json!(true));
-        assert_eq!(lone.finish(), "<span class=\"value\">true</span>");
+        assert_eq!(
+            super::value(&serde_json::json!(true)).into_string(),
+            "<span class=\"value\">true</span>"
+        );
         let many: Vec<u32> = (0..100).collect();
-        let mut big = Html::new();
-        big.value(&serde_json::json!(many));
-        assert!(big.finish().starts_with("<pre>"));
+        assert!(super::value(&serde_json::json!(many))
+            .into_string()
+            .starts_with("<pre>"));
         assert_eq!(words(""), "");
     }
 }

@@ -23,7 +23,7 @@ use super::runs::{status_badge, time};
 use super::states::{diagram, duration, shown, span, Shown};
 use super::{check_csrf, failing, first, MAX_FORM, POLL};
 use crate::error::ApiError;
-use crate::html::Html;
+use crate::html::value;
 use crate::inbox::{query_escape, PageCaller, PageError};
 use crate::permissions::{Action, Caller};
 use crate::view::{parse_run, Loaded, REDACTED};
@@ -94,13 +94,6 @@ fn evidence(message: &str) -> Vec<&str> {
         .and_then(|(_, rest)| rest.strip_suffix(']'))
         .map(|list| list.split(", ").filter(|p| !p.is_empty()).collect())
         .unwrap_or_default()
-}
-
-/// A payload as the inbox shows one: fields, a value, or JSON (escaped).
-fn value(value: &Value) -> Markup {
-    let mut html = Html::new();
-    html.value(value);
-    PreEscaped(html.finish())
 }
 
 #[derive(Debug, serde::Deserialize)]

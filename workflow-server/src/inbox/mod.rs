@@ -27,12 +27,13 @@ use axum::http::StatusCode;
 use axum::response::{Html as HtmlBody, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use maud::html;
 use serde::Deserialize;
 use workflow_core::store::{RunFilter, RunStatus};
 
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::html::{escape, page, Html};
+use crate::html::page;
 use crate::permissions::{Action, Caller};
 use crate::{App, Shared};
 
@@ -67,20 +68,16 @@ impl IntoResponse for PageError {
             StatusCode::CONFLICT => "Too late",
             _ => "Error",
         };
-        let mut body = Html::new();
-        body.raw("<p class=\"error\" id=\"error\">")
-            .text(&format!(
-                "{} {}: {}",
-                self.error.status.as_u16(),
-                self.error.code,
-                self.error.message
-            ))
-            .raw("</p>");
+        let body = html! {
+            p class="error" id="error" {
+                (self.error.status.as_u16()) " " (self.error.code) ": " (self.error.message)
+            }
+        };
         let html = page(
             title,
             self.who.as_ref().map(Identity::name),
             &self.base,
-            &body.finish(),
+            body,
         );
         (self.error.status, HtmlBody(html)).into_response()
     }
@@ -193,24 +190,8 @@ async fn inbox(
         .iter()
         .map(|text| format!("&where={}", query_escape(text)))
         .collect();
-    let mut body = Html::new();
-    body.raw(&format!(
-        "<form method=\"get\" action=\"{}/inbox\" id=\"filter\"><label>Find runs by \
-         <input name=\"where\" placeholder=\"customer_id:c-42\" value=\"{}\"></label> \
-         <button>Filter</button></form>",
-        escape(&app.base),
-        escape(&conditions.join(" "))
-    ));
-    if listed.tasks.is_empty() {
-        body.raw("<p id=\"empty\">No open tasks for you.</p>");
-    } else {
-        body.raw("<p class=\"meta\" id=\"count\">").text(&format!(
-            "{total} open task{}, soonest deadline first",
-            if total == 1 { "" } else { "s" }
-        ));
-        body.raw("</p>");
-    }
     let mut payloads = crate::tasks::Payloads::default();
+    let mut cards = Vec::with_capacity(listed.tasks.len());
     for task in &listed.tasks {
         let stored = listed.runs.get(&task.run);
         let spec = stored.and_then(|stored| listed.specs.get(&stored.record.fingerprint));
@@ -221,26 +202,46 @@ async fn inbox(
             .shown(&app, &caller, &task.workflow)
             .await
             .map_err(&fail)?;
-        card::task_card(&app, who, &mut body, task, spec, &stored.events, show, true);
+        cards.push(card::task_card(
+            &app,
+            who,
+            task,
+            spec,
+            &stored.events,
+            show,
+            true,
+        ));
     }
-    if pages > 1 {
-        body.raw("<nav class=\"pages\" id=\"pages\">");
-        if number > 1 {
-            body.link(
-                &format!("{}/inbox?page={}{filter_query}", app.base, number - 1),
-                "← Sooner",
-            );
+    let base = &app.base;
+    let body = html! {
+        form method="get" action={ (base) "/inbox" } id="filter" {
+            label { "Find runs by " input name="where" placeholder="customer_id:c-42" value=(conditions.join(" ")); }
+            " "
+            button { "Filter" }
         }
-        body.text(&format!(" Page {number} of {pages} "));
-        if number < pages {
-            body.link(
-                &format!("{}/inbox?page={}{filter_query}", app.base, number + 1),
-                "Later →",
-            );
+        @if listed.tasks.is_empty() {
+            p id="empty" { "No open tasks for you." }
+        } @else {
+            p class="meta" id="count" {
+                (total) " open task" (if total == 1 { "" } else { "s" }) ", soonest deadline first"
+            }
         }
-        body.raw("</nav>");
-    }
-    let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
+        @for card in cards {
+            (card)
+        }
+        @if pages > 1 {
+            nav class="pages" id="pages" {
+                @if number > 1 {
+                    a href={ (base) "/inbox?page=" (number - 1) (filter_query) } { "← Sooner" }
+                }
+                " Page " (number) " of " (pages) " "
+                @if number < pages {
+                    a href={ (base) "/inbox?page=" (number + 1) (filter_query) } { "Later →" }
+                }
+            }
+        }
+    };
+    let html = page("Your tasks", Some(who.name()), &app.base, body);
     Ok(HtmlBody(html).into_response())
 }
 
