@@ -159,6 +159,21 @@ async fn the_runs_page_filters_counts_and_pages() {
     let found = get(addr, "/console/runs?where=ticket_id:T-2", Some(OPERATOR)).await;
     assert!(found.body.contains(&format!("/console/runs/{b}\"")));
     assert!(!found.body.contains(&format!("/console/runs/{a}\"")));
+    // Each condition keeps a field of its own, and all must hold.
+    assert!(
+        found
+            .body
+            .contains("name=\"where\" value=\"ticket_id:T-2\""),
+        "{}",
+        found.body
+    );
+    let both = get(
+        addr,
+        "/console/runs?where=ticket_id:T-2&where=ticket_id:T-1",
+        Some(OPERATOR),
+    )
+    .await;
+    assert!(both.body.contains("id=\"empty\""), "{}", both.body);
     let future = get(addr, "/console/runs?from=2999-01-01", Some(OPERATOR)).await;
     assert!(future.body.contains("id=\"empty\""), "{}", future.body);
     let past = get(addr, "/console/runs?to=2000-01-01", Some(OPERATOR)).await;
@@ -764,4 +779,99 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
     assert_eq!(flow.status, StatusCode::OK, "{}", flow.body);
     let schedules = get(addr, "/console/schedules", Some(OPERATOR)).await;
     assert_eq!(schedules.status, StatusCode::OK, "{}", schedules.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_shows_its_ticks_then_starts_them() {
+    let (engine, _desk) = engine(false);
+    let addr = serve(server(&engine, standard()).router()).await;
+    engine
+        .schedules()
+        .create(
+            "nightly-report",
+            "Nightly",
+            workflow_core::schedule::Schedule::new("0 0 * * *"),
+        )
+        .await
+        .unwrap();
+    let path = "/console/schedules/nightly-report/backfill";
+    let range = "from=2026-01-01&to=2026-01-03";
+    let dry = get(addr, &format!("{path}?{range}"), Some(OPERATOR)).await;
+    assert_eq!(dry.status, StatusCode::OK, "{}", dry.body);
+    assert!(
+        dry.body.contains("Backfill 3 ticks of nightly-report?"),
+        "{}",
+        dry.body
+    );
+    assert!(
+        dry.body.contains("2026-01-02T00:00:00.000Z"),
+        "{}",
+        dry.body
+    );
+    let nightly = |engine: Engine| async move {
+        engine
+            .runs(workflow_core::store::RunFilter {
+                workflow: Some("Nightly".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len()
+    };
+    assert_eq!(nightly(engine.clone()).await, 0, "a dry run starts nothing");
+    // Seeing a schedule is not changing it; someone who may not see it finds none.
+    let viewer = get(addr, &format!("{path}?{range}"), Some(VIEWER)).await;
+    assert_eq!(outcome(&viewer), (403, "forbidden".into()));
+    let outsider = get(addr, &format!("{path}?{range}"), Some(OUTSIDER)).await;
+    assert_eq!(outcome(&outsider), (404, "unknown_schedule".into()));
+    for bad in [
+        "from=2026-01-03&to=2026-01-01",
+        "from=2026-01-01",
+        "from=x&to=y",
+    ] {
+        let answer = get(addr, &format!("{path}?{bad}"), Some(OPERATOR)).await;
+        assert_eq!(outcome(&answer), (400, "bad_request".into()), "{bad}");
+    }
+    let started = post_form(
+        addr,
+        path,
+        Some(OPERATOR),
+        form(&[
+            ("csrf", &token(OPERATOR)),
+            ("from", "2026-01-01"),
+            ("to", "2026-01-03"),
+        ]),
+    )
+    .await;
+    assert_eq!(started.status, StatusCode::OK, "{}", started.body);
+    assert!(
+        started
+            .body
+            .contains("Backfilled 3 ticks of nightly-report"),
+        "{}",
+        started.body
+    );
+    assert_eq!(nightly(engine.clone()).await, 3);
+    // Again: each tick ran under its key already, so nothing new starts.
+    post_form(
+        addr,
+        path,
+        Some(OPERATOR),
+        form(&[
+            ("csrf", &token(OPERATOR)),
+            ("from", "2026-01-01"),
+            ("to", "2026-01-03"),
+        ]),
+    )
+    .await;
+    assert_eq!(nightly(engine.clone()).await, 3);
+    let forged = post_form(
+        addr,
+        path,
+        Some(OPERATOR),
+        form(&[("from", "2026-01-04"), ("to", "2026-01-05")]),
+    )
+    .await;
+    assert_eq!(outcome(&forged), (403, "csrf".into()));
+    assert_eq!(nightly(engine).await, 3);
 }

@@ -253,6 +253,10 @@ async fn every_route_answers_each_caller_by_the_policy() {
             ),
             ("/console/dead-letters".into(), [UNAUTH, OK, OK, OK, OK, OK]),
             ("/console/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            (
+                format!("/console/schedules/{SCHEDULE}/backfill?from=2026-01-01&to=2026-01-02"),
+                [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, FORBIDDEN, OK, NO_SCHEDULE],
+            ),
             ("/console/flow".into(), [UNAUTH, OK, OK, OK, OK, OK]),
             ("/console/workers".into(), [UNAUTH, OK, OK, OK, OK, OK]),
             // The script is static and names nothing; it answers everyone.

@@ -16,7 +16,9 @@
 //! | `GET`/`POST /console/runs/{run}/restart` | asks, then starts a new run of the workflow with the run's inputs | who may view the run and start its workflow (`operator`) |
 //! | `GET /console/dead-letters` | failed runs grouped by workflow, step and error kind | viewers, of what they may view |
 //! | `GET /console/schedules` | schedules, next fires in their zone, last run, lag, missed ticks | viewers of their workflows |
-//! | `POST /console/schedules/{id}/pause`, `.../resume` | pauses or resumes one (CSRF token) | `operator` of its workflow |
+//! | `POST /console/schedules/{id}/pause`, `.../resume`, `.../trigger` | pauses, resumes or triggers one (CSRF token) | `operator` of its workflow |
+//! | `GET /console/schedules/{id}/backfill?from=&to=` | a backfill's dry run: the ticks of the range it would start | `operator` of its workflow |
+//! | `POST /console/schedules/{id}/backfill` | starts them, each under its tick's key (CSRF token) | `operator` of its workflow |
 //! | `GET /console/flow` | concurrency keys in use, their holders, queued runs and the oldest wait | viewers; key values with `payloads` |
 //! | `GET /console/workers` | who drives the running runs: owners and the runs they hold, runs queued for a worker | viewers |
 //!
@@ -89,6 +91,10 @@ pub(crate) fn routes() -> Router<Shared> {
         )
         .route("/console/dead-letters", get(pages::dead_letters))
         .route("/console/schedules", get(pages::schedules))
+        .route(
+            "/console/schedules/{id}/backfill",
+            get(pages::backfill_preview).post(pages::backfill),
+        )
         .route(
             "/console/schedules/{id}/{change}",
             post(pages::change_schedule),

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
 use axum::Form;
@@ -12,7 +12,7 @@ use workflow_core::admin::schedules as rows;
 use workflow_core::store::DeadLetter;
 
 use super::runs::time;
-use super::{check_csrf, failing, first, MAX_FORM};
+use super::{check_csrf, failing, first, parse_time, MAX_FORM};
 use crate::error::ApiError;
 use crate::inbox::{query_escape, PageCaller, PageError};
 use crate::permissions::Action;
@@ -200,13 +200,13 @@ pub(super) async fn schedules(
                                             button type="submit" { (label) }
                                         }
                                     }
+                                    a href={ (base) "/console/schedules/" (query_escape(&row.id)) "/backfill" } { "Backfill…" }
                                 }
                             }
                         }
                     }
                 }
             }
-            p class="meta" { "Backfills (with their dry run) are on the API: " code { "POST /api/schedules/{id}/backfill" } "." }
         }
     };
     let html = crate::html::shell("Schedules", Some(who.name()), base, body, false);
@@ -252,4 +252,169 @@ pub(super) async fn change_schedule(
     }
     tracing::info!(schedule = %id, by = %who, change, "schedule changed from the console");
     Ok(Redirect::to(&format!("{}/console/schedules", app.base)).into_response())
+}
+
+/// The most ticks a backfill's dry run lists (it counts them all).
+const LISTED_TICKS: usize = 100;
+
+/// A backfill's range from a query's or a form's `from` and `to` (UTC; a date alone is
+/// its whole day), or `None` when neither is given; 400 `bad_request` otherwise.
+fn range(pairs: &[(String, String)]) -> Result<Option<(u64, u64)>, ApiError> {
+    let text = |name| first(pairs, name).map(str::trim).filter(|t| !t.is_empty());
+    match (text("from"), text("to")) {
+        (None, None) => Ok(None),
+        (Some(from), Some(to)) => {
+            let (from, to) = (parse_time(from, false)?, parse_time(to, true)?);
+            if to < from {
+                return Err(ApiError::bad_request("`to` is before `from`"));
+            }
+            Ok(Some((from, to)))
+        }
+        _ => Err(ApiError::bad_request(
+            "a backfill needs both `from` and `to`",
+        )),
+    }
+}
+
+/// `GET /console/schedules/{id}/backfill?from=&to=`: the dry run of a backfill, the ticks
+/// it would start, and the form that starts them (without a range, the form for one).
+pub(super) async fn backfill_preview(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(id): Path<String>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let Query(pairs) = pairs.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
+    let row = app.changeable_schedule(&caller, &id).await.map_err(&fail)?;
+    let range = range(&pairs).map_err(&fail)?;
+    let ticks = match range {
+        Some((from, to)) => Some(rows::ticks_between(&row, from, to).map_err(|e| fail(e.into()))?),
+        None => None,
+    };
+    let base = &app.base;
+    let path = format!("{base}/console/schedules/{}/backfill", query_escape(&id));
+    let from = first(&pairs, "from").unwrap_or("");
+    let to = first(&pairs, "to").unwrap_or("");
+    let title = match &ticks {
+        Some(ticks) => format!(
+            "Backfill {} tick{} of {id}?",
+            ticks.len(),
+            if ticks.len() == 1 { "" } else { "s" }
+        ),
+        None => format!("Backfill {id}"),
+    };
+    let body = html! {
+        p class="meta" { "Schedule " b { (row.id) } " starts " (row.workflow) " at " code { (row.schedule.cron) } " in " (row.schedule.tz) "." }
+        form method="get" action=(path) id="range" {
+            label { "From (UTC) " input name="from" placeholder="2026-07-18" value=(from) required; }
+            " "
+            label { "to " input name="to" placeholder="2026-07-18T23:59" value=(to) required; }
+            " "
+            button type="submit" { "Show the ticks" }
+        }
+        @if let Some(ticks) = &ticks {
+            @if ticks.is_empty() {
+                p id="empty" { "No tick of this schedule falls in that range." }
+            } @else {
+                p id="dry-run" { "A dry run: nothing started yet. Each tick starts one run under its tick's key, so a tick that ran already does not run again." }
+                table id="ticks" {
+                    thead { tr { th scope="col" { "Tick (UTC)" } th scope="col" { "In its zone" } } }
+                    tbody {
+                        @for (at, local) in ticks.iter().take(LISTED_TICKS) {
+                            tr { td { (time(*at)) } td { (local) } }
+                        }
+                    }
+                }
+                @if ticks.len() > LISTED_TICKS { p class="meta" { "… and " (ticks.len() - LISTED_TICKS) " more." } }
+                form method="post" action=(path) id="confirm" {
+                    input type="hidden" name="csrf" value=(app.csrf.token(who));
+                    input type="hidden" name="from" value=(from);
+                    input type="hidden" name="to" value=(to);
+                    button type="submit" id="yes" { "Yes, start " (ticks.len()) " run" (if ticks.len() == 1 { "" } else { "s" }) }
+                    " "
+                    a href={ (base) "/console/schedules" } { "No, go back" }
+                }
+            }
+        }
+    };
+    let html = crate::html::shell(&title, Some(who.name()), base, body, false);
+    Ok(HtmlBody(html).into_response())
+}
+
+/// `POST /console/schedules/{id}/backfill`: starts the ticks of the range, as the API's
+/// backfill does (on an engine without the workflow, leaves them for one that has it).
+pub(super) async fn backfill(
+    State(app): State<Shared>,
+    PageCaller(caller): PageCaller,
+    Path(id): Path<String>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
+) -> Result<Response, PageError> {
+    let who = caller.identity();
+    let fail = failing(&app, who);
+    let Form(pairs) = form.map_err(|rejection| {
+        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_FORM)
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        })
+    })?;
+    check_csrf(&app, who, first(&pairs, "csrf")).map_err(&fail)?;
+    let row = app.changeable_schedule(&caller, &id).await.map_err(&fail)?;
+    let Some((from, to)) = range(&pairs).map_err(&fail)? else {
+        return Err(fail(ApiError::bad_request(
+            "a backfill needs both `from` and `to`",
+        )));
+    };
+    let started: Vec<(u64, String, Option<workflow_core::RunId>)> = if app.runs_here(&row.workflow)
+    {
+        app.engine
+            .schedules()
+            .backfill(&id, from, to, false)
+            .await
+            .map_err(|e| fail(e.into()))?
+            .into_iter()
+            .map(|tick| (tick.scheduled, tick.local, tick.run))
+            .collect()
+    } else {
+        let ticks = rows::ticks_between(&row, from, to).map_err(|e| fail(e.into()))?;
+        let times: Vec<u64> = ticks.iter().map(|(at, _)| *at).collect();
+        rows::request_ticks(&**app.engine.store(), &id, &times)
+            .await
+            .map_err(|e| fail(e.into()))?;
+        ticks
+            .into_iter()
+            .map(|(at, local)| (at, local, None))
+            .collect()
+    };
+    tracing::info!(schedule = %id, ticks = started.len(), by = %who, "backfill from the console");
+    let base = &app.base;
+    let title = format!(
+        "Backfilled {} tick{} of {id}",
+        started.len(),
+        if started.len() == 1 { "" } else { "s" }
+    );
+    let body = html! {
+        table id="ticks" {
+            thead { tr { th scope="col" { "Tick (UTC)" } th scope="col" { "In its zone" } th scope="col" { "Run" } } }
+            tbody {
+                @for (at, local, run) in started.iter().take(LISTED_TICKS) {
+                    tr {
+                        td { (time(*at)) }
+                        td { (local) }
+                        td {
+                            @match run {
+                                Some(run) => a href={ (base) "/console/runs/" (run) } { (run) },
+                                None => "left for a worker with the workflow",
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p { a href={ (base) "/console/schedules" } { "Back to the schedules" } }
+    };
+    let html = crate::html::shell(&title, Some(who.name()), base, body, false);
+    Ok(HtmlBody(html).into_response())
 }

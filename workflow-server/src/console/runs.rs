@@ -299,7 +299,15 @@ pub(super) async fn list(
             " "
             label { "to " input name="to" placeholder="2026-07-18T23:59" value=(filter.to_text); }
             " "
-            label { "Search " input name="where" placeholder="customer_id:c-42" value=(filter.conditions.join(" ")); }
+            // One field per search condition (all of them must hold), and one more.
+            @for (i, condition) in filter.conditions.iter().enumerate() {
+                label { @if i == 0 { "Search " } @else { "and " } input name="where" value=(condition); }
+                " "
+            }
+            label {
+                @if filter.conditions.is_empty() { "Search " } @else { "and " }
+                input name="where" placeholder="customer_id:c-42";
+            }
             " "
             button type="submit" { "Filter" }
         }
