@@ -668,6 +668,18 @@ workflow! {
     }
 }
 
+workflow! {
+    /// One run per ticket at a time, each held by a lead's approval.
+    pub workflow Keyed(ticket: Ticket) env Desk {
+        concurrency: { key: ticket.ticket_id, limit: 1 },
+        human hold -> Approval {
+            assignee: "support_leads",
+            timeout: 2h,
+            on_timeout: escalate("on_call"),
+        }
+    }
+}
+
 /// What an attacker writes into inputs, errors, keys and searches.
 const SCRIPT: &str = "<script>alert(1)</script>";
 const BREAKOUT: &str = "\"><img src=x onerror=alert(1)>";
@@ -694,6 +706,23 @@ async fn every_console_page_escapes_what_people_and_payloads_wrote() {
         .unwrap()
         .id();
     wait_for_status(&engine, run, RunStatus::Failed).await;
+    // Two runs of one concurrency key written by the attacker: one holds it, one waits.
+    engine.register::<Keyed>(desk.clone()).unwrap();
+    let keyed = |engine: Engine| async move {
+        engine
+            .start::<Keyed>(KeyedInput {
+                ticket: Ticket {
+                    ticket_id: BREAKOUT.into(),
+                    text: SCRIPT.into(),
+                },
+            })
+            .await
+            .unwrap()
+            .id()
+    };
+    let holder = keyed(engine.clone()).await;
+    wait_for_task(&engine, holder, "hold").await;
+    let gated = keyed(engine.clone()).await;
     let search = encode(&format!("ticket_id:{BREAKOUT}"));
     let pages = [
         "/console/runs".to_owned(),
@@ -701,6 +730,8 @@ async fn every_console_page_escapes_what_people_and_payloads_wrote() {
         format!("/console/runs?workflow={}", encode(SCRIPT)),
         format!("/console/runs?from={}", encode(SCRIPT)),
         format!("/console/runs/{run}"),
+        format!("/console/runs/{gated}"),
+        format!("/console/runs/{holder}"),
         format!("/console/runs/{run}/retry"),
         format!("/console/runs/bulk?action=retry&where={search}"),
         format!("/console/runs/{}", encode(SCRIPT)),
@@ -727,6 +758,21 @@ async fn every_console_page_escapes_what_people_and_payloads_wrote() {
             answer.body
         );
     }
+    // The key's value shows as text where its holders and its queue are listed.
+    let flow = get(addr, "/console/flow", Some(LEAD)).await.body;
+    let keys = &flow[flow.find("id=\"keys\"").unwrap_or_else(|| panic!("{flow}"))..];
+    assert!(
+        keys.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "{keys}"
+    );
+    assert!(
+        keys.contains(&format!("/console/runs/{holder}\"")),
+        "{keys}"
+    );
+    let waits = get(addr, &format!("/console/runs/{gated}"), Some(LEAD))
+        .await
+        .body;
+    assert!(waits.contains("class=\"waits\""), "{waits}");
     let found = get(addr, &format!("/console/runs?where={search}"), Some(LEAD)).await;
     assert!(
         found.body.contains(&format!("/console/runs/{run}\"")),
