@@ -110,10 +110,7 @@ async fn home(axum::extract::State(app): axum::extract::State<Shared>) -> Redire
 
 async fn script() -> Response {
     (
-        [
-            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         SCRIPT,
     )
         .into_response()
