@@ -592,6 +592,20 @@ impl Browser {
             .collect()
     }
 
+    /// Presses Tab.
+    async fn tab(&self) {
+        let key = |kind: &str| json!({ "type": kind, "value": "\u{E004}" });
+        self.call(
+            Method::POST,
+            "/actions",
+            Some(json!({ "actions": [{
+                "type": "key", "id": "keyboard",
+                "actions": [key("keyDown"), key("keyUp")]
+            }]})),
+        )
+        .await;
+    }
+
     async fn click(&self, css: &str) {
         let element = self.find(css).await;
         self.call(
@@ -656,6 +670,31 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
     assert!(browser.text("#counts").await.contains("failed 2"));
     browser.screenshot("console-runs.png").await;
     accessibility.push(("runs", browser.violations(&axe).await));
+    // The keyboard reaches the navigation, then the filter, in reading order.
+    let mut focused = Vec::new();
+    for _ in 0..8 {
+        browser.tab().await;
+        let text = browser
+            .execute(
+                "const e = document.activeElement; \
+                 return e ? (e.innerText || e.name || e.tagName) : '';",
+            )
+            .await;
+        focused.push(text.as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(
+        &focused[..7],
+        [
+            "Inbox",
+            "Runs",
+            "Dead letters",
+            "Schedules",
+            "Flow control",
+            "Workers",
+            "workflow"
+        ],
+        "{focused:?}"
+    );
     for page in ["dead-letters", "schedules", "flow", "workers"] {
         browser.open(&format!("http://{lead}/console/{page}")).await;
         browser.screenshot(&format!("console-{page}.png")).await;
