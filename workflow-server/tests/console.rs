@@ -377,6 +377,16 @@ async fn a_run_page_shows_each_steps_state_and_asks_before_cancelling() {
         body.contains("approve_alert: ☐ waiting for a person"),
         "{body}"
     );
+    // Each step of the diagram links to its details, so the keyboard reaches it.
+    let figure = &body[body.find("id=\"diagram\"").unwrap()..];
+    let figure = &figure[..figure.find("</figure>").unwrap()];
+    assert!(
+        figure.contains("<a href=\"#detail-approve_alert\">"),
+        "{figure}"
+    );
+    assert_eq!(figure.matches("<a ").count(), 3, "{figure}");
+    assert_eq!(figure.matches("</a>").count(), 3, "{figure}");
+    assert!(body.contains("id=\"detail-approve_alert\""), "{body}");
     assert!(body.contains("✓ succeeded"), "{body}");
     // No inline script, one static script for the live part of a running run.
     assert!(body.contains("/console/static/console.js"), "{body}");

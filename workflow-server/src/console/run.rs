@@ -330,7 +330,7 @@ fn render(
             @for (i, step) in loaded.spec.steps.iter().enumerate() {
                 @let tries = attempts(events, i);
                 @let audit: Vec<_> = detail.audit.iter().filter(|a| a.step.as_deref() == Some(step.id.as_str())).collect();
-                details id={ "detail-" (step.id) } open[states.get(i).is_some_and(|s| matches!(s, Shown::Failed | Shown::Retrying | Shown::WaitingForPerson))] {
+                details id={ "detail-" (step.id) } open[!tries.is_empty() || !audit.is_empty()] {
                     summary {
                         (step.id) " — "
                         @let state = states.get(i).copied().unwrap_or(Shown::NotStarted);

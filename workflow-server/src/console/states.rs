@@ -160,33 +160,49 @@ pub(crate) fn duration(ms: u64) -> String {
 }
 
 /// The spec's diagram (SVG) with each step's group in the class of its state
-/// (`cs-<name>`) and a `<title>` naming the state in words. The stylesheet of the pages
-/// colours and outlines each class; the diagram carries no style of its own, so the
+/// (`cs-<name>`), a `<title>` naming the state in words, and a link to the step's
+/// details (`#detail-<id>`, so the keyboard reaches each step); the drawing is a group of
+/// those links rather than one image. The stylesheet of the
+/// pages colours and outlines each class; the diagram carries no style of its own, so the
 /// pages' policy needs no exception for it.
 pub(crate) fn diagram(spec: &Spec, states: &[Shown]) -> String {
     let plain = workflow_core::spec::render::svg(spec);
-    let mut out = String::with_capacity(plain.len() + 64 * states.len());
+    let mut out = String::with_capacity(plain.len() + 160 * states.len());
     let mut step = 0;
+    let mut linked = false;
     for line in plain.split_inclusive('\n') {
         if line.starts_with("    <g class=\"step\"") {
             if let (Some(state), Some(spec_step)) = (states.get(step), spec.steps.get(step)) {
-                let class = format!("class=\"step cs-{}\"", state.name());
-                out.push_str(&line.replacen("class=\"step\"", &class, 1));
-                out.push_str("      <title>");
-                out.push_str(&crate::html::escape(&format!(
+                let label = crate::html::escape(&format!(
                     "{}: {} {}",
                     spec_step.id,
                     state.symbol(),
                     state.words()
-                )));
-                out.push_str("</title>\n");
+                ));
+                out.push_str(&format!(
+                    "    <a href=\"#detail-{}\">\n",
+                    crate::html::escape(&spec_step.id)
+                ));
+                linked = true;
+                let class = format!("class=\"step cs-{}\"", state.name());
+                out.push_str(&line.replacen("class=\"step\"", &class, 1));
+                out.push_str(&format!("      <title>{label}</title>\n"));
             } else {
                 out.push_str(line);
             }
             step += 1;
             continue;
         }
+        if line.starts_with("<svg ") {
+            // Its steps are links: a group of them, not one image.
+            out.push_str(&line.replacen(" role=\"img\"", " role=\"group\"", 1));
+            continue;
+        }
         out.push_str(line);
+        if linked && line == "    </g>\n" {
+            out.push_str("    </a>\n");
+            linked = false;
+        }
     }
     out
 }
