@@ -823,6 +823,37 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
     assert!(viewer.body.contains("(redacted)"), "{}", viewer.body);
     let outsider = get(addr, "/console/dead-letters", Some(OUTSIDER)).await;
     assert!(outsider.body.contains("id=\"empty\""), "{}", outsider.body);
+    // A group's retry previews exactly its runs; runs named that the caller may not see,
+    // or that are not failed, are left out.
+    let group =
+        format!("/console/runs/bulk?action=retry&run={one}&run={two}&run={running}&run=run-999");
+    assert!(
+        letters
+            .body
+            .contains(&format!("name=\"run\" value=\"{one}\"")),
+        "{}",
+        letters.body
+    );
+    let preview = get(addr, &group, Some(OPERATOR)).await;
+    assert!(
+        preview.body.contains("Retry 2 failed runs?"),
+        "{}",
+        preview.body
+    );
+    assert!(
+        !preview.body.contains(&format!("value=\"{running}\"")),
+        "{}",
+        preview.body
+    );
+    let shipping = get(addr, &group, Some(OTHER_OPERATOR)).await;
+    assert!(shipping.body.contains("id=\"empty\""), "{}", shipping.body);
+    let bad = get(
+        addr,
+        "/console/runs/bulk?action=retry&run=nope",
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(outcome(&bad), (400, "bad_request".into()));
 
     let workers = get(addr, "/console/workers", Some(OPERATOR)).await;
     assert_eq!(workers.status, StatusCode::OK, "{}", workers.body);

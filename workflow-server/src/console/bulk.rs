@@ -1,6 +1,6 @@
-//! Bulk actions over the runs page's filter: `GET /console/runs/bulk` shows what a cancel
-//! (of the running runs) or a dead-letter retry (of the failed runs) would take, how many
-//! runs and which; its form posts exactly those runs to `POST /console/runs/bulk`, which
+//! Bulk actions over the runs page's filter (or runs named by `run=`, as a group of dead
+//! letters names them): `GET /console/runs/bulk` shows what a cancel (of the running runs)
+//! or a dead-letter retry (of the failed runs) would take, how many runs and which; its form posts exactly those runs to `POST /console/runs/bulk`, which
 //! asks the policy again for each and carries each out through the engine, as the API's
 //! `cancel` and `retry` do (each journaled with who did it, so the run's audit trail shows
 //! it).
@@ -91,7 +91,38 @@ pub(super) async fn preview(
     let filter = Filter::parse(&pairs).map_err(&fail)?;
     // The filter's own status narrows the set; a cancel takes running runs, a retry failed
     // ones, so another status leaves nothing to take.
-    let runs = if filter.status.is_none_or(|s| s == bulk.status()) {
+    // Runs named one by one (`run=`, a group of dead letters): those of them the caller
+    // may see and take the action on, in the action's status.
+    let named = pairs
+        .iter()
+        .filter(|(key, _)| key == "run")
+        .map(|(_, text)| parse_run(text).map_err(|e| ApiError::bad_request(e.message)))
+        .collect::<Result<Vec<RunId>, _>>()
+        .map_err(&fail)?;
+    let runs = if !named.is_empty() {
+        let mut runs = Vec::new();
+        for run in named.into_iter().take(BULK_MAX + 1) {
+            let record = match app.visible_run(&caller, run).await {
+                Ok(seen) => seen.stored.record,
+                Err(error) if error.code == "unknown_run" => continue,
+                Err(error) => return Err(fail(error)),
+            };
+            if record.status != bulk.status()
+                || !app
+                    .allows(&caller, bulk.action(), &record.workflow, false)
+                    .await
+                    .map_err(&fail)?
+            {
+                continue;
+            }
+            let payloads = app
+                .entitled(&caller, &record.workflow)
+                .await
+                .map_err(&fail)?;
+            runs.push((record, payloads));
+        }
+        runs
+    } else if filter.status.is_none_or(|s| s == bulk.status()) {
         let (runs, _) = scan(
             &app,
             &caller,

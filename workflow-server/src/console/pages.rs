@@ -90,7 +90,7 @@ pub(super) async fn dead_letters(
         } @else {
             p class="meta" id="count" { (total) " failed runs in " (shown.len()) " groups, by workflow, step and error kind." }
             table id="dead-letters" {
-                thead { tr { th scope="col" { "Workflow" } th scope="col" { "Step" } th scope="col" { "Error kind" } th scope="col" { "Runs" } th scope="col" { "Latest" } th scope="col" { "Latest message" } th scope="col" { "" } } }
+                thead { tr { th scope="col" { "Workflow" } th scope="col" { "Step" } th scope="col" { "Error kind" } th scope="col" { "Runs" } th scope="col" { "Latest" } th scope="col" { "Latest message" } th scope="col" { "Action" } } }
                 tbody {
                     @for (workflow, step, kind, letters, entitled, retry) in &shown {
                         tr {
@@ -108,7 +108,13 @@ pub(super) async fn dead_letters(
                             td class="message" { (if *entitled { letters[0].message.as_str() } else { REDACTED }) }
                             td {
                                 @if *retry {
-                                    a href={ (base) "/console/runs/bulk?action=retry&workflow=" (query_escape(workflow)) } { "Retry " (workflow) "'s failed runs…" }
+                                    form method="get" action={ (base) "/console/runs/bulk" } class="inline" {
+                                        input type="hidden" name="action" value="retry";
+                                        @for letter in letters.iter().take(super::BULK_MAX) {
+                                            input type="hidden" name="run" value=(letter.run);
+                                        }
+                                        button type="submit" { "Retry these " (letters.len().min(super::BULK_MAX)) "…" }
+                                    }
                                 }
                             }
                         }
@@ -160,7 +166,7 @@ pub(super) async fn schedules(
                 thead { tr {
                     th scope="col" { "Schedule" } th scope="col" { "Workflow" } th scope="col" { "When" }
                     th scope="col" { "Next fires (its zone)" } th scope="col" { "Last run" } th scope="col" { "Lag" }
-                    th scope="col" { "Missed" } th scope="col" { "" }
+                    th scope="col" { "Missed" } th scope="col" { "Actions" }
                 } }
                 tbody {
                     @for (info, change) in &shown {
