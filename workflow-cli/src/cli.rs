@@ -160,6 +160,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     pub trace_url: Option<String>,
 
+    /// Serve the evidence of failed browser steps (screenshots, pages' HTML) on the
+    /// console's run pages from this directory, the browser steps' artifacts directory.
+    #[arg(long, value_name = "DIR")]
+    pub evidence_dir: Option<PathBuf>,
+
     /// Also serve `GET /metrics` (Prometheus' text format) to callers with a role on
     /// every workflow (`viewer:*` or `operator:*`): runs by status, open tasks, dead
     /// letters and what this process saw.

@@ -79,6 +79,9 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         }
         server = server.trace_url(template);
     }
+    if let Some(dir) = &args.evidence_dir {
+        server = server.evidence_dir(dir);
+    }
     if args.metrics {
         let handle = workflow_server::metrics::install_recorder()
             .map_err(|error| CliError::new(error.to_string()))?;

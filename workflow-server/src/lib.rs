@@ -110,6 +110,7 @@ pub struct Server {
     links: Option<DecisionLinks>,
     enqueue_starts: Option<bool>,
     trace_url: Option<String>,
+    evidence_dir: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Server {
@@ -139,6 +140,8 @@ pub(crate) struct App {
     pub(crate) enqueue_starts: bool,
     /// The link of a trace id on the console's run pages: a URL with `{trace_id}`.
     pub(crate) trace_url: Option<String>,
+    /// The browser steps' artifacts directory the console serves evidence from.
+    pub(crate) evidence_dir: Option<std::path::PathBuf>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -161,7 +164,18 @@ impl Server {
             links: None,
             enqueue_starts: None,
             trace_url: None,
+            evidence_dir: None,
         }
+    }
+
+    /// Serves the evidence of failed browser steps (their screenshots and pages' HTML) on
+    /// the console's run pages from `dir`, the artifacts directory the steps' browser
+    /// writes to (`<dir>/run-<id>/<step>/attempt-<n>/`), to callers who may see the run's
+    /// payloads. Only files of that layout, named in a failed attempt's message, are
+    /// linked; a page's HTML is served as text, never rendered.
+    pub fn evidence_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.evidence_dir = Some(dir.into());
+        self
     }
 
     /// Links a run's trace id on the console's run page through `template`, a URL in which
@@ -300,6 +314,7 @@ impl Server {
             links: self.links,
             enqueue_starts,
             trace_url: self.trace_url,
+            evidence_dir: self.evidence_dir,
         });
         let mut router = Router::new()
             .merge(api::routes())

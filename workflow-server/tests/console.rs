@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
 use workflow_core::store::RunStatus;
-use workflow_core::{Approval, Engine, RunId};
+use workflow_core::{Approval, Engine, RunId, StepContext};
 use workflow_server::{Csrf, Identity};
 
 fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
@@ -961,4 +961,115 @@ async fn a_backfill_shows_its_ticks_then_starts_them() {
     .await;
     assert_eq!(outcome(&forged), (403, "csrf".into()));
     assert_eq!(nightly(engine).await, 3);
+}
+
+/// Where the evidence test's browser step saves its artifacts.
+static ARTIFACTS: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+mod shots {
+    use super::*;
+
+    /// Fails as a browser step does, saving a screenshot and the page's HTML first.
+    pub async fn shoot(_env: &Desk, ctx: &StepContext, ticket: Ticket) -> Result<(), StepError> {
+        let dir = ARTIFACTS
+            .get()
+            .expect("set by the test")
+            .join(ctx.run_id.to_string())
+            .join(ctx.step)
+            .join(format!("attempt-{}", ctx.attempt));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("failure-1.png");
+        let html = dir.join("failure-1.html");
+        std::fs::write(&png, b"\x89PNG\r\n\x1a\n-not-really").unwrap();
+        std::fs::write(
+            &html,
+            format!("<html><script>alert(1)</script>{}</html>", ticket.text),
+        )
+        .unwrap();
+        Err(StepError::permanent(format!(
+            "click: no element `#go` [evidence: {}, {}]",
+            png.display(),
+            html.display()
+        )))
+    }
+}
+
+workflow! {
+    /// A browser step that fails, leaving its evidence.
+    pub workflow Shot(ticket: Ticket) env Desk {
+        step shoot -> () {
+            action: shots::shoot(env, ctx, ticket),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_browser_steps_evidence_is_linked_and_served_to_who_may_see_payloads() {
+    let dir = std::env::temp_dir().join(format!("console-evidence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    ARTIFACTS.set(dir.clone()).unwrap();
+    let (engine, desk) = engine(true);
+    engine.register::<Shot>(desk.clone()).unwrap();
+    let roles = workflow_server::Roles::parse(&format!(
+        "{LEAD} operator:* payloads:*\n{VIEWER} viewer:Shot\n"
+    ))
+    .unwrap();
+    let router = server(&engine, standard())
+        .permissions(roles)
+        .evidence_dir(&dir)
+        .router();
+    let addr = serve(router).await;
+    let run = engine
+        .start::<Shot>(ShotInput {
+            ticket: Ticket {
+                ticket_id: "T-1".into(),
+                text: "page text".into(),
+            },
+        })
+        .await
+        .unwrap()
+        .id();
+    wait_for_status(&engine, run, RunStatus::Failed).await;
+    let link = format!("/console/runs/{run}/evidence/shoot/1/failure-1.png");
+    let page = get(addr, &format!("/console/runs/{run}"), Some(LEAD))
+        .await
+        .body;
+    assert!(page.contains(&format!("href=\"{link}\"")), "{page}");
+    let png = get(addr, &link, Some(LEAD)).await;
+    assert_eq!(png.status, StatusCode::OK, "{}", png.body);
+    assert_eq!(png.headers["content-type"], "image/png");
+    assert!(png.body.starts_with("\u{fffd}PNG"), "{:?}", png.body);
+    // A captured page is its source, as text: it never runs as this site.
+    let html = get(
+        addr,
+        &format!("/console/runs/{run}/evidence/shoot/1/failure-1.html"),
+        Some(LEAD),
+    )
+    .await;
+    assert_eq!(html.status, StatusCode::OK);
+    assert_eq!(html.headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(html.headers["x-content-type-options"], "nosniff");
+    // Evidence shows payloads: a viewer without `payloads` gets none, nor its link; who
+    // may not see the run gets a missing run.
+    let viewer = get(addr, &link, Some(VIEWER)).await;
+    assert_eq!(outcome(&viewer), (403, "forbidden".into()));
+    let viewer_page = get(addr, &format!("/console/runs/{run}"), Some(VIEWER))
+        .await
+        .body;
+    assert!(!viewer_page.contains("/evidence/"), "{viewer_page}");
+    let outsider = get(addr, &link, Some(OUTSIDER)).await;
+    assert_eq!(outsider.status, StatusCode::NOT_FOUND);
+    // Only the layout's files: no other step, no way out of the attempt's directory.
+    std::fs::write(dir.join("secret.png"), b"secret").unwrap();
+    for path in [
+        format!("/console/runs/{run}/evidence/other/1/failure-1.png"),
+        format!("/console/runs/{run}/evidence/shoot/2/failure-1.png"),
+        format!("/console/runs/{run}/evidence/shoot/x/failure-1.png"),
+        format!("/console/runs/{run}/evidence/shoot/1/..%2F..%2F..%2Fsecret.png"),
+        format!("/console/runs/{run}/evidence/shoot/1/notes.txt"),
+    ] {
+        let answer = get(addr, &path, Some(LEAD)).await;
+        assert_eq!(outcome(&answer), (404, "no_evidence".into()), "{path}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -246,6 +246,19 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 format!("/console/runs/{failed}/restart"),
                 [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
             ),
+            // Evidence shows payloads; this server serves none, which only those who may
+            // see them learn.
+            (
+                format!("/console/runs/{a}/evidence/classify/1/failure-1.png"),
+                [
+                    UNAUTH,
+                    HIDDEN,
+                    (404, "no_evidence"),
+                    FORBIDDEN,
+                    (404, "no_evidence"),
+                    HIDDEN,
+                ],
+            ),
             // A finished run's live stream says `end` at once and closes.
             (
                 format!("/console/runs/{failed}/live"),

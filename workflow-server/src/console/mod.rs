@@ -10,6 +10,7 @@
 //! | `GET /console/runs/bulk?action=cancel\|retry&...` | what a bulk cancel or dead-letter retry of the filtered runs would do: how many runs, which | as the runs page; only the runs the caller may cancel or retry |
 //! | `POST /console/runs/bulk` | carries it out, run by run, through the engine (CSRF token) | `operator` |
 //! | `GET /console/runs/{run}` | the run on its spec's diagram, each step's state, attempts, duration, errors, task and decisions; timeline; journal (paged); parent and children; tick; waits; trace link | who may view the run; payloads with `payloads` |
+//! | `GET /console/runs/{run}/evidence/{step}/{attempt}/{file}` | a failed browser step's screenshot (PNG) or page (HTML, as text), from [`Server::evidence_dir`](crate::Server::evidence_dir) | who may see the run's payloads |
 //! | `GET /console/runs/{run}/live` | Server-Sent Events: `change` when its journal grows, `end` when it finished | who may view the run |
 //! | `GET`/`POST /console/runs/{run}/cancel` | asks, then cancels | `operator` |
 //! | `GET`/`POST /console/runs/{run}/retry` | asks, then retries a failed run | `operator` |
@@ -29,12 +30,14 @@
 //! commit shows within a second.
 
 mod bulk;
+mod evidence;
 mod flow;
 mod pages;
 mod run;
 mod runs;
 mod states;
 
+pub use evidence::MAX_EVIDENCE;
 pub use flow::RUNNING;
 pub use run::JOURNAL_PAGE;
 pub use runs::{COUNTED, PAGE};
@@ -77,6 +80,10 @@ pub(crate) fn routes() -> Router<Shared> {
         )
         .route("/console/runs/{run}", get(run::page))
         .route("/console/runs/{run}/live", get(run::live))
+        .route(
+            "/console/runs/{run}/evidence/{step}/{attempt}/{file}",
+            get(evidence::serve),
+        )
         .route(
             "/console/runs/{run}/cancel",
             get(run::ask_cancel).post(run::cancel),

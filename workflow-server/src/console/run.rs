@@ -121,18 +121,12 @@ pub(super) async fn page(
     let Query(query) = query.map_err(|r| fail(ApiError::bad_request(r.body_text())))?;
     let loaded = app.view_run(&caller, run).await.map_err(&fail)?;
     let workflow = loaded.record.workflow.clone();
-    let may = |action| {
-        let app = app.clone();
-        let caller = caller.clone();
-        let workflow = workflow.clone();
-        async move { app.allows(&caller, action, &workflow, false).await }
-    };
-    let cancel =
-        loaded.record.status == RunStatus::Running && may(Action::Cancel).await.map_err(&fail)?;
-    let retry =
-        loaded.record.status == RunStatus::Failed && may(Action::Retry).await.map_err(&fail)?;
-    let restart =
-        loaded.record.status != RunStatus::Running && may(Action::Start).await.map_err(&fail)?;
+    // What the page offers; the routes behind the buttons ask the policy again.
+    let status = loaded.record.status;
+    let may = |action| app.allows(&caller, action, &workflow, false);
+    let cancel = status == RunStatus::Running && may(Action::Cancel).await.map_err(&fail)?;
+    let retry = status == RunStatus::Failed && may(Action::Retry).await.map_err(&fail)?;
+    let restart = status != RunStatus::Running && may(Action::Start).await.map_err(&fail)?;
     let actions = Actions {
         cancel,
         retry,
@@ -365,7 +359,15 @@ fn render(
                                                         @let found = evidence(message);
                                                         @if !found.is_empty() {
                                                             ul class="evidence" {
-                                                                @for path in found { li { "Evidence: " code { (path) } } }
+                                                                @for path in found {
+                                                                    li {
+                                                                        "Evidence: "
+                                                                        @match super::evidence::link(app, run, &step.id, attempt.number, path) {
+                                                                            Some(href) => a href=(href) { code { (path) } },
+                                                                            None => code { (path) },
+                                                                        }
+                                                                    }
+                                                                }
                                                             }
                                                         }
                                                     }
