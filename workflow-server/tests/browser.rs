@@ -781,3 +781,121 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
         failing.join("\n")
     );
 }
+
+/// Where the evidence test's browser step saves its artifacts.
+static ARTIFACTS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// A one-pixel PNG, the "screenshot" the step leaves.
+const PIXEL: [u8; 69] = [
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xd0, 0xce, 0xd9, 0x00,
+    0x00, 0x02, 0x0d, 0x01, 0x48, 0x07, 0x9a, 0x3c, 0x74, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+mod shots {
+    use super::*;
+    use workflow_core::prelude::*;
+
+    /// Fails as a browser step does, saving a screenshot and the page's HTML first.
+    pub async fn shoot(_env: &Desk, ctx: &StepContext, ticket: Ticket) -> Result<(), StepError> {
+        let dir = ARTIFACTS
+            .get()
+            .expect("set by the test")
+            .join(ctx.run_id.to_string())
+            .join(ctx.step)
+            .join(format!("attempt-{}", ctx.attempt));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("failure-1.png");
+        let html = dir.join("failure-1.html");
+        std::fs::write(&png, PIXEL).unwrap();
+        std::fs::write(
+            &html,
+            format!(
+                "<html><body><script>document.title='ran'</script>{}</body></html>",
+                ticket.text
+            ),
+        )
+        .unwrap();
+        Err(StepError::permanent(format!(
+            "click: no element `#pay` [evidence: {}, {}]",
+            png.display(),
+            html.display()
+        )))
+    }
+}
+
+workflow_core::workflow! {
+    /// A browser step that fails, leaving its evidence.
+    pub workflow Shot(ticket: Ticket) env Desk {
+        step shoot -> () {
+            action: shots::shoot(env, ctx, ticket),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_failed_browser_steps_evidence() {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("browser").join("evidence");
+    let _ = std::fs::remove_dir_all(&dir);
+    ARTIFACTS.set(dir.clone()).unwrap();
+    let (engine, desk) = engine(false);
+    engine.register::<Shot>(desk.clone()).unwrap();
+    let router = server(&engine, standard()).evidence_dir(&dir).router();
+    let lead = serve_as(router, LEAD).await;
+    let run = engine
+        .start::<Shot>(ShotInput {
+            ticket: Ticket {
+                ticket_id: "T-7".into(),
+                text: "checkout".into(),
+            },
+        })
+        .await
+        .unwrap()
+        .id();
+    wait_for_status(&engine, run, RunStatus::Failed).await;
+    let axe = axe_source();
+
+    let browser = Browser::start().await;
+    browser
+        .open(&format!("http://{lead}/console/runs/{run}"))
+        .await;
+    assert!(browser.text("#row-shoot").await.contains("failed"));
+    let evidence = browser.text("#detail-shoot .evidence").await;
+    assert!(evidence.contains("failure-1.png"), "{evidence}");
+    browser.screenshot("console-run-evidence.png").await;
+    let violations = browser.violations(&axe).await;
+    assert!(violations.is_empty(), "{violations:?}");
+    // The screenshot opens as an image; the page's HTML as its text, not run.
+    browser
+        .click("#detail-shoot .evidence a[href$='.png']")
+        .await;
+    browser
+        .wait_until("the screenshot", async |b: &Browser| {
+            b.execute("return document.images.length ? document.images[0].naturalWidth : 0;")
+                .await
+                == 1
+        })
+        .await;
+    browser
+        .open(&format!("http://{lead}/console/runs/{run}"))
+        .await;
+    browser
+        .click("#detail-shoot .evidence a[href$='.html']")
+        .await;
+    browser
+        .wait_until("the page's source", async |b: &Browser| {
+            b.execute("return document.body ? document.body.innerText : '';")
+                .await
+                .as_str()
+                .is_some_and(|text| text.contains("<script>document.title='ran'</script>"))
+        })
+        .await;
+    assert_ne!(browser.title().await, "ran");
+    browser.quit().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
