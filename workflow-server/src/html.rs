@@ -36,7 +36,7 @@ button.reject{background:#fff;color:#9b2c2c;border:2px solid #9b2c2c;border-radi
 form.delegate{margin-top:.8rem;padding-top:.6rem;border-top:1px dashed #cbd5e0}\
 body{max-width:80rem}header nav a{margin-right:1rem}form.inline{display:inline-block;margin-right:.5rem}\
 .filter label{margin-right:.4rem}.counts a{margin-right:1rem}ul.plain{margin:0;padding-left:1rem}\
-figure#diagram{margin:1rem 0}figure#diagram svg{max-width:100%;height:auto}td>a,time{white-space:nowrap}.legend{font-size:.9rem}.legend .state{margin-right:.8rem}\
+figure#diagram{margin:1rem 0}figure#diagram svg{max-width:100%;height:auto}td>a,time{white-space:nowrap}.legend{font-size:.9rem;display:flex;flex-wrap:wrap;gap:.4rem .8rem}\
 .state{white-space:nowrap;padding:0 .3rem;border-radius:3px;border:1px solid #cbd5e0}\
 .cs-queued{background:#fff;border-style:dotted}.cs-not-started{background:#fff}\
 .cs-running{background:#bee3f8;border-color:#2b6cb0}.cs-retrying{background:#fefcbf;border:2px dashed #975a16}\

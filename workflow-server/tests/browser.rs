@@ -732,6 +732,13 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
         .await;
     assert_eq!(browser.execute("return window.stayed;").await, "yes");
     assert!(browser.text("#row-send_alert").await.contains("succeeded"));
+    // The rest of the page followed too: a finished run offers no cancel.
+    assert_eq!(
+        browser
+            .execute("return document.getElementById('cancel') === null;")
+            .await,
+        true
+    );
     browser.screenshot("console-run-live.png").await;
 
     // A bulk retry of the failed runs: the preview names them, the confirmation does it.

@@ -1,6 +1,7 @@
 // The console's one script. Pages work without it; on a run page it subscribes to the
-// run's Server-Sent Events and, when the journal changes, reloads the page's live part
-// (status, diagram, steps, waits) from the server, which renders it as it renders the page.
+// run's Server-Sent Events and, when the journal changes, fetches the page again and puts
+// its new content in place (status, diagram, steps, actions, journal), as the server
+// renders it; the page itself is not reloaded, so where one reads stays.
 "use strict";
 (function () {
   var live = document.getElementById("live");
@@ -23,8 +24,8 @@
     fetch(window.location.href, { credentials: "same-origin" })
       .then(function (answer) { return answer.text(); })
       .then(function (text) {
-        var next = new DOMParser().parseFromString(text, "text/html").getElementById("live");
-        var now = document.getElementById("live");
+        var next = new DOMParser().parseFromString(text, "text/html").querySelector("main");
+        var now = document.querySelector("main");
         if (next && now) {
           now.replaceWith(next);
         }
