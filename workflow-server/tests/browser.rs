@@ -695,14 +695,39 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
         ],
         "{focused:?}"
     );
-    for page in ["dead-letters", "schedules", "flow", "workers"] {
+    let ask = format!("runs/{}/retry", broken[0]);
+    for page in ["dead-letters", "schedules", "flow", "workers", ask.as_str()] {
         browser.open(&format!("http://{lead}/console/{page}")).await;
-        browser.screenshot(&format!("console-{page}.png")).await;
+        browser
+            .screenshot(&format!("console-{}.png", page.replace('/', "-")))
+            .await;
         accessibility.push((page, browser.violations(&axe).await));
     }
 
     // The waiting run's page, then its live update when the lead decides elsewhere: the
     // page is not reloaded (a mark set on it stays), its live part is.
+    // The inbox and its run page, a card's question, in the same shell and the same check.
+    browser.open(&format!("http://{lead}/inbox")).await;
+    browser
+        .find(&format!("#task-{waiting}-approve_alert"))
+        .await;
+    accessibility.push(("inbox", browser.violations(&axe).await));
+    browser
+        .click(&format!(
+            "#task-{waiting}-approve_alert button[value=reject]"
+        ))
+        .await;
+    browser
+        .wait_until("the question", async |b: &Browser| {
+            b.title().await.starts_with("Reject ")
+        })
+        .await;
+    accessibility.push(("inbox question", browser.violations(&axe).await));
+    browser
+        .open(&format!("http://{lead}/inbox/runs/{waiting}"))
+        .await;
+    accessibility.push(("inbox run", browser.violations(&axe).await));
+
     browser
         .open(&format!("http://{lead}/console/runs/{waiting}"))
         .await;
