@@ -272,6 +272,8 @@ async fn every_route_answers_each_caller_by_the_policy() {
             ),
             ("/console/flow".into(), [UNAUTH, OK, OK, OK, OK, OK]),
             ("/console/workers".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            // `/console` sends everyone to the runs page, which then asks who they are.
+            ("/console".into(), [(303, ""); 6]),
             // The script is static and names nothing; it answers everyone.
             ("/console/static/console.js".into(), [OK; 6]),
             (
