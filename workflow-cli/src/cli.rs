@@ -91,9 +91,11 @@ pub enum Command {
     #[command(subcommand)]
     Schedules(SchedulesCommand),
 
-    /// Serve the JSON API and the approval inbox over HTTP for the store.
+    /// Serve the JSON API, the console and the approval inbox over HTTP for the store.
     ///
-    /// Runs, run pages with their diagrams, open tasks, decisions (left in the run's inbox
+    /// The console (`/console`) shows runs, each on its diagram with live step states,
+    /// dead letters, schedules, flow control and workers, and cancels, retries and
+    /// restarts runs behind a confirmation. Runs, open tasks, decisions (left in the run's inbox
     /// for the engine that drives it, which admits the approver with its authorizer),
     /// cancellations, dead letters, and starting runs: `POST /api/runs` queues a run on
     /// the newest version of the workflow a worker recorded in the store, its inputs
