@@ -695,11 +695,31 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
         ],
         "{focused:?}"
     );
+    engine
+        .schedules()
+        .create(
+            "nightly-report",
+            "Nightly",
+            workflow_core::schedule::Schedule::new("0 0 * * *"),
+        )
+        .await
+        .unwrap();
     let ask = format!("runs/{}/retry", broken[0]);
-    for page in ["dead-letters", "schedules", "flow", "workers", ask.as_str()] {
+    let backfill = "schedules/nightly-report/backfill?from=2026-01-01&to=2026-01-02";
+    for page in [
+        "dead-letters",
+        "schedules",
+        "flow",
+        "workers",
+        ask.as_str(),
+        backfill,
+    ] {
         browser.open(&format!("http://{lead}/console/{page}")).await;
         browser
-            .screenshot(&format!("console-{}.png", page.replace('/', "-")))
+            .screenshot(&format!(
+                "console-{}.png",
+                page.split('?').next().unwrap_or(page).replace('/', "-")
+            ))
             .await;
         accessibility.push((page, browser.violations(&axe).await));
     }
