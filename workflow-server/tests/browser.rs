@@ -7,7 +7,9 @@
 //! is served on two ports, each setting `X-Forwarded-User` for whoever connects there.
 //!
 //! Without chromedriver the test installs Debian's packages when it runs as root with
-//! apt-get (as `.ci/run` does before it), and otherwise fails (it does not skip).
+//! apt-get (as `.ci/run` does before it), and otherwise fails (it does not skip). The
+//! console's pages are checked with axe-core, which the test installs from the npm
+//! registry (and npm from Debian's packages, the same way, when it is missing).
 
 mod common;
 
@@ -537,7 +539,36 @@ async fn a_page_on_another_origin_changes_nothing() {
     )));
 }
 
-/// axe-core's script, installed from the npm registry into the target directory once.
+/// Installs Debian's `npm` when this runs as root on a machine with apt-get and has no
+/// npm, as [`install_chromium`] does for the browser.
+fn install_npm() {
+    let found = std::process::Command::new("npm")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    if found || !root || !std::path::Path::new("/usr/bin/apt-get").is_file() {
+        return;
+    }
+    eprintln!("browser test: installing npm with apt-get");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("apt-get update -qq && apt-get install -y -qq npm")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status();
+    if !status.as_ref().is_ok_and(|status| status.success()) {
+        eprintln!("browser test: apt-get could not install npm ({status:?})");
+    }
+}
+
+/// axe-core's script, installed from the npm registry into the target directory once
+/// (with npm itself from Debian's packages when it is missing and this may install it).
 fn axe_source() -> String {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -545,6 +576,7 @@ fn axe_source() -> String {
     let dir = target.join("axe");
     let script = dir.join("node_modules/axe-core/axe.min.js");
     if !script.is_file() {
+        install_npm();
         std::fs::create_dir_all(&dir).unwrap();
         let status = std::process::Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
