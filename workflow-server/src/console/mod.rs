@@ -2,7 +2,8 @@
 //! permission policy, security headers and CSRF rules as the API and the inbox (which is
 //! one of its pages). Every page works without JavaScript; one small static script
 //! (`/console/static/console.js`, allowed by `script-src 'self'`, no inline script)
-//! reloads a running run's live part when the run's journal changes.
+//! brings a running run's page up to date when the run's journal changes, without
+//! reloading it. `GET /console` sends everyone to the runs page.
 //!
 //! | Method and path | Shows or does | Who |
 //! |---|---|---|
@@ -11,7 +12,8 @@
 //! | `POST /console/runs/bulk` | carries it out, run by run, through the engine (CSRF token) | `operator` |
 //! | `GET /console/runs/{run}` | the run on its spec's diagram, each step's state, attempts, duration, errors, task and decisions; timeline; journal (paged); parent and children; tick; waits; trace link | who may view the run; payloads with `payloads` |
 //! | `GET /console/runs/{run}/evidence/{step}/{attempt}/{file}` | a failed browser step's screenshot (PNG) or page (HTML, as text), from [`Server::evidence_dir`](crate::Server::evidence_dir) | who may see the run's payloads |
-//! | `GET /console/runs/{run}/live` | Server-Sent Events: `change` when its journal grows, `end` when it finished | who may view the run |
+//! | `GET /console/runs/{run}/live?seen=` | Server-Sent Events: `change` when its journal grows past `seen` entries, `end` when it finished | who may view the run |
+//! | `GET /console/static/console.js` | the script | everyone |
 //! | `GET`/`POST /console/runs/{run}/cancel` | asks, then cancels | `operator` |
 //! | `GET`/`POST /console/runs/{run}/retry` | asks, then retries a failed run | `operator` |
 //! | `GET`/`POST /console/runs/{run}/restart` | asks, then starts a new run of the workflow with the run's inputs | who may view the run and start its workflow (`operator`) |
