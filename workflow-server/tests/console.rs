@@ -1073,3 +1073,43 @@ async fn a_failed_browser_steps_evidence_is_linked_and_served_to_who_may_see_pay
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_past_the_newest_thousand_say_so() {
+    let (engine, _desk) = engine(false);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let counted = workflow_server::console::COUNTED;
+    let mut last = None;
+    for n in 0..=counted as u64 {
+        let tick = workflow_core::Tick {
+            schedule: "nightly-report".into(),
+            scheduled: n,
+            fired: n,
+        };
+        let run = engine
+            .start::<Nightly>(NightlyInput { tick })
+            .await
+            .unwrap()
+            .id();
+        last = Some(run);
+    }
+    wait_for_status(&engine, last.unwrap(), RunStatus::Completed).await;
+    let page = get(addr, "/console/runs", Some(LEAD)).await.body;
+    let counts = &page[page.find("id=\"counts\"").unwrap()..];
+    let counts = &counts[..counts.find("</nav>").unwrap()];
+    assert!(counts.contains("id=\"sampled\""), "{counts}");
+    assert!(
+        counts.contains(&format!("of the newest {counted} runs")),
+        "{counts}"
+    );
+    let n = &counts[counts.find("count-completed").unwrap()..];
+    let n = &n[n.find("class=\"n\">").unwrap() + 10..];
+    let n: usize = n[..n.find('<').unwrap()].parse().unwrap();
+    // The newest thousand, of which the last may still be finishing.
+    assert!(n == counted || n == counted - 1, "{counts}");
+    // A filter that matches fewer is counted exactly, and says nothing more.
+    let few = get(addr, "/console/runs?workflow=Triage", Some(LEAD))
+        .await
+        .body;
+    assert!(!few.contains("id=\"sampled\""), "{few}");
+}

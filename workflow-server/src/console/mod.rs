@@ -7,7 +7,7 @@
 //!
 //! | Method and path | Shows or does | Who |
 //! |---|---|---|
-//! | `GET /console/runs?workflow=&status=&from=&to=&where=&before=` | runs filtered by workflow, status, creation time (UTC, `2026-07-18` or `2026-07-18T05:10`) and search keys (`where=`, as the API), newest first, paged by cursor, with counts per status | anyone signed in: the runs they may view |
+//! | `GET /console/runs?workflow=&status=&from=&to=&where=&before=` | runs filtered by workflow, status, creation time (UTC, `2026-07-18` or `2026-07-18T05:10`) and search keys (`where=`, as the API), newest first, paged by cursor, with counts per status (of the newest [`COUNTED`] that match) | anyone signed in: the runs they may view |
 //! | `GET /console/runs/bulk?action=cancel\|retry&...` | what a bulk cancel or dead-letter retry of the filtered runs would do: how many runs, which | as the runs page; only the runs the caller may cancel or retry |
 //! | `POST /console/runs/bulk` | carries it out, run by run, through the engine (CSRF token) | `operator` |
 //! | `GET /console/runs/{run}` | the run on its spec's diagram, each step's state, attempts, duration, errors, task and decisions; timeline; journal (paged); parent and children; tick; waits; trace link | who may view the run; payloads with `payloads` |

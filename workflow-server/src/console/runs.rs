@@ -18,7 +18,7 @@ use crate::{App, Shared};
 /// The runs one page of the console lists.
 pub const PAGE: usize = 50;
 
-/// How far the counts per status count (past it a count reads `1000+`).
+/// How many of the newest matching runs the counts per status count.
 pub const COUNTED: usize = 1000;
 
 /// How many pages of the store one page of the console reads at most to fill itself with
@@ -205,22 +205,25 @@ pub(crate) async fn scan(
     Ok((runs, cursor))
 }
 
-/// How many runs of each status the filter admits that `caller` may see (up to
-/// [`COUNTED`] each).
+/// How many runs of each status the filter admits that `caller` may see, among the
+/// newest [`COUNTED`] of them (one read, newest first, which every store answers from its
+/// order of runs); and whether more runs match than were counted.
 async fn counts(
     app: &App,
     caller: &Caller,
     filter: &Filter,
-) -> Result<Vec<(RunStatus, usize)>, ApiError> {
-    // One read per status, all at once: a store answers them side by side.
-    let reads = STATUSES.map(|status| async move {
-        let (runs, _) = scan(app, caller, filter, Some(status), None, COUNTED + 1, None).await?;
-        Ok::<_, ApiError>((status, runs.len()))
-    });
-    futures_util::future::join_all(reads)
-        .await
-        .into_iter()
-        .collect()
+) -> Result<(Vec<(RunStatus, usize)>, bool), ApiError> {
+    let (runs, _) = scan(app, caller, filter, None, None, COUNTED + 1, None).await?;
+    let more = runs.len() > COUNTED;
+    let counted = &runs[..runs.len().min(COUNTED)];
+    let counts = STATUSES
+        .iter()
+        .map(|status| {
+            let n = counted.iter().filter(|(r, _)| r.status == *status).count();
+            (*status, n)
+        })
+        .collect();
+    Ok((counts, more))
 }
 
 /// A status with its symbol, so it does not read by colour alone.
@@ -279,14 +282,14 @@ pub(super) async fn list(
         ),
         None => None,
     };
-    // The page and the counts, read side by side.
+    // The page and the counts, read side by side (where the store reads in parallel).
     let (page, counts) = futures_util::future::join(
         scan(&app, &caller, &filter, filter.status, before, PAGE, None),
         counts(&app, &caller, &filter),
     )
     .await;
     let (runs, next) = page.map_err(&fail)?;
-    let counts = counts.map_err(&fail)?;
+    let (counts, sampled) = counts.map_err(&fail)?;
     let base = &app.base;
     let any_status = filter.query(Some(""));
     let body = html! {
@@ -324,8 +327,12 @@ pub(super) async fn list(
                 a href={ (base) "/console/runs?" (filter.query(Some(status.as_str())).trim_start_matches('&')) }
                     class={ "count-" (status.as_str()) } {
                     (status_badge(*status)) " "
-                    span class="n" { (count.min(&COUNTED)) @if *count > COUNTED { "+" } }
+                    span class="n" { (count) }
                 }
+            }
+            @if sampled {
+                " "
+                span class="meta" id="sampled" { "(of the newest " (COUNTED) " runs that match)" }
             }
         }
         @if runs.is_empty() {
