@@ -32,8 +32,10 @@
 //! commit shows within a second.
 
 mod bulk;
+mod change;
 mod evidence;
 mod flow;
+mod live;
 mod pages;
 mod run;
 mod runs;
@@ -81,22 +83,22 @@ pub(crate) fn routes() -> Router<Shared> {
             get(bulk::preview).post(bulk::carry_out),
         )
         .route("/console/runs/{run}", get(run::page))
-        .route("/console/runs/{run}/live", get(run::live))
+        .route("/console/runs/{run}/live", get(live::live))
         .route(
             "/console/runs/{run}/evidence/{step}/{attempt}/{file}",
             get(evidence::serve),
         )
         .route(
             "/console/runs/{run}/cancel",
-            get(run::ask_cancel).post(run::cancel),
+            get(change::ask_cancel).post(change::cancel),
         )
         .route(
             "/console/runs/{run}/retry",
-            get(run::ask_retry).post(run::retry),
+            get(change::ask_retry).post(change::retry),
         )
         .route(
             "/console/runs/{run}/restart",
-            get(run::ask_restart).post(run::restart),
+            get(change::ask_restart).post(change::restart),
         )
         .route("/console/dead-letters", get(pages::dead_letters))
         .route("/console/schedules", get(pages::schedules))

@@ -1,31 +1,26 @@
 //! `GET /console/runs/{run}`: one run on its spec's diagram, each step's state (by colour,
 //! outline, symbol and words), attempts, duration, errors, tasks and decisions; the
 //! attempts over time; the journal, paged; parent and children; the schedule's tick;
-//! what it waits for; its trace; cancel and retry behind a confirmation. Its live part
-//! follows `GET /console/runs/{run}/live`, a stream of Server-Sent Events.
+//! what it waits for; its trace; cancel, retry and restart (`change`) behind a
+//! confirmation. A running run's page follows `GET /console/runs/{run}/live` (`live`).
 
-use std::convert::Infallible;
-
-use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{Html as HtmlBody, IntoResponse, Redirect, Response};
-use axum::Form;
+use axum::response::{Html as HtmlBody, IntoResponse, Response};
 use maud::{html, Markup, PreEscaped};
 use serde_json::Value;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::StepKind;
-use workflow_core::store::{RunStatus, Store};
-use workflow_core::{RunId, StartOptions};
+use workflow_core::store::RunStatus;
+use workflow_core::RunId;
 
+use super::failing;
 use super::runs::{status_badge, time};
 use super::states::{diagram, duration, shown, span, Shown};
-use super::{check_csrf, failing, first, MAX_FORM, POLL};
 use crate::error::ApiError;
 use crate::html::value;
 use crate::inbox::{query_escape, PageCaller, PageError};
-use crate::permissions::{Action, Caller};
+use crate::permissions::Action;
 use crate::view::{parse_run, Loaded, REDACTED};
 use crate::{App, Shared};
 
@@ -478,258 +473,6 @@ fn gantt(loaded: &Loaded, now: Timestamp) -> Markup {
             text x="740" y=(height - 4) text-anchor="end" { (duration(end - start)) }
         }
     }
-}
-
-#[derive(Debug, serde::Deserialize)]
-pub(super) struct LiveQuery {
-    seen: Option<usize>,
-}
-
-/// What a live stream last saw of its run.
-struct Watch {
-    store: std::sync::Arc<dyn Store>,
-    run: RunId,
-    seen: usize,
-    ended: bool,
-}
-
-pub(super) async fn live(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-    query: Result<Query<LiveQuery>, QueryRejection>,
-) -> Result<Response, PageError> {
-    let who = caller.identity();
-    let fail = failing(&app, who);
-    let run = parse_run(&run).map_err(&fail)?;
-    let seen = app.visible_run(&caller, run).await.map_err(&fail)?;
-    let known = query.ok().and_then(|Query(q)| q.seen);
-    let watch = Watch {
-        store: app.engine.store().clone(),
-        run,
-        seen: known.unwrap_or(seen.stored.events.len()),
-        ended: false,
-    };
-    let stream = futures_util::stream::unfold(watch, |mut watch| async move {
-        if watch.ended {
-            return None;
-        }
-        loop {
-            let stored = match watch.store.load(watch.run).await {
-                Ok(Some(stored)) => stored,
-                Ok(None) => return None,
-                Err(error) => {
-                    tracing::debug!(run = %watch.run, %error, "live page: store unavailable");
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-            };
-            let count = stored.events.len();
-            if stored.record.status != RunStatus::Running {
-                watch.ended = true;
-                let event = SseEvent::default().event("end").data(count.to_string());
-                return Some((Ok::<_, Infallible>(event), watch));
-            }
-            if count != watch.seen {
-                watch.seen = count;
-                let event = SseEvent::default().event("change").data(count.to_string());
-                return Some((Ok(event), watch));
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    });
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
-}
-
-/// What a confirmation asks and does.
-#[derive(Debug, Clone, Copy)]
-enum Change {
-    Cancel,
-    Retry,
-    /// A new run of the same workflow with the same inputs.
-    Restart,
-}
-
-impl Change {
-    fn action(self) -> Action {
-        match self {
-            Change::Cancel => Action::Cancel,
-            Change::Retry => Action::Retry,
-            Change::Restart => Action::Start,
-        }
-    }
-}
-
-async fn ask(
-    app: Shared,
-    caller: Caller,
-    run: String,
-    change: Change,
-) -> Result<Response, PageError> {
-    let who = caller.identity();
-    let fail = failing(&app, who);
-    let run = parse_run(&run).map_err(&fail)?;
-    let seen = app
-        .permitted_run(&caller, run, change.action())
-        .await
-        .map_err(&fail)?;
-    let record = &seen.stored.record;
-    let (title, what, yes, path) = match change {
-        Change::Cancel => (
-            format!("Cancel {run} of {}?", record.workflow),
-            "It stops where it is: no new step starts, and the compensations of its finished steps run.",
-            "Yes, cancel it",
-            "cancel",
-        ),
-        Change::Retry => (
-            format!("Retry {run} of {}?", record.workflow),
-            "It runs again from its failed steps; the steps that succeeded keep their outputs.",
-            "Yes, retry it",
-            "retry",
-        ),
-        Change::Restart => (
-            format!("Restart {run} of {}?", record.workflow),
-            "A new run of the workflow starts with the same inputs, from its first step; this run stays as it is.",
-            "Yes, start a new run",
-            "restart",
-        ),
-    };
-    let base = &app.base;
-    let body = html! {
-        p id="what" { (what) }
-        p class="meta" { "Status now: " (status_badge(record.status)) }
-        form method="post" action={ (base) "/console/runs/" (run) "/" (path) } id="confirm" {
-            input type="hidden" name="csrf" value=(app.csrf.token(who));
-            button type="submit" id="yes" class="reject" { (yes) }
-            " "
-            a href={ (base) "/console/runs/" (run) } { "No, go back" }
-        }
-    };
-    let html = crate::html::shell(&title, Some(who.name()), base, body, false);
-    Ok(HtmlBody(html).into_response())
-}
-
-async fn act(
-    app: Shared,
-    caller: Caller,
-    run: String,
-    form: Result<Form<Vec<(String, String)>>, FormRejection>,
-    change: Change,
-) -> Result<Response, PageError> {
-    let who = caller.identity();
-    let fail = failing(&app, who);
-    let run = parse_run(&run).map_err(&fail)?;
-    let Form(pairs) = form.map_err(|rejection| {
-        fail(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(MAX_FORM)
-        } else {
-            ApiError::bad_request(rejection.body_text())
-        })
-    })?;
-    check_csrf(&app, who, first(&pairs, "csrf")).map_err(&fail)?;
-    let seen = app
-        .permitted_run(&caller, run, change.action())
-        .await
-        .map_err(&fail)?;
-    let done = match change {
-        Change::Cancel => {
-            app.engine
-                .cancel(run, who.name())
-                .await
-                .map_err(|e| fail(e.into()))?;
-            "cancelled"
-        }
-        Change::Retry => {
-            app.engine
-                .retry_dead_letter(run, who.name())
-                .await
-                .map_err(|e| fail(e.into()))?;
-            "retried"
-        }
-        Change::Restart => {
-            let input = match seen.stored.events.first() {
-                Some(Event::RunStarted { input, .. }) => input.clone(),
-                _ => {
-                    return Err(fail(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "no_inputs",
-                        format!("{run}'s journal does not begin with its inputs"),
-                    )))
-                }
-            };
-            let workflow = &seen.stored.record.workflow;
-            let options = StartOptions {
-                initiator: Some(who.name().to_owned()),
-                ..StartOptions::default()
-            };
-            let started = if app.enqueue_starts {
-                app.engine.enqueue_json(workflow, input, options).await
-            } else {
-                app.engine.start_json(workflow, input, options).await
-            };
-            let (new, _) = started.map_err(|e| fail(e.into()))?;
-            tracing::info!(%run, %new, by = %who, "run restarted from the console");
-            return Ok(
-                Redirect::to(&format!("{}/console/runs/{new}?done=restarted", app.base))
-                    .into_response(),
-            );
-        }
-    };
-    tracing::info!(%run, by = %who, done, "run changed from the console");
-    Ok(Redirect::to(&format!("{}/console/runs/{run}?done={done}", app.base)).into_response())
-}
-
-pub(super) async fn ask_cancel(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-) -> Result<Response, PageError> {
-    ask(app, caller, run, Change::Cancel).await
-}
-
-pub(super) async fn ask_retry(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-) -> Result<Response, PageError> {
-    ask(app, caller, run, Change::Retry).await
-}
-
-pub(super) async fn ask_restart(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-) -> Result<Response, PageError> {
-    ask(app, caller, run, Change::Restart).await
-}
-
-pub(super) async fn restart(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-    form: Result<Form<Vec<(String, String)>>, FormRejection>,
-) -> Result<Response, PageError> {
-    act(app, caller, run, form, Change::Restart).await
-}
-
-pub(super) async fn cancel(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-    form: Result<Form<Vec<(String, String)>>, FormRejection>,
-) -> Result<Response, PageError> {
-    act(app, caller, run, form, Change::Cancel).await
-}
-
-pub(super) async fn retry(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-    Path(run): Path<String>,
-    form: Result<Form<Vec<(String, String)>>, FormRejection>,
-) -> Result<Response, PageError> {
-    act(app, caller, run, form, Change::Retry).await
 }
 
 #[cfg(test)]
