@@ -1,6 +1,6 @@
 //! The HTTP front door of typed workflows: verified webhook intake, a JSON API over the
-//! engine and an approval inbox in the browser, as an axum [`Router`] you mount in your own
-//! service.
+//! engine, and a console and an approval inbox in the browser, as an axum [`Router`] you
+//! mount in your own service.
 //!
 //! ```no_run
 //! # use workflow_core::prelude::*;
@@ -245,8 +245,10 @@ impl Server {
         self
     }
 
-    /// Whether the inbox shows a task's inputs and upstream outputs (default: whether the
-    /// engine logs payloads, [`Engine::logs_payloads`]); otherwise they are redacted.
+    /// Whether the inbox and the console show runs' inputs and outputs (a task's inputs and
+    /// upstream outputs, a run's inputs and its steps' outputs) to callers the policy lets
+    /// see them (default: whether the engine logs payloads, [`Engine::logs_payloads`]);
+    /// otherwise they are redacted.
     pub fn show_payloads(mut self, show: bool) -> Self {
         self.show_payloads = Some(show);
         self
