@@ -939,6 +939,21 @@ async fn a_backfill_shows_its_ticks_then_starts_them() {
         started.body
     );
     assert_eq!(nightly(engine.clone()).await, 3);
+    // Each run's page names the schedule and the tick that started it.
+    let first = engine
+        .runs(workflow_core::store::RunFilter {
+            workflow: Some("Nightly".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    let page = get(addr, &format!("/console/runs/{first}"), Some(OPERATOR))
+        .await
+        .body;
+    let tick = &page[page.find("id=\"tick\"").unwrap_or_else(|| panic!("{page}"))..];
+    assert!(tick.contains("<b>nightly-report</b>"), "{tick}");
+    assert!(tick.contains("2026-01-0"), "{tick}");
     // Again: each tick ran under its key already, so nothing new starts.
     post_form(
         addr,
