@@ -91,9 +91,11 @@ pub enum Command {
     #[command(subcommand)]
     Schedules(SchedulesCommand),
 
-    /// Serve the JSON API and the approval inbox over HTTP for the store.
+    /// Serve the JSON API, the console and the approval inbox over HTTP for the store.
     ///
-    /// Runs, run pages with their diagrams, open tasks, decisions (left in the run's inbox
+    /// The console (`/console`) shows runs, each on its diagram with live step states,
+    /// dead letters, schedules, flow control and workers, and cancels, retries and
+    /// restarts runs behind a confirmation. Runs, open tasks, decisions (left in the run's inbox
     /// for the engine that drives it, which admits the approver with its authorizer),
     /// cancellations, dead letters, and starting runs: `POST /api/runs` queues a run on
     /// the newest version of the workflow a worker recorded in the store, its inputs
@@ -154,6 +156,16 @@ pub struct ServeArgs {
     /// The path a proxy serves this under (`/workflow`), for the inbox's links.
     #[arg(long, value_name = "PATH", default_value = "")]
     pub base_path: String,
+
+    /// Link each run's trace id on the console's run page through this URL, `{trace_id}`
+    /// standing for the id (`https://grafana.example.com/explore?traceId={trace_id}`).
+    #[arg(long, value_name = "URL")]
+    pub trace_url: Option<String>,
+
+    /// Serve the evidence of failed browser steps (screenshots, pages' HTML) on the
+    /// console's run pages from this directory, the browser steps' artifacts directory.
+    #[arg(long, value_name = "DIR")]
+    pub evidence_dir: Option<PathBuf>,
 
     /// Also serve `GET /metrics` (Prometheus' text format) to callers with a role on
     /// every workflow (`viewer:*` or `operator:*`): runs by status, open tasks, dead

@@ -1,4 +1,4 @@
-//! `workflow serve`: `workflow-server`'s API and inbox over a store, with an intake-only
+//! `workflow serve`: `workflow-server`'s API, console and inbox over a store, with an intake-only
 //! engine that registers no workflow. It reads runs, tasks and dead letters from the store
 //! and leaves decisions and cancellations in the runs' inboxes for the engines that drive
 //! them; `POST /api/runs` queues runs for the workers (on the newest version of the
@@ -71,6 +71,17 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
         server = server.allowed_origin(origin);
     }
     server = server.permissions(roles);
+    if let Some(template) = &args.trace_url {
+        if !template.contains("{trace_id}") {
+            return Err(CliError::new(format!(
+                "--trace-url `{template}` has no `{{trace_id}}` to put the trace id in"
+            )));
+        }
+        server = server.trace_url(template);
+    }
+    if let Some(dir) = &args.evidence_dir {
+        server = server.evidence_dir(dir);
+    }
     if args.metrics {
         let handle = workflow_server::metrics::install_recorder()
             .map_err(|error| CliError::new(error.to_string()))?;
@@ -90,8 +101,9 @@ pub async fn run(store: Box<dyn Store>, args: &ServeArgs) -> Result<String> {
     };
     // One line: whoever reads it may close the pipe after it.
     eprintln!(
-        "serving the API on http://{address}{base}/api/runs and the inbox on \
-         http://{address}{base}/inbox (people signed in by {who}){metrics}"
+        "serving the API on http://{address}{base}/api/runs, the console on \
+         http://{address}{base}/console and the inbox on http://{address}{base}/inbox \
+         (people signed in by {who}){metrics}"
     );
     // SIGTERM or Ctrl-C: readiness says `draining`, then the requests in flight finish.
     server

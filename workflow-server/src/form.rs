@@ -6,45 +6,40 @@ use serde_json::Value;
 use workflow_core::form::{self, FieldKind, FormField};
 
 use crate::error::ApiError;
-use crate::html::{escape, words, Html};
+use maud::{html, Markup};
+
+use crate::html::words;
 
 /// The prefix of a form field's input name: `field.amount_cents`.
 pub(crate) const PREFIX: &str = "field.";
 
 /// The inputs of `fields`, one labelled input each: text, a number within the type's
 /// range, a checkbox, or a choice.
-pub(crate) fn render(body: &mut Html, fields: &[FormField]) {
-    for field in fields {
-        let name = escape(&format!("{PREFIX}{}", field.name));
-        let required = if field.required { " required" } else { "" };
-        body.raw("<label>").text(&words(field.name));
-        match &field.kind {
-            FieldKind::Text => {
-                body.raw(&format!("<input name=\"{name}\"{required}>"));
-            }
-            FieldKind::Integer { min, max } => {
-                body.raw(&format!(
-                    "<input type=\"number\" name=\"{name}\" min=\"{min}\" max=\"{max}\" step=\"1\"{required}>"
-                ));
-            }
-            FieldKind::Bool => {
-                body.raw(&format!(
-                    "<input type=\"checkbox\" name=\"{name}\" value=\"true\">"
-                ));
-            }
-            FieldKind::Choice { choices } => {
-                body.raw(&format!("<select name=\"{name}\"{required}>"));
-                if !field.required {
-                    body.raw("<option value=\"\"></option>");
+pub(crate) fn render(fields: &[FormField]) -> Markup {
+    html! {
+        @for field in fields {
+            @let name = format!("{PREFIX}{}", field.name);
+            label {
+                (words(field.name))
+                @match &field.kind {
+                    FieldKind::Text => input name=(name) required[field.required];,
+                    FieldKind::Integer { min, max } => {
+                        input type="number" name=(name) min=(min) max=(max) step="1" required[field.required];
+                    }
+                    FieldKind::Bool => input type="checkbox" name=(name) value="true";,
+                    FieldKind::Choice { choices } => {
+                        select name=(name) required[field.required] {
+                            @if !field.required {
+                                option value="" {}
+                            }
+                            @for choice in choices {
+                                option value=(choice) { (choice) }
+                            }
+                        }
+                    }
                 }
-                for choice in choices {
-                    let choice = escape(choice);
-                    body.raw(&format!("<option value=\"{choice}\">{choice}</option>"));
-                }
-                body.raw("</select>");
             }
         }
-        body.raw("</label>");
     }
 }
 

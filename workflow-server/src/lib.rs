@@ -1,6 +1,6 @@
 //! The HTTP front door of typed workflows: verified webhook intake, a JSON API over the
-//! engine and an approval inbox in the browser, as an axum [`Router`] you mount in your own
-//! service.
+//! engine, and a console and an approval inbox in the browser, as an axum [`Router`] you
+//! mount in your own service.
 //!
 //! ```no_run
 //! # use workflow_core::prelude::*;
@@ -34,6 +34,9 @@
 //!   diagrams; errors are [`ApiError`]s with stable codes.
 //! - [`schedules`]: `/api/schedules/...`: schedules with their next fire times; create,
 //!   pause, resume, trigger, backfill, delete; the ticks they missed.
+//! - [`console`]: `/console/...`: every run in the browser: runs filtered and paged with
+//!   bulk actions, a run on its spec's diagram with live step states, dead letters,
+//!   schedules, flow control and workers, as HTML (the inbox is one of its pages).
 //! - [`inbox`]: `/inbox/...`: the signed-in person's tasks and the run pages, as HTML.
 //! - [`links`]: `/links/...`: signed single-use decision links, for approvals by email.
 //! - [`auth`]: who is asking ([`Authenticator`]) and the forms' CSRF tokens.
@@ -55,6 +58,7 @@
 mod access;
 pub mod api;
 pub mod auth;
+pub mod console;
 mod error;
 mod form;
 pub mod headers;
@@ -131,6 +135,8 @@ pub struct Server {
     metrics: Option<metrics::PrometheusHandle>,
     links: Option<DecisionLinks>,
     enqueue_starts: Option<bool>,
+    trace_url: Option<String>,
+    evidence_dir: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Server {
@@ -158,6 +164,10 @@ pub(crate) struct App {
     pub(crate) links: Option<DecisionLinks>,
     /// Whether starts (the API's and webhooks') are queued for workers.
     pub(crate) enqueue_starts: bool,
+    /// The link of a trace id on the console's run pages: a URL with `{trace_id}`.
+    pub(crate) trace_url: Option<String>,
+    /// The browser steps' artifacts directory the console serves evidence from.
+    pub(crate) evidence_dir: Option<std::path::PathBuf>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -179,7 +189,28 @@ impl Server {
             metrics: None,
             links: None,
             enqueue_starts: None,
+            trace_url: None,
+            evidence_dir: None,
         }
+    }
+
+    /// Serves the evidence of failed browser steps (their screenshots and pages' HTML) on
+    /// the console's run pages from `dir`, the artifacts directory the steps' browser
+    /// writes to (`<dir>/run-<id>/<step>/attempt-<n>/`), to callers who may see the run's
+    /// payloads. Only files of that layout, named in a failed attempt's message, are
+    /// linked; a page's HTML is served as text, never rendered.
+    pub fn evidence_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.evidence_dir = Some(dir.into());
+        self
+    }
+
+    /// Links a run's trace id on the console's run page through `template`, a URL in which
+    /// `{trace_id}` stands for the id (32 hex digits), such as
+    /// `https://grafana.example.com/explore?traceId={trace_id}` or
+    /// `http://jaeger:16686/trace/{trace_id}`. Without one the id shows as text.
+    pub fn trace_url(mut self, template: &str) -> Self {
+        self.trace_url = Some(template.to_owned());
+        self
     }
 
     /// Serves signed decision links (`/links/{token}`, see [`links`]) made with `links`'
@@ -240,8 +271,10 @@ impl Server {
         self
     }
 
-    /// Whether the inbox shows a task's inputs and upstream outputs (default: whether the
-    /// engine logs payloads, [`Engine::logs_payloads`]); otherwise they are redacted.
+    /// Whether the inbox and the console show runs' inputs and outputs (a task's inputs and
+    /// upstream outputs, a run's inputs and its steps' outputs) to callers the policy lets
+    /// see them (default: whether the engine logs payloads, [`Engine::logs_payloads`]);
+    /// otherwise they are redacted.
     pub fn show_payloads(mut self, show: bool) -> Self {
         self.show_payloads = Some(show);
         self
@@ -307,7 +340,7 @@ impl Server {
             .await
     }
 
-    /// The router: the webhooks, `/api/...` and `/inbox/...`.
+    /// The router: the webhooks, `/api/...`, `/console/...` and `/inbox/...`.
     ///
     /// # Panics
     ///
@@ -337,10 +370,13 @@ impl Server {
             metrics: self.metrics,
             links: self.links,
             enqueue_starts,
+            trace_url: self.trace_url,
+            evidence_dir: self.evidence_dir,
         });
         let mut router = Router::new()
             .merge(api::routes())
             .merge(inbox::routes())
+            .merge(console::routes())
             .merge(metrics::routes())
             .merge(health::routes())
             .merge(links::routes())

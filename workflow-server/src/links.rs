@@ -29,6 +29,7 @@ use axum::Router;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64URL;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
+use maud::html;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use workflow_core::journal::{Event, Timestamp};
@@ -38,7 +39,7 @@ use workflow_core::{admin, Approval, DecisionOptions, RunId, TaskInfo};
 use crate::api::check_comment;
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::html::{page, words, Html};
+use crate::html::{page, time, words};
 use crate::inbox::MAX_FORM;
 use crate::permissions::{Action, Caller, Credential};
 use crate::present::{present, Presented};
@@ -292,16 +293,10 @@ async fn checked(
 }
 
 fn error_page(app: &App, error: &ApiError) -> Response {
-    let mut body = Html::new();
-    body.raw("<p class=\"error\" id=\"error\">")
-        .text(&format!(
-            "{} {}: {}",
-            error.status.as_u16(),
-            error.code,
-            error.message
-        ))
-        .raw("</p>");
-    let html = page("This link cannot decide", None, &app.base, &body.finish());
+    let body = html! {
+        p class="error" id="error" { (error.status.as_u16()) " " (error.code) ": " (error.message) }
+    };
+    let html = page("This link cannot decide", None, &app.base, body);
     no_store((error.status, HtmlBody(html)).into_response())
 }
 
@@ -319,44 +314,37 @@ async fn show(State(app): State<Shared>, Path(token): Path<String>) -> Response 
         Err(page) => return page,
     };
     let now = app.engine.now();
-    let mut body = Html::new();
-    body.raw("<section class=\"task\" id=\"task\"><p class=\"meta\">")
-        .text(&format!("{} · {} · due ", task.workflow, task.run));
-    body.time(now, task.deadline).raw("</p>");
-    if let Some(prompt) = &task.prompt {
-        body.element("p", prompt);
-    }
     let presented = presented(&app, &link).await;
-    if let Some(presented) = &presented {
-        body.raw("<table id=\"shown\">");
-        presented.shown_rows(&mut body);
-        presented.quorum_row(&mut body, "approvals");
-        body.raw("</table>");
-    }
-    body.raw("<p>Deciding as <b id=\"as\">")
-        .text(&link.by)
-        .raw("</b>, without signing in. This link works once.</p>");
-    body.raw(&format!(
-        "<form method=\"post\" action=\"{}/links/{}\">",
-        app.base,
-        crate::html::escape(&token)
-    ));
-    body.raw("<label>Comment <textarea name=\"comment\" maxlength=\"4096\"></textarea></label>");
     let buttons: &[(&str, &str)] = match link.verdict {
         LinkVerdict::Approve => &[("approve", "Approve")],
         LinkVerdict::Reject => &[("reject", "Reject")],
         LinkVerdict::Choose => &[("approve", "Approve"), ("reject", "Reject")],
     };
-    for (verdict, label) in buttons {
-        body.raw(&format!(
-            "<button name=\"verdict\" value=\"{verdict}\" id=\"{verdict}\">{label}</button>"
-        ));
-    }
-    body.raw("</form></section>");
+    let body = html! {
+        section class="task" id="task" {
+            p class="meta" { (task.workflow) " · " (task.run) " · due " (time(now, task.deadline)) }
+            @if let Some(prompt) = &task.prompt {
+                p { (prompt) }
+            }
+            @if let Some(presented) = &presented {
+                table id="shown" {
+                    (presented.shown_rows())
+                    (presented.quorum_row("approvals"))
+                }
+            }
+            p { "Deciding as " b id="as" { (link.by) } ", without signing in. This link works once." }
+            form method="post" action={ (app.base) "/links/" (token) } {
+                label { "Comment " textarea name="comment" maxlength="4096" {} }
+                @for (verdict, label) in buttons {
+                    button name="verdict" value=(verdict) id=(verdict) { (label) }
+                }
+            }
+        }
+    };
     let title = presented
         .and_then(|presented| presented.title)
         .unwrap_or_else(|| words(&task.step));
-    no_store(HtmlBody(page(&title, None, &app.base, &body.finish())).into_response())
+    no_store(HtmlBody(page(&title, None, &app.base, body)).into_response())
 }
 
 /// The link's task as a card shows it first (title, `show` values, approvals so far), its
@@ -450,15 +438,11 @@ async fn decide(
         return fail(error.into());
     }
     tracing::info!(run = %link.run, step = %link.step, by = %link.by, approved, "decided via link");
-    let mut body = Html::new();
-    body.raw("<p class=\"confirm\" id=\"decided\">")
-        .text(&format!(
-            "{} task `{}` of {} as {} via this link.",
-            if approved { "Approved" } else { "Rejected" },
-            link.step,
-            link.run,
-            link.by
-        ))
-        .raw("</p>");
-    no_store(HtmlBody(page("Decision recorded", None, &app.base, &body.finish())).into_response())
+    let body = html! {
+        p class="confirm" id="decided" {
+            (if approved { "Approved" } else { "Rejected" }) " task `" (link.step) "` of "
+            (link.run) " as " (link.by) " via this link."
+        }
+    };
+    no_store(HtmlBody(page("Decision recorded", None, &app.base, body)).into_response())
 }

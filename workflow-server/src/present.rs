@@ -1,12 +1,12 @@
 //! A human step's `title` and `show`, filled in from a run's journal: what the inbox's
 //! cards and `GET /api/tasks` show first.
 
+use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 use workflow_core::journal::Event;
 use workflow_core::machine::Machine;
 use workflow_core::spec::{title, HumanStep, Spec, StepKind};
 
-use crate::html::Html;
 use crate::view::REDACTED;
 
 /// What a task shows first: its title, the values it lists, and its quorum so far.
@@ -36,25 +36,30 @@ impl Presented {
         Some(quorum)
     }
 
-    /// A table row per `show` value (`-` when absent), into `body`.
-    pub(crate) fn shown_rows(&self, body: &mut Html) {
-        for (path, value) in &self.shown {
-            body.raw("<tr>").element("th", path).raw("<td>");
-            match value {
-                Some(value) => body.value(value),
-                None => body.text("-"),
-            };
-            body.raw("</td></tr>");
+    /// A table row per `show` value (`-` when absent).
+    pub(crate) fn shown_rows(&self) -> Markup {
+        html! {
+            @for (path, value) in &self.shown {
+                tr {
+                    th { (path) }
+                    td {
+                        @match value {
+                            Some(value) => (crate::html::value(value)),
+                            None => "-",
+                        }
+                    }
+                }
+            }
         }
     }
 
     /// The quorum's table row, with `id` on its cell, when the step needs more than one
     /// approval.
-    pub(crate) fn quorum_row(&self, body: &mut Html, id: &str) {
-        if let Some(quorum) = self.quorum() {
-            body.raw(&format!("<tr><th>Approvals</th><td id=\"{id}\">"))
-                .text(&quorum)
-                .raw("</td></tr>");
+    pub(crate) fn quorum_row(&self, id: &str) -> Markup {
+        html! {
+            @if let Some(quorum) = self.quorum() {
+                tr { th { "Approvals" } td id=(id) { (quorum) } }
+            }
         }
     }
 }

@@ -104,7 +104,11 @@ impl From<ScheduleApiError> for ApiError {
 impl App {
     /// Schedule `id`, if `caller` may see it (a viewer of its workflow); 404
     /// `unknown_schedule` otherwise, as for one that does not exist.
-    async fn visible_schedule(&self, caller: &Caller, id: &str) -> Result<ScheduleRow, ApiError> {
+    pub(crate) async fn visible_schedule(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<ScheduleRow, ApiError> {
         let row = match rows::get(&**self.engine.store(), id).await {
             Ok(row) => row,
             Err(RowError::Unknown(_)) => return Err(unknown_schedule(id)),
@@ -122,7 +126,7 @@ impl App {
 
     /// Schedule `id`, if `caller` may see it (404 otherwise) and change it (403
     /// `forbidden` otherwise).
-    async fn changeable_schedule(
+    pub(crate) async fn changeable_schedule(
         &self,
         caller: &Caller,
         id: &str,
@@ -134,7 +138,7 @@ impl App {
     }
 
     /// Whether this server's engine can start runs of `workflow`.
-    fn runs_here(&self, workflow: &str) -> bool {
+    pub(crate) fn runs_here(&self, workflow: &str) -> bool {
         self.engine.schedules().starts_here(workflow)
     }
 }

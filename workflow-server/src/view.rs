@@ -146,10 +146,16 @@ pub struct AuditEntry {
 pub(crate) struct Loaded {
     /// Whether its payloads are shown.
     pub(crate) payloads: bool,
+    /// Whether the caller is entitled to its failure messages and key values.
+    pub(crate) entitled: bool,
     pub(crate) detail: RunDetail,
     pub(crate) spec: Spec,
     pub(crate) events: Vec<Event>,
     pub(crate) marks: Vec<StepMark>,
+    /// Each step's state in the run's machine, in declaration order.
+    pub(crate) states: Vec<workflow_core::machine::StepState>,
+    /// The run's row.
+    pub(crate) record: RunRecord,
 }
 
 impl Loaded {
@@ -267,7 +273,9 @@ fn explain(
         .filter_map(|e| audit_entry(e, &name))
         .collect();
     let tick = Tick::of_run(&view.record, &events);
+    let states = view.steps.iter().map(|s| s.state.clone()).collect();
     let record = view.record;
+    let kept = record.clone();
     let note = visible_note(&record, entitled);
     let queued = record.status == workflow_core::store::RunStatus::Running
         && record.owner.is_none()
@@ -294,7 +302,10 @@ fn explain(
         spec,
         events,
         marks,
+        states,
+        record: kept,
         payloads: show,
+        entitled,
     })
 }
 

@@ -7,7 +7,9 @@
 //! is served on two ports, each setting `X-Forwarded-User` for whoever connects there.
 //!
 //! Without chromedriver the test installs Debian's packages when it runs as root with
-//! apt-get (as `.ci/run` does before it), and otherwise fails (it does not skip).
+//! apt-get (as `.ci/run` does before it), and otherwise fails (it does not skip). The
+//! console's pages are checked with axe-core, which the test installs from the npm
+//! registry (and npm from Debian's packages, the same way, when it is missing).
 
 mod common;
 
@@ -535,4 +537,449 @@ async fn a_page_on_another_origin_changes_nothing() {
         workflow_core::journal::Event::TaskDecided { .. }
             | workflow_core::journal::Event::Cancelled { .. }
     )));
+}
+
+/// Installs Debian's `npm` when this runs as root on a machine with apt-get and has no
+/// npm, as [`install_chromium`] does for the browser.
+fn install_npm() {
+    let found = std::process::Command::new("npm")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    if found || !root || !std::path::Path::new("/usr/bin/apt-get").is_file() {
+        return;
+    }
+    eprintln!("browser test: installing npm with apt-get");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("apt-get update -qq && apt-get install -y -qq npm")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status();
+    if !status.as_ref().is_ok_and(|status| status.success()) {
+        eprintln!("browser test: apt-get could not install npm ({status:?})");
+    }
+}
+
+/// axe-core's script, installed from the npm registry into the target directory once
+/// (with npm itself from Debian's packages when it is missing and this may install it).
+fn axe_source() -> String {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("axe");
+    let script = dir.join("node_modules/axe-core/axe.min.js");
+    if !script.is_file() {
+        install_npm();
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(&dir)
+            .arg("axe-core@4")
+            .stdout(Stdio::null())
+            .status();
+        assert!(
+            status.as_ref().is_ok_and(|s| s.success()),
+            "the accessibility check needs axe-core from the npm registry (npm install axe-core): {status:?}"
+        );
+    }
+    std::fs::read_to_string(&script).unwrap()
+}
+
+impl Browser {
+    /// The serious and critical accessibility violations axe-core finds on the page.
+    async fn violations(&self, axe: &str) -> Vec<String> {
+        self.execute(axe).await;
+        let found = self
+            .call(
+                Method::POST,
+                "/execute/async",
+                Some(json!({
+                    "script": "const done = arguments[arguments.length - 1];\
+                        axe.run(document).then(r => done({passes: r.passes.length, found: r.violations\
+                          .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                          .map(v => v.id + ': ' + v.help + ' at ' +\
+                               v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))}),\
+                          e => done({passes: 0, found: ['axe failed: ' + e]}));",
+                    "args": []
+                })),
+            )
+            .await;
+        // The check ran: it passed rules on the page.
+        assert!(
+            found["passes"].as_u64().is_some_and(|n| n > 0),
+            "axe answered {found}"
+        );
+        found["found"]
+            .as_array()
+            .unwrap_or_else(|| panic!("axe answered {found}"))
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Presses Tab.
+    async fn tab(&self) {
+        let key = |kind: &str| json!({ "type": kind, "value": "\u{E004}" });
+        self.call(
+            Method::POST,
+            "/actions",
+            Some(json!({ "actions": [{
+                "type": "key", "id": "keyboard",
+                "actions": [key("keyDown"), key("keyUp")]
+            }]})),
+        )
+        .await;
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self.find(css).await;
+        self.call(
+            Method::POST,
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
+    let (engine, desk) = engine(false);
+    let router = server(&engine, standard()).router();
+    let lead = serve_as(router, LEAD).await;
+    let start = |id: &'static str| {
+        let engine = engine.clone();
+        async move {
+            let run = engine
+                .start::<Triage>(TriageInput {
+                    ticket: Ticket {
+                        ticket_id: id.into(),
+                        text: "locked out".into(),
+                    },
+                })
+                .await
+                .unwrap()
+                .id();
+            wait_for_task(&engine, run, "approve_alert").await;
+            run
+        }
+    };
+    let approve = serde_json::to_value(workflow_core::Approval::approve(None)).unwrap();
+    // Two runs failed at their alert (dead letters), one waits for its lead.
+    desk.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut broken = Vec::new();
+    for id in ["T-1", "T-2"] {
+        let run = start(id).await;
+        engine
+            .decide(run, "approve_alert", LEAD, approve.clone())
+            .await
+            .unwrap();
+        wait_for_status(&engine, run, RunStatus::Failed).await;
+        broken.push(run);
+    }
+    desk.broken
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let waiting = start("T-3").await;
+    let axe = axe_source();
+
+    let browser = Browser::start().await;
+    let mut accessibility = Vec::new();
+
+    // The runs page, with its counts; every page of the console passes the check.
+    browser.open(&format!("http://{lead}/console/runs")).await;
+    assert_eq!(browser.title().await, "Runs");
+    let runs = browser.text("#runs").await;
+    for run in broken.iter().chain([&waiting]) {
+        assert!(runs.contains(&run.to_string()), "{runs}");
+    }
+    assert!(browser.text("#counts").await.contains("failed 2"));
+    browser.screenshot("console-runs.png").await;
+    accessibility.push(("runs", browser.violations(&axe).await));
+    // The keyboard reaches the navigation, then the filter, in reading order.
+    let mut focused = Vec::new();
+    for _ in 0..8 {
+        browser.tab().await;
+        let text = browser
+            .execute(
+                "const e = document.activeElement; \
+                 return e ? (e.innerText || e.name || e.tagName) : '';",
+            )
+            .await;
+        focused.push(text.as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(
+        &focused[..7],
+        [
+            "Inbox",
+            "Runs",
+            "Dead letters",
+            "Schedules",
+            "Flow control",
+            "Workers",
+            "workflow"
+        ],
+        "{focused:?}"
+    );
+    engine
+        .schedules()
+        .create(
+            "nightly-report",
+            "Nightly",
+            workflow_core::schedule::Schedule::new("0 0 * * *"),
+        )
+        .await
+        .unwrap();
+    let ask = format!("runs/{}/retry", broken[0]);
+    let backfill = "schedules/nightly-report/backfill?from=2026-01-01&to=2026-01-02";
+    for page in [
+        "dead-letters",
+        "schedules",
+        "flow",
+        "workers",
+        ask.as_str(),
+        backfill,
+    ] {
+        browser.open(&format!("http://{lead}/console/{page}")).await;
+        browser
+            .screenshot(&format!(
+                "console-{}.png",
+                page.split('?').next().unwrap_or(page).replace('/', "-")
+            ))
+            .await;
+        accessibility.push((page, browser.violations(&axe).await));
+    }
+
+    // The waiting run's page, then its live update when the lead decides elsewhere: the
+    // page is not reloaded (a mark set on it stays), its live part is.
+    // The inbox and its run page, a card's question, in the same shell and the same check.
+    browser.open(&format!("http://{lead}/inbox")).await;
+    browser
+        .find(&format!("#task-{waiting}-approve_alert"))
+        .await;
+    accessibility.push(("inbox", browser.violations(&axe).await));
+    browser
+        .click(&format!(
+            "#task-{waiting}-approve_alert button[value=reject]"
+        ))
+        .await;
+    browser
+        .wait_until("the question", async |b: &Browser| {
+            b.title().await.starts_with("Reject ")
+        })
+        .await;
+    accessibility.push(("inbox question", browser.violations(&axe).await));
+    browser
+        .open(&format!("http://{lead}/inbox/runs/{waiting}"))
+        .await;
+    accessibility.push(("inbox run", browser.violations(&axe).await));
+
+    browser
+        .open(&format!("http://{lead}/console/runs/{waiting}"))
+        .await;
+    browser.find("#diagram svg").await;
+    assert!(browser
+        .text("#row-approve_alert")
+        .await
+        .contains("waiting for a person"));
+    browser.screenshot("console-run-waiting.png").await;
+    accessibility.push(("run", browser.violations(&axe).await));
+    browser.execute("window.stayed = 'yes';").await;
+    engine
+        .decide(waiting, "approve_alert", LEAD, approve.clone())
+        .await
+        .unwrap();
+    wait_for_status(&engine, waiting, RunStatus::Completed).await;
+    browser
+        .wait_until("the live update", async |b: &Browser| {
+            b.execute(
+                "const s = document.getElementById('status'); \
+                 return s ? s.innerText : '';",
+            )
+            .await
+            .as_str()
+            .is_some_and(|text| text.contains("completed"))
+        })
+        .await;
+    assert_eq!(browser.execute("return window.stayed;").await, "yes");
+    assert!(browser.text("#row-send_alert").await.contains("succeeded"));
+    // The rest of the page followed too: a finished run offers no cancel.
+    assert_eq!(
+        browser
+            .execute("return document.getElementById('cancel') === null;")
+            .await,
+        true
+    );
+    browser.screenshot("console-run-live.png").await;
+
+    // A bulk retry of the failed runs: the preview names them, the confirmation does it.
+    browser
+        .open(&format!("http://{lead}/console/runs?status=failed"))
+        .await;
+    browser.click("#bulk form:nth-of-type(2) button").await;
+    browser
+        .wait_until("the preview", async |b: &Browser| {
+            b.title().await == "Retry 2 failed runs?"
+        })
+        .await;
+    let taken = browser.text("#taken").await;
+    for run in &broken {
+        assert!(taken.contains(&run.to_string()), "{taken}");
+    }
+    browser.screenshot("console-bulk-preview.png").await;
+    accessibility.push(("bulk preview", browser.violations(&axe).await));
+    for run in &broken {
+        assert!(!engine
+            .events(*run)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, workflow_core::journal::Event::Retried { .. })));
+    }
+    browser.click("#yes").await;
+    browser
+        .wait_until("the outcome", async |b: &Browser| {
+            b.title().await == "Retried 2 runs"
+        })
+        .await;
+    browser.screenshot("console-bulk-done.png").await;
+    for run in &broken {
+        wait_for_status(&engine, *run, RunStatus::Completed).await;
+    }
+    browser.quit().await;
+
+    let failing: Vec<String> = accessibility
+        .into_iter()
+        .filter(|(_, found)| !found.is_empty())
+        .map(|(page, found)| format!("{page}: {}", found.join("; ")))
+        .collect();
+    assert!(
+        failing.is_empty(),
+        "serious or critical accessibility violations:\n{}",
+        failing.join("\n")
+    );
+}
+
+/// Where the evidence test's browser step saves its artifacts.
+static ARTIFACTS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// A one-pixel PNG, the "screenshot" the step leaves.
+const PIXEL: [u8; 69] = [
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xd0, 0xce, 0xd9, 0x00,
+    0x00, 0x02, 0x0d, 0x01, 0x48, 0x07, 0x9a, 0x3c, 0x74, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+mod shots {
+    use super::*;
+    use workflow_core::prelude::*;
+
+    /// Fails as a browser step does, saving a screenshot and the page's HTML first.
+    pub async fn shoot(_env: &Desk, ctx: &StepContext, ticket: Ticket) -> Result<(), StepError> {
+        let dir = ARTIFACTS
+            .get()
+            .expect("set by the test")
+            .join(ctx.run_id.to_string())
+            .join(ctx.step)
+            .join(format!("attempt-{}", ctx.attempt));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("failure-1.png");
+        let html = dir.join("failure-1.html");
+        std::fs::write(&png, PIXEL).unwrap();
+        std::fs::write(
+            &html,
+            format!(
+                "<html><body><script>document.title='ran'</script>{}</body></html>",
+                ticket.text
+            ),
+        )
+        .unwrap();
+        Err(StepError::permanent(format!(
+            "click: no element `#pay` [evidence: {}, {}]",
+            png.display(),
+            html.display()
+        )))
+    }
+}
+
+workflow_core::workflow! {
+    /// A browser step that fails, leaving its evidence.
+    pub workflow Shot(ticket: Ticket) env Desk {
+        step shoot -> () {
+            action: shots::shoot(env, ctx, ticket),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_failed_browser_steps_evidence() {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("browser").join("evidence");
+    let _ = std::fs::remove_dir_all(&dir);
+    ARTIFACTS.set(dir.clone()).unwrap();
+    let (engine, desk) = engine(false);
+    engine.register::<Shot>(desk.clone()).unwrap();
+    let router = server(&engine, standard()).evidence_dir(&dir).router();
+    let lead = serve_as(router, LEAD).await;
+    let run = engine
+        .start::<Shot>(ShotInput {
+            ticket: Ticket {
+                ticket_id: "T-7".into(),
+                text: "checkout".into(),
+            },
+        })
+        .await
+        .unwrap()
+        .id();
+    wait_for_status(&engine, run, RunStatus::Failed).await;
+    let axe = axe_source();
+
+    let browser = Browser::start().await;
+    browser
+        .open(&format!("http://{lead}/console/runs/{run}"))
+        .await;
+    assert!(browser.text("#row-shoot").await.contains("failed"));
+    let evidence = browser.text("#detail-shoot .evidence").await;
+    assert!(evidence.contains("failure-1.png"), "{evidence}");
+    browser.screenshot("console-run-evidence.png").await;
+    let violations = browser.violations(&axe).await;
+    assert!(violations.is_empty(), "{violations:?}");
+    // The screenshot opens as an image; the page's HTML as its text, not run.
+    browser
+        .click("#detail-shoot .evidence a[href$='.png']")
+        .await;
+    browser
+        .wait_until("the screenshot", async |b: &Browser| {
+            b.execute("return document.images.length ? document.images[0].naturalWidth : 0;")
+                .await
+                == 1
+        })
+        .await;
+    browser
+        .open(&format!("http://{lead}/console/runs/{run}"))
+        .await;
+    browser
+        .click("#detail-shoot .evidence a[href$='.html']")
+        .await;
+    browser
+        .wait_until("the page's source", async |b: &Browser| {
+            b.execute("return document.body ? document.body.innerText : '';")
+                .await
+                .as_str()
+                .is_some_and(|text| text.contains("<script>document.title='ran'</script>"))
+        })
+        .await;
+    assert_ne!(browser.title().await, "ran");
+    browser.quit().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

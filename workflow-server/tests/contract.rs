@@ -47,6 +47,16 @@ async fn every_answer_carries_the_security_headers() {
         ("/api/runs".to_owned(), None),
         ("/api/nowhere".to_owned(), Some(LEAD)),
         (format!("/inbox/runs/{run}"), Some(OUTSIDER)),
+        ("/console/runs".to_owned(), Some(LEAD)),
+        (format!("/console/runs/{run}"), Some(LEAD)),
+        (format!("/console/runs/{run}/cancel"), Some(LEAD)),
+        ("/console/runs/bulk?action=cancel".to_owned(), Some(LEAD)),
+        ("/console/dead-letters".to_owned(), Some(LEAD)),
+        ("/console/schedules".to_owned(), Some(LEAD)),
+        ("/console/flow".to_owned(), Some(LEAD)),
+        ("/console/workers".to_owned(), Some(LEAD)),
+        ("/console/static/console.js".to_owned(), None),
+        (format!("/console/runs/{run}"), Some(OUTSIDER)),
     ] {
         let answer = get(addr, &path, who).await;
         let policy = header(&answer, "content-security-policy");
@@ -71,6 +81,24 @@ async fn every_answer_carries_the_security_headers() {
     let page = get(addr, "/inbox", Some(LEAD)).await;
     assert!(page.body.contains("<style>"), "{}", page.body);
     assert!(!page.body.contains("<script"), "{}", page.body);
+    // The console's one script is a file of this server, never inline; and the diagram on
+    // its run page carries no style element of its own for the policy to refuse.
+    let run_page = get(addr, &format!("/console/runs/{run}"), Some(LEAD))
+        .await
+        .body;
+    assert_eq!(run_page.matches("<script").count(), 1, "{run_page}");
+    assert!(
+        run_page.contains("<script src=\"/console/static/console.js\" defer></script>"),
+        "{run_page}"
+    );
+    assert_eq!(run_page.matches("<style>").count(), 1, "{run_page}");
+    let script = get(addr, "/console/static/console.js", None).await;
+    assert!(
+        header(&script, "content-type").starts_with("text/javascript"),
+        "{:?}",
+        script.headers
+    );
+    assert!(script.body.contains("EventSource"), "{}", script.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,9 +87,7 @@ async fn the_inbox_lists_the_persons_tasks_escaped_with_redacted_context() {
     // The prompt's markup shows as text.
     assert!(!page.contains("<script>"), "{page}");
     assert!(
-        page.contains(
-            "Send the urgent alert? &lt;script&gt;alert(&#39;prompt&#39;)&lt;/script&gt;"
-        ),
+        page.contains("Send the urgent alert? &lt;script&gt;alert('prompt')&lt;/script&gt;"),
         "{page}"
     );
     assert!(page.contains("escalates to on_call"), "{page}");
@@ -127,7 +125,7 @@ async fn payloads_show_escaped_when_the_engine_logs_them() {
     let _run = run_waiting(&engine, addr).await;
     let page = get(addr, "/inbox", Some(LEAD)).await.body;
     assert!(
-        page.contains("Locked out &lt;script&gt;alert(&#39;payload&#39;)&lt;/script&gt;"),
+        page.contains("Locked out &lt;script&gt;alert('payload')&lt;/script&gt;"),
         "{page}"
     );
     assert!(!page.contains("<script>"), "{page}");
@@ -269,7 +267,12 @@ async fn forms_need_the_persons_csrf_token_and_outsiders_get_404() {
     );
     assert!(body.contains("<svg"), "{body}");
     assert!(!body.contains("<script>"), "{body}");
-    assert!(body.contains("approved (&quot;call them &lt;script&gt;alert(&#39;comment&#39;)&lt;/script&gt;&quot;)"), "{body}");
+    assert!(
+        body.contains(
+            "approved (&quot;call them &lt;script&gt;alert('comment')&lt;/script&gt;&quot;)"
+        ),
+        "{body}"
+    );
     assert!(body.contains(LEAD));
     // The human step says who decided it, not "0 attempts".
     let steps = &body[body.find("id=\"steps\"").unwrap()..];

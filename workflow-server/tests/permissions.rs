@@ -211,6 +211,71 @@ async fn every_route_answers_each_caller_by_the_policy() {
                 [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
             ),
             ("/api/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            // The console: lists hold what the caller may see; a run it may not view is
+            // a 404 as on the API; an action's confirmation is the action's permission.
+            ("/console/runs".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            (
+                "/console/runs?status=failed&where=ticket_id:T-1".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                "/console/runs/bulk?action=cancel".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                "/console/runs/bulk?action=retry".into(),
+                [UNAUTH, OK, OK, OK, OK, OK],
+            ),
+            (
+                format!("/console/runs/{a}"),
+                [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
+            ),
+            (
+                format!("/console/runs/{ship}"),
+                [UNAUTH, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK],
+            ),
+            (
+                format!("/console/runs/{a}/cancel"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
+            (
+                format!("/console/runs/{failed}/retry"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
+            (
+                format!("/console/runs/{failed}/restart"),
+                [UNAUTH, HIDDEN, FORBIDDEN, FORBIDDEN, OK, HIDDEN],
+            ),
+            // Evidence shows payloads; this server serves none, which only those who may
+            // see them learn.
+            (
+                format!("/console/runs/{a}/evidence/classify/1/failure-1.png"),
+                [
+                    UNAUTH,
+                    HIDDEN,
+                    (404, "no_evidence"),
+                    FORBIDDEN,
+                    (404, "no_evidence"),
+                    HIDDEN,
+                ],
+            ),
+            // A finished run's live stream says `end` at once and closes.
+            (
+                format!("/console/runs/{failed}/live"),
+                [UNAUTH, HIDDEN, OK, OK, OK, HIDDEN],
+            ),
+            ("/console/dead-letters".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            ("/console/schedules".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            (
+                format!("/console/schedules/{SCHEDULE}/backfill?from=2026-01-01&to=2026-01-02"),
+                [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, FORBIDDEN, OK, NO_SCHEDULE],
+            ),
+            ("/console/flow".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            ("/console/workers".into(), [UNAUTH, OK, OK, OK, OK, OK]),
+            // `/console` sends everyone to the runs page, which then asks who they are.
+            ("/console".into(), [(303, ""); 6]),
+            // The script is static and names nothing; it answers everyone.
+            ("/console/static/console.js".into(), [OK; 6]),
             (
                 format!("/api/schedules/{SCHEDULE}"),
                 [UNAUTH, NO_SCHEDULE, NO_SCHEDULE, OK, OK, NO_SCHEDULE],

@@ -2,13 +2,14 @@
 //! approvals so far, its context (payloads when shown) and its decision form. Drawn on the
 //! inbox's pages and on a run's page.
 
+use maud::{html, Markup};
 use serde_json::Value;
 use workflow_core::journal::Event;
 use workflow_core::spec::{OnTimeout, Spec, StepKind};
 use workflow_core::{DecisionError, TaskInfo};
 
 use crate::auth::Identity;
-use crate::html::{escape, words, Html};
+use crate::html::{time, words};
 use crate::present::present;
 use crate::view::REDACTED;
 use crate::App;
@@ -19,13 +20,12 @@ use crate::App;
 pub(super) fn task_card(
     app: &App,
     who: &Identity,
-    body: &mut Html,
     task: &TaskInfo,
     spec: &Spec,
     events: &[Event],
     show: bool,
     link_run: bool,
-) {
+) -> Markup {
     let index = spec.step_index(&task.step);
     let id = format!("task-{}-{}", task.run, task.step);
     let now = app.engine.now();
@@ -34,51 +34,35 @@ pub(super) fn task_card(
         .title
         .clone()
         .unwrap_or_else(|| format!("{} for {}", words(&task.step), task.assignee));
-    body.raw(&format!("<section class=\"task\" id=\"{}\">", escape(&id)))
-        .raw("<h2 class=\"title\">")
-        .text(&heading)
-        .raw("</h2><p class=\"meta\">")
-        .text(&format!("{} · {} · due ", task.workflow, task.run))
-        .time(now, task.deadline)
-        .raw("</p><p class=\"prompt\">")
-        .text(task.prompt.as_deref().unwrap_or("(no prompt)"))
-        .raw("</p><table>");
-    if link_run {
-        body.raw("<tr><th>Run</th><td>")
-            .link(
-                &format!("{}/inbox/runs/{}", app.base, task.run),
-                &task.run.to_string(),
-            )
-            .raw("</td></tr>");
-    }
     let assignee = if task.escalated {
         format!("{} (escalated)", task.assignee)
     } else {
         task.assignee.clone()
     };
-    body.raw("<tr><th>Assigned to</th>")
-        .element("td", &assignee)
-        .raw("</tr>");
-    if let Some(since) = index.and_then(|step| opened_at(events, step)) {
-        body.raw("<tr><th>Waiting since</th><td>")
-            .time(now, since)
-            .raw("</td></tr>");
+    html! {
+        section class="task" id=(id) {
+            h2 class="title" { (heading) }
+            p class="meta" { (task.workflow) " · " (task.run) " · due " (time(now, task.deadline)) }
+            p class="prompt" { (task.prompt.as_deref().unwrap_or("(no prompt)")) }
+            table {
+                @if link_run {
+                    tr { th { "Run" } td { a href={ (app.base) "/inbox/runs/" (task.run) } { (task.run) } } }
+                }
+                tr { th { "Assigned to" } td { (assignee) } }
+                @if let Some(since) = index.and_then(|step| opened_at(events, step)) {
+                    tr { th { "Waiting since" } td { (time(now, since)) } }
+                }
+                tr { th { "Deadline" } td class="deadline" { (time(now, task.deadline)) } }
+                tr { th { "At the deadline" } td { (on_timeout(spec, index, task.escalated)) } }
+                (presented.quorum_row(&format!("{id}-approvals")))
+            }
+            @if !presented.shown.is_empty() {
+                table class="shown" { (presented.shown_rows()) }
+            }
+            (context(spec, index, events, show))
+            (decision_form(app, who, task, spec, index, events))
+        }
     }
-    body.raw("<tr><th>Deadline</th><td class=\"deadline\">")
-        .time(now, task.deadline)
-        .raw("</td></tr><tr><th>At the deadline</th>")
-        .element("td", &on_timeout(spec, index, task.escalated))
-        .raw("</tr>");
-    presented.quorum_row(body, &format!("{id}-approvals"));
-    body.raw("</table>");
-    if !presented.shown.is_empty() {
-        body.raw("<table class=\"shown\">");
-        presented.shown_rows(body);
-        body.raw("</table>");
-    }
-    context(body, spec, index, events, show);
-    decision_form(app, who, body, task, spec, index, events);
-    body.raw("</section>");
 }
 
 /// When the task of step `step` was last opened or escalated.
@@ -111,34 +95,43 @@ fn on_timeout(spec: &Spec, index: Option<usize>, escalated: bool) -> String {
 }
 
 /// The run's inputs and the outputs of the steps the task depends on.
-fn context(body: &mut Html, spec: &Spec, index: Option<usize>, events: &[Event], shown: bool) {
-    body.raw("<details open><summary>Context</summary><table>");
-    if let Some(Event::RunStarted { input, .. }) = events.first() {
-        context_row(body, "inputs", Some(input), shown);
-    }
+fn context(spec: &Spec, index: Option<usize>, events: &[Event], shown: bool) -> Markup {
     let deps = index
         .and_then(|i| spec.steps.get(i))
         .map_or(&[][..], |step| step.deps.as_slice());
-    for dep in deps {
-        let output = events.iter().rev().find_map(|event| match event {
-            Event::StepSucceeded { step, output, .. } if step == dep => Some(output),
-            _ => None,
-        });
-        let name = spec.steps.get(*dep).map_or("?", |s| s.id.as_str());
-        context_row(body, name, output, shown);
+    html! {
+        details open {
+            summary { "Context" }
+            table {
+                @if let Some(Event::RunStarted { input, .. }) = events.first() {
+                    (context_row("inputs", Some(input), shown))
+                }
+                @for dep in deps {
+                    @let output = events.iter().rev().find_map(|event| match event {
+                        Event::StepSucceeded { step, output, .. } if step == dep => Some(output),
+                        _ => None,
+                    });
+                    (context_row(spec.steps.get(*dep).map_or("?", |s| s.id.as_str()), output, shown))
+                }
+            }
+        }
     }
-    body.raw("</table></details>");
 }
 
 /// One payload of the context: its fields if shown, redacted otherwise.
-fn context_row(body: &mut Html, name: &str, value: Option<&Value>, shown: bool) {
-    body.raw("<tr>").element("th", name).raw("<td>");
-    match value {
-        Some(value) if shown => body.value(value),
-        Some(_) => body.raw("<pre>").text(REDACTED).raw("</pre>"),
-        None => body.text("(no output)"),
-    };
-    body.raw("</td></tr>");
+fn context_row(name: &str, value: Option<&Value>, shown: bool) -> Markup {
+    html! {
+        tr {
+            th { (name) }
+            td {
+                @match value {
+                    Some(value) if shown => (crate::html::value(value)),
+                    Some(_) => pre { (REDACTED) },
+                    None => "(no output)",
+                }
+            }
+        }
+    }
 }
 
 fn is_approval(spec: &Spec, index: Option<usize>) -> bool {
@@ -178,49 +171,38 @@ fn not_yours(
 fn decision_form(
     app: &App,
     who: &Identity,
-    body: &mut Html,
     task: &TaskInfo,
     spec: &Spec,
     index: Option<usize>,
     events: &[Event],
-) {
+) -> Markup {
     if let Some(why) = not_yours(app, who, task, spec, events) {
-        body.raw("<p class=\"meta not-yours\">")
-            .text(&why)
-            .raw("</p>");
-        return;
+        return html! { p class="meta not-yours" { (why) } };
     }
-    let action = escape(&format!(
-        "{}/inbox/runs/{}/tasks/{}",
-        app.base, task.run, task.step
-    ));
+    let action = format!("{}/inbox/runs/{}/tasks/{}", app.base, task.run, task.step);
     let csrf = app.csrf.token(who);
-    body.raw(&format!(
-        "<form method=\"post\" action=\"{action}\" class=\"decide\">"
-    ))
-    .hidden("csrf", &csrf)
-    .hidden("confirm", "ask");
-    if let Some(fields) = app.engine.decision_form(&task.workflow, &task.step) {
-        crate::form::render(body, &fields);
-        body.raw(
-            "<button type=\"submit\" name=\"verdict\" value=\"form\" class=\"approve\">Decide</button>",
-        );
-    } else if is_approval(spec, index) {
-        body.raw("<label>Comment<textarea name=\"comment\"></textarea></label>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"approve\" class=\"approve\">Approve</button>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"reject\" class=\"reject\">Reject</button>");
-    } else {
-        body.raw("<label>Decision (JSON)<textarea name=\"decision\"></textarea></label>")
-            .raw("<button type=\"submit\" name=\"verdict\" value=\"decide\" class=\"approve\">Decide</button>");
+    html! {
+        form method="post" action=(action) class="decide" {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="confirm" value="ask";
+            @if let Some(fields) = app.engine.decision_form(&task.workflow, &task.step) {
+                (crate::form::render(&fields))
+                button type="submit" name="verdict" value="form" class="approve" { "Decide" }
+            } @else if is_approval(spec, index) {
+                label { "Comment" textarea name="comment" {} }
+                button type="submit" name="verdict" value="approve" class="approve" { "Approve" }
+                button type="submit" name="verdict" value="reject" class="reject" { "Reject" }
+            } @else {
+                label { "Decision (JSON)" textarea name="decision" {} }
+                button type="submit" name="verdict" value="decide" class="approve" { "Decide" }
+            }
+        }
+        form method="post" action=(action) class="delegate" {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="confirm" value="ask";
+            input type="hidden" name="verdict" value="delegate";
+            label { "Delegate to " input name="to" maxlength="256" required; }
+            button type="submit" class="delegate" { "Delegate" }
+        }
     }
-    body.raw("</form>");
-    body.raw(&format!(
-        "<form method=\"post\" action=\"{action}\" class=\"delegate\">"
-    ))
-    .hidden("csrf", &csrf)
-    .hidden("confirm", "ask")
-    .hidden("verdict", "delegate")
-    .raw("<label>Delegate to <input name=\"to\" maxlength=\"256\" required></label>")
-    .raw("<button type=\"submit\" class=\"delegate\">Delegate</button>")
-    .raw("</form>");
 }

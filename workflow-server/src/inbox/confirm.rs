@@ -4,12 +4,13 @@
 
 use axum::http::StatusCode;
 use axum::response::{Html as HtmlBody, IntoResponse, Response};
+use maud::html;
 use workflow_core::admin;
 
 use crate::access::Seen;
 use crate::error::ApiError;
 use crate::form::PREFIX;
-use crate::html::{escape, page, words, Html};
+use crate::html::{page, words};
 use crate::permissions::{Action, Caller};
 use crate::present::present;
 use crate::App;
@@ -97,53 +98,44 @@ pub(super) async fn page_for(
             .map(|(_, value)| value.as_str())
     };
     let question = question(verdict, &title, get("to").map(str::trim));
-    let mut body = Html::new();
-    body.raw("<p class=\"meta\" id=\"what\">")
-        .text(&format!(
-            "{} · {} · assigned to {}",
-            task.workflow, run, task.assignee
-        ))
-        .raw("</p><table id=\"recorded\">");
-    presented.shown_rows(&mut body);
-    presented.quorum_row(&mut body, "approvals");
     // What this answer records, as posted (the person's own words, escaped).
-    for (key, value) in posted {
-        let label = match key.as_str() {
-            "comment" if !value.trim().is_empty() => "Comment".to_owned(),
-            "to" if verdict == "delegate" => "Hand to".to_owned(),
-            "decision" if verdict == "decide" => "Decision".to_owned(),
-            field => match field.strip_prefix(PREFIX) {
-                Some(name) if verdict == "form" => words(name),
-                _ => continue,
-            },
-        };
-        body.raw("<tr>")
-            .element("th", &label)
-            .element("td", value)
-            .raw("</tr>");
-    }
-    body.raw("</table>");
+    let recorded: Vec<(String, &str)> = posted
+        .iter()
+        .filter_map(|(key, value)| {
+            let label = match key.as_str() {
+                "comment" if !value.trim().is_empty() => "Comment".to_owned(),
+                "to" if verdict == "delegate" => "Hand to".to_owned(),
+                "decision" if verdict == "decide" => "Decision".to_owned(),
+                field => match field.strip_prefix(PREFIX) {
+                    Some(name) if verdict == "form" => words(name),
+                    _ => return None,
+                },
+            };
+            Some((label, value.as_str()))
+        })
+        .collect();
     let action = format!("{}/inbox/runs/{run}/tasks/{step}", app.base);
-    body.raw(&format!(
-        "<form method=\"post\" action=\"{}\" id=\"confirm\">",
-        escape(&action)
-    ));
-    for (key, value) in posted {
-        if key != "confirm" {
-            body.hidden(key, value);
-        }
-    }
     let (label, class) = answer(verdict);
-    body.raw(&format!(
-        "<button type=\"submit\" class=\"{class}\" id=\"yes\">{label}</button> "
-    ))
-    .link(&format!("{}/inbox/runs/{run}", app.base), "No, go back")
-    .raw("</form>");
-    let html = page(
-        &question,
-        Some(caller.identity().name()),
-        &app.base,
-        &body.finish(),
-    );
+    let body = html! {
+        p class="meta" id="what" { (task.workflow) " · " (run) " · assigned to " (task.assignee) }
+        table id="recorded" {
+            (presented.shown_rows())
+            (presented.quorum_row("approvals"))
+            @for (label, value) in &recorded {
+                tr { th { (label) } td { (value) } }
+            }
+        }
+        form method="post" action=(action) id="confirm" {
+            @for (key, value) in posted {
+                @if key != "confirm" {
+                    input type="hidden" name=(key) value=(value);
+                }
+            }
+            button type="submit" class=(class) id="yes" { (label) }
+            " "
+            a href={ (app.base) "/inbox/runs/" (run) } { "No, go back" }
+        }
+    };
+    let html = page(&question, Some(caller.identity().name()), &app.base, body);
     Ok(HtmlBody(html).into_response())
 }

@@ -27,12 +27,13 @@ use axum::http::StatusCode;
 use axum::response::{Html as HtmlBody, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use maud::html;
 use serde::Deserialize;
 use workflow_core::store::{RunFilter, RunStatus};
 
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::html::{escape, page, Html};
+use crate::html::page;
 use crate::permissions::{Action, Caller};
 use crate::{App, Shared};
 
@@ -53,9 +54,9 @@ pub(crate) fn routes() -> Router<Shared> {
 /// An error shown as a page, with the status of the API's error.
 #[derive(Debug)]
 pub(crate) struct PageError {
-    error: ApiError,
-    who: Option<Identity>,
-    base: String,
+    pub(crate) error: ApiError,
+    pub(crate) who: Option<Identity>,
+    pub(crate) base: String,
 }
 
 impl IntoResponse for PageError {
@@ -67,20 +68,16 @@ impl IntoResponse for PageError {
             StatusCode::CONFLICT => "Too late",
             _ => "Error",
         };
-        let mut body = Html::new();
-        body.raw("<p class=\"error\" id=\"error\">")
-            .text(&format!(
-                "{} {}: {}",
-                self.error.status.as_u16(),
-                self.error.code,
-                self.error.message
-            ))
-            .raw("</p>");
+        let body = html! {
+            p class="error" id="error" {
+                (self.error.status.as_u16()) " " (self.error.code) ": " (self.error.message)
+            }
+        };
         let html = page(
             title,
             self.who.as_ref().map(Identity::name),
             &self.base,
-            &body.finish(),
+            body,
         );
         (self.error.status, HtmlBody(html)).into_response()
     }
@@ -88,7 +85,7 @@ impl IntoResponse for PageError {
 
 /// The caller of an inbox request ([`crate::access::caller`]), or an error page.
 #[derive(Debug, Clone)]
-pub(crate) struct PageCaller(Caller);
+pub(crate) struct PageCaller(pub(crate) Caller);
 
 impl FromRequestParts<Shared> for PageCaller {
     type Rejection = PageError;
@@ -104,7 +101,7 @@ impl FromRequestParts<Shared> for PageCaller {
     }
 }
 
-pub(super) fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
+pub(crate) fn fail(app: &App, who: &Identity) -> impl Fn(ApiError) -> PageError {
     let who = who.clone();
     let base = app.base.clone();
     move |error| PageError {
@@ -193,24 +190,8 @@ async fn inbox(
         .iter()
         .map(|text| format!("&where={}", query_escape(text)))
         .collect();
-    let mut body = Html::new();
-    body.raw(&format!(
-        "<form method=\"get\" action=\"{}/inbox\" id=\"filter\"><label>Find runs by \
-         <input name=\"where\" placeholder=\"customer_id:c-42\" value=\"{}\"></label> \
-         <button>Filter</button></form>",
-        escape(&app.base),
-        escape(&conditions.join(" "))
-    ));
-    if listed.tasks.is_empty() {
-        body.raw("<p id=\"empty\">No open tasks for you.</p>");
-    } else {
-        body.raw("<p class=\"meta\" id=\"count\">").text(&format!(
-            "{total} open task{}, soonest deadline first",
-            if total == 1 { "" } else { "s" }
-        ));
-        body.raw("</p>");
-    }
     let mut payloads = crate::tasks::Payloads::default();
+    let mut cards = Vec::with_capacity(listed.tasks.len());
     for task in &listed.tasks {
         let stored = listed.runs.get(&task.run);
         let spec = stored.and_then(|stored| listed.specs.get(&stored.record.fingerprint));
@@ -221,31 +202,51 @@ async fn inbox(
             .shown(&app, &caller, &task.workflow)
             .await
             .map_err(&fail)?;
-        card::task_card(&app, who, &mut body, task, spec, &stored.events, show, true);
+        cards.push(card::task_card(
+            &app,
+            who,
+            task,
+            spec,
+            &stored.events,
+            show,
+            true,
+        ));
     }
-    if pages > 1 {
-        body.raw("<nav class=\"pages\" id=\"pages\">");
-        if number > 1 {
-            body.link(
-                &format!("{}/inbox?page={}{filter_query}", app.base, number - 1),
-                "← Sooner",
-            );
+    let base = &app.base;
+    let body = html! {
+        form method="get" action={ (base) "/inbox" } id="filter" {
+            label { "Find runs by " input name="where" placeholder="customer_id:c-42" value=(conditions.join(" ")); }
+            " "
+            button { "Filter" }
         }
-        body.text(&format!(" Page {number} of {pages} "));
-        if number < pages {
-            body.link(
-                &format!("{}/inbox?page={}{filter_query}", app.base, number + 1),
-                "Later →",
-            );
+        @if listed.tasks.is_empty() {
+            p id="empty" { "No open tasks for you." }
+        } @else {
+            p class="meta" id="count" {
+                (total) " open task" (if total == 1 { "" } else { "s" }) ", soonest deadline first"
+            }
         }
-        body.raw("</nav>");
-    }
-    let html = page("Your tasks", Some(who.name()), &app.base, &body.finish());
+        @for card in cards {
+            (card)
+        }
+        @if pages > 1 {
+            nav class="pages" id="pages" {
+                @if number > 1 {
+                    a href={ (base) "/inbox?page=" (number - 1) (filter_query) } { "← Sooner" }
+                }
+                " Page " (number) " of " (pages) " "
+                @if number < pages {
+                    a href={ (base) "/inbox?page=" (number + 1) (filter_query) } { "Later →" }
+                }
+            }
+        }
+    };
+    let html = page("Your tasks", Some(who.name()), &app.base, body);
     Ok(HtmlBody(html).into_response())
 }
 
 /// `text` for a URL's query: everything but unreserved characters percent-encoded.
-fn query_escape(text: &str) -> String {
+pub(crate) fn query_escape(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
