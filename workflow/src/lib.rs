@@ -50,6 +50,8 @@
 
 pub use workflow_core::*;
 
+pub mod guide;
+
 /// The SQLite store (the `workflow-sqlite` crate; feature `sqlite`, on by default).
 #[cfg(feature = "sqlite")]
 pub use workflow_sqlite as sqlite;
