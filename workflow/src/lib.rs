@@ -56,7 +56,7 @@ pub mod guide;
 #[cfg(feature = "sqlite")]
 pub use workflow_sqlite as sqlite;
 #[cfg(feature = "sqlite")]
-pub use workflow_sqlite::{rusqlite, SqliteOptions, SqliteStore, Synchronous};
+pub use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous, rusqlite};
 
 /// The PostgreSQL store (the `workflow-postgres` crate; feature `postgres`).
 #[cfg(feature = "postgres")]
