@@ -76,6 +76,30 @@ impl BrowserConfig {
 /// `env`), and a page dropped unfinished (a timed-out or cancelled step) ends its own
 /// Chromium at once (SIGTERM, then SIGKILL after 3 s, on a thread of its own). Dropping the
 /// last clone blocks for up to 2 s while the pages still open shut down.
+///
+/// Compiled, not run here: it needs Chromium and a site to visit.
+///
+/// ```no_run
+/// use workflow_browser::{css, test_id, Browser, BrowserConfig, BrowserError};
+/// use workflow_core::StepContext;
+///
+/// /// A step's action: the browser is the workflow's `env`.
+/// async fn read_balance(browser: &Browser, ctx: &StepContext) -> Result<String, BrowserError> {
+///     let page = browser.page(ctx).await?; // a fresh Chromium, with this run's cookies
+///     page.goto("http://127.0.0.1:8080/account").await?;
+///     page.wait_for(test_id("balance")).await?;
+///     let balance = page.text(css("[data-testid=balance]")).await?;
+///     page.close().await?;
+///     Ok(balance)
+/// }
+///
+/// # async fn start() -> Result<(), BrowserError> {
+/// // Once per process: artifacts (downloads, failure screenshots) go under this directory.
+/// let browser = Browser::launch(BrowserConfig::new("/var/lib/app/artifacts")).await?;
+/// // engine.register::<Accounts>(browser.clone())?;
+/// # let _ = browser;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Browser {
     inner: Arc<Inner>,

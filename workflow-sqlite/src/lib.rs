@@ -144,6 +144,30 @@ impl Default for SqliteOptions {
 /// Under tokio's paused test clock, prefer [`MemoryStore`](workflow_core::store::MemoryStore): the
 /// runtime does not know that a write is in flight on the writer thread and may advance
 /// the paused clock while waiting for it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use workflow_core::store::{RunFilter, RunStatus, Store};
+/// use workflow_core::Engine;
+/// use workflow_sqlite::SqliteStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = std::env::temp_dir().join(format!("sqlite-store-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// // Created when missing, migrated when older; a file of a newer version is refused.
+/// let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("runs.db"))?);
+/// let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
+/// // The same store, read from your own code (reading needs the `Store` trait in scope).
+/// let failed = store
+///     .runs(RunFilter { status: Some(RunStatus::Failed), ..RunFilter::default() })
+///     .await?;
+/// assert!(failed.is_empty());
+/// assert!(store.verify().await?.is_clean()); // every checksum verified: no damage
+/// # drop((engine, store));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// # Ok(()) }
+/// ```
 pub struct SqliteStore {
     path: PathBuf,
     /// The path as error messages show it.

@@ -50,11 +50,13 @@
 
 pub use workflow_core::*;
 
+pub mod guide;
+
 /// The SQLite store (the `workflow-sqlite` crate; feature `sqlite`, on by default).
 #[cfg(feature = "sqlite")]
 pub use workflow_sqlite as sqlite;
 #[cfg(feature = "sqlite")]
-pub use workflow_sqlite::{rusqlite, SqliteOptions, SqliteStore, Synchronous};
+pub use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous, rusqlite};
 
 /// The PostgreSQL store (the `workflow-postgres` crate; feature `postgres`).
 #[cfg(feature = "postgres")]

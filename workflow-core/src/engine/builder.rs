@@ -32,7 +32,35 @@ pub const DEFAULT_CANCEL_GRACE: Duration =
 /// services that steps call may differ ([`EngineBuilder::clock_skew`]).
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(1);
 
-/// Builds an [`Engine`].
+/// Builds an [`Engine`]: its store, clock, authorizer and limits. Every setting has a
+/// default; `Engine::builder().build()` is an engine on a fresh [`MemoryStore`](crate::store::MemoryStore).
+///
+/// ```
+/// use std::time::Duration;
+/// use workflow_core::store::MemoryStore;
+/// use workflow_core::Engine;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let engine = Engine::builder()
+///     .store(MemoryStore::new()) // the default; SqliteStore and PgStore are crates of their own
+///     .owner("worker-1") // this engine's name in the store's leases
+///     .lease(Duration::from_secs(30))
+///     .authorizer(|assignee, by| by == format!("lead@{assignee}"))
+///     .max_in_flight(8)
+///     .cancel_grace(Duration::from_secs(10))
+///     .retention(Duration::from_secs(30 * 86_400))
+///     .build();
+/// assert_eq!(engine.owner(), "worker-1");
+/// assert!(engine.authorizes("finance", "lead@finance"));
+/// assert!(!engine.authorizes("finance", "ana@finance"));
+/// assert!(!engine.is_intake_only());
+///
+/// // An engine that takes starts in and queues them for workers, driving nothing.
+/// let intake = Engine::builder().intake_only().build();
+/// assert!(intake.is_intake_only());
+/// # }
+/// ```
 pub struct EngineBuilder {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<dyn Clock>,

@@ -59,6 +59,49 @@ impl RunRef {
 
 /// A typed handle to a run of `W`. Derefs to `W`'s human-task handles, so a checkpoint is
 /// decided with `run.human_review().approve("ana@trust_and_safety_team", None)`.
+///
+/// [`Engine::start`] and [`Engine::start_with`] return one; [`Engine::handle`] gives one for
+/// a run that exists.
+///
+/// ```
+/// use workflow_core::prelude::*;
+///
+/// async fn total(amount: u32) -> Result<u32, StepError> {
+///     Ok(amount + 100)
+/// }
+///
+/// workflow! {
+///     workflow Refund(amount: u32) {
+///         step total -> u32 { action: total(amount) }
+///         human approve -> Approval {
+///             assignee: "finance", depends_on: [total], timeout: 24h, on_timeout: reject,
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::builder().build();
+/// engine.register::<Refund>(())?;
+/// let run = engine
+///     .start_with::<Refund>(RefundInput { amount: 900 }, StartOptions::key("refund-7"))
+///     .await?;
+/// assert!(run.was_created());
+///
+/// while run.approve().info().await.is_none() {
+///     tokio::task::yield_now().await; // until the task is open
+/// }
+/// run.approve().approve("bob@finance", Some("ok")).await?;
+///
+/// let outputs = run.outputs().await?; // waits for the end: typed outputs, or a RunError
+/// assert_eq!(outputs.total, 1000);
+/// assert!(outputs.approve.approved);
+///
+/// // The same run, found again by id.
+/// let again = engine.handle::<Refund>(run.id()).await?;
+/// assert_eq!(again.inspect().await?.record.status.as_str(), "completed");
+/// # Ok(()) }
+/// ```
 pub struct RunHandle<W: Workflow> {
     run: RunRef,
     tasks: W::Tasks,

@@ -80,14 +80,20 @@ pub type FaultHook = Arc<dyn Fn(&'static str) + Send + Sync>;
 /// person), its background tasks end: it no longer admits queued runs, takes over lapsed
 /// ones, wakes parked ones or fires schedules. [`Engine::shutdown`] stops at once.
 ///
-/// ```no_run
+/// ```
 /// # use workflow_core::prelude::*;
 /// # use workflow_core::store::MemoryStore;
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let engine = Engine::builder()
 ///     .store(MemoryStore::new())
 ///     .authorizer(|assignee, by| by.ends_with(&format!("@{assignee}")))
 ///     .build();
+/// let clone = engine.clone(); // the same engine
+/// assert_eq!(clone.owner(), engine.owner());
+/// assert!(engine.authorizes("ops", "ana@ops"));
+/// assert!(engine.open_tasks().await?.is_empty());
+/// engine.shutdown(); // synchronous, and as a crash would: nothing more is journaled
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
