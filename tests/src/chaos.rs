@@ -40,7 +40,7 @@ impl Ledger {
     /// Applies an effect once per key (the service deduplicates by the key under a lock on
     /// it), and records the execution either way. A call whose fence is lower than the
     /// highest the ledger has seen for the key comes from a worker that lost the run: it is
-    /// refused (and counted), as README's fence pattern says.
+    /// refused (and counted), as the fence pattern of the guide's many-workers chapter says.
     pub async fn apply(&self, key: &str, fence: u64, value: u64) -> Result<u64, StepError> {
         let io = |e: sqlx::Error| StepError::unavailable(e.to_string());
         let mut tx = self.pool.begin().await.map_err(io)?;

@@ -1,7 +1,7 @@
 //! The workflow and the downstream service of the failover tests
 //! (`tests/tests/failover_pg.rs`). The service lives on another server than the one that
 //! fails (the test's usual server), as a real downstream service would: it checks
-//! fences and deadlines as README's pattern says (under a lock on the key, refuse a fence
+//! fences and deadlines as the guide's pattern says (under a lock on the key, refuse a fence
 //! lower than the highest seen, refuse a request decided after its `valid_until`), applies
 //! an effect once per idempotency key, and keeps a ledger of every request it decided.
 

@@ -5,7 +5,7 @@
 //! key and refuses lower ones; and it can check deadlines: it refuses a request it decides
 //! after the request's `valid_until`. Every request goes to three copies of the service:
 //! one that checks nothing (`none`), one that checks the fence (`fence`), one that checks
-//! both as README's pattern says (`deadline`), so one run shows every outcome.
+//! both as the guide's fence pattern says (`deadline`), so one run shows every outcome.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! What the fake external services of the PostgreSQL tests share: a small pool in the
-//! test's schema, and the fence check README describes (under a lock on the key, refuse a
+//! test's schema, and the fence check the guide describes (under a lock on the key, refuse a
 //! fence lower than the highest seen for it, else remember it).
 
 use std::str::FromStr;

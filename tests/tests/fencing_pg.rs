@@ -8,7 +8,7 @@
 //! - A's action is never polled again (self-fencing): it sends no second request;
 //! - A's request that was already on its way lands late: the service that checks fences
 //!   refuses it (one application in all), the one that does not applies it (two: what no
-//!   engine can prevent without the service's help, as README says).
+//!   engine can prevent without the service's help, as the guide says).
 //!
 //! The server comes from `WORKFLOW_TEST_DATABASE_URL` (see `pg_testing::server`).
 

@@ -177,7 +177,7 @@ async fn the_upgrade_check_says_which_runs_continue_park_or_no_longer_decode() {
         );
     }
     assert!(!report.is_safe());
-    // Registering the old version beside the new one, as README's "Versions" shows, makes
+    // Registering the old version beside the new one, as the guide's "Versions and upgrades" chapter shows, makes
     // them continue.
     let both = new_build(&store);
     both.register::<added_step::Orders>(()).unwrap();

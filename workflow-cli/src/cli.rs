@@ -60,7 +60,7 @@ pub enum Command {
     /// file's line; exits with 1 when any file has an error.
     Lint(LintArgs),
 
-    /// Print the JSON Schema of spec files, for editors (see the README's "Specs in
+    /// Print the JSON Schema of spec files, for editors (see the guide's chapter "Spec
     /// files" for the set-up).
     Schema,
 

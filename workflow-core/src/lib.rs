@@ -7,7 +7,7 @@
 //! capped exponential backoff and jitter, wait durably for human decisions, and journal
 //! every transition so a crashed process resumes without losing or repeating work.
 //!
-//! See the repository's README for a tour of the spec language.
+//! See the `workflow` crate's guide (`workflow::guide`) for a tour of the spec language.
 #![warn(
     missing_docs,
     missing_debug_implementations,

@@ -443,7 +443,7 @@ fn a_tick_found_on_time_runs_under_every_policy() {
 
 #[test]
 fn latest_after_a_restart_runs_the_on_time_tick_or_else_the_newest_missed_one() {
-    // README's timeline: `0 * * * *`, the engine down from 06:10 (06:00 was handled).
+    // The guide's timeline (schedules chapter): `0 * * * *`, the engine down from 06:10 (06:00 was handled).
     let hourly = |catchup| {
         let mut schedule = Schedule::new("0 * * * *");
         schedule.catchup = catchup;

@@ -20,7 +20,7 @@
 //! | `GET /api/dead-letters` | failed runs |
 //! | `POST /api/dead-letters/{run}/retry` | retries one |
 //!
-//! Errors are `{"error": {"code", "message"}}`; README's front-door section lists every
+//! Errors are `{"error": {"code", "message"}}`; the guide's front-door chapter (`workflow::guide::front_door`) lists every
 //! code.
 //!
 //! [`RunDetail`]: crate::RunDetail

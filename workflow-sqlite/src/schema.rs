@@ -220,7 +220,7 @@ impl Db {
         if version == 0 && tables.is_empty() {
             // A new file gives the pages purges free back to the file system
             // (`PRAGMA incremental_vacuum` after each purge). The mode can only be chosen
-            // before the first table exists: older files keep theirs (README, "Retention").
+            // before the first table exists: older files keep theirs (the guide's operating chapter, "Retention").
             self.conn
                 .pragma_update(None, "auto_vacuum", "INCREMENTAL")
                 .map_err(|e| self.error(e, started))?;
