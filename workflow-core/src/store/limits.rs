@@ -30,14 +30,94 @@ pub use crate::machine::admission::{
     debounced_note, names, plan, skipped_note, Bucket, Candidate, OnLimit, Plan, RateLimit,
     RunLimit, AGING_STEP_MS, HOLDERS_SHOWN,
 };
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Claimant, Fence, Lease};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 
-/// How many gated runs one admission looks at (highest priority, then oldest first).
+/// The most waiting runs one admission reads from one queue (one key, or the runs gated
+/// without a key), whatever its room.
 pub const ADMISSION_WINDOW: usize = 1_000;
+
+/// A queue of waiting gated runs: a concurrency key (scope and value), or `None` for the
+/// runs gated without one (for their priority or debounce only).
+pub type Queue = Option<(String, String)>;
+
+/// A gated run's place in its queue, fixed when it is created: its creation time less its
+/// priority's worth of [`AGING_STEP_MS`], smaller first. Ordering by it is ordering by the
+/// effective priority [`plan`] uses with the default aging step (up to runs that tie within
+/// one step), so a store reads each queue's best runs from an index instead of every
+/// waiting run.
+pub fn queue_order(priority: i64, created_at: Timestamp) -> i64 {
+    i64::try_from(created_at)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(priority.saturating_mul(AGING_STEP_MS as i64))
+}
+
+/// How many waiting runs an admission reads from a queue: first, a share of the room (so
+/// an admission over many keys reads about `room` runs in all, not `room` per key), and,
+/// when the first reading admitted less than the room and this queue had more, up to
+/// `all`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Runs read first.
+    pub first: usize,
+    /// Runs read when the first reading of every queue left room.
+    pub all: usize,
+}
+
+/// How many waiting runs of each queue an admission reads, in the order of `queues`,
+/// given the admitted, unfinished runs of each key (`held`) and the worker's `limits`.
+///
+/// A queue whose key is at its limit under `on_limit: queue` (a path key, scoped by its
+/// workflow's name, of a workflow in `limits`) is not read at all: nothing of it could
+/// start, and reading it is what made an admission cost as much as its queue was deep.
+/// Other queues are read up to their free slots (or the room, for keys whose runs are
+/// skipped or cancel their holders, and for runs without a limit). What is read is then
+/// decided by [`plan`], which never admits past a limit whatever it is given.
+pub fn reads(
+    queues: &[Queue],
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> Vec<Reads> {
+    let room = room.min(ADMISSION_WINDOW);
+    let all_queue = limits.iter().all(|l| l.on_limit == OnLimit::Queue);
+    let widest = limits.iter().map(|l| l.limit).max().unwrap_or(0) as usize;
+    let full: Vec<usize> = queues
+        .iter()
+        .map(|queue| {
+            let Some(key) = queue else {
+                return room;
+            };
+            let holding = held.get(key).map_or(0, Vec::len);
+            let limit = match key.0.as_str() {
+                // A static key is shared by every workflow naming it.
+                "" => (all_queue && !limits.is_empty()).then_some(widest),
+                scope => limits
+                    .iter()
+                    .find(|l| l.workflow == scope)
+                    .filter(|l| l.on_limit == OnLimit::Queue)
+                    .map(|l| l.limit as usize),
+            };
+            match limit {
+                Some(limit) => room.min(limit.saturating_sub(holding)),
+                None => room,
+            }
+        })
+        .collect();
+    let open = full.iter().filter(|n| **n > 0).count().max(1);
+    let share = room.div_ceil(open).max(1);
+    full.into_iter()
+        .map(|all| Reads {
+            first: all.min(share),
+            all,
+        })
+        .collect()
+}
 
 /// The admission values a gated run is created with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
