@@ -10,7 +10,8 @@ use super::schema::{db_error, Db};
 use workflow_core::journal::Timestamp;
 use workflow_core::store::limits::{
     self, Acquired, Admission, Admit, AdmittedRun, Bucket, Candidate, DebounceStart, Gate,
-    GateState, KeyUsage, OnLimit, RateLimit, RunFlow, RunLimit, SlotLimit, SlotRequest, StepWait,
+    GateState, KeyUsage, OnLimit, Queue, RateLimit, RunFlow, RunLimit, SlotLimit, SlotRequest,
+    StepWait,
 };
 use workflow_core::store::{Fence, Lease, StoreError};
 use workflow_core::RunId;
@@ -58,6 +59,33 @@ pub(super) const MIGRATION: &str = "CREATE TABLE flow_gates (
         PRIMARY KEY (run_id, holder)
     ) WITHOUT ROWID;";
 
+/// The migration that lets an admission read each key's best waiting runs from an index
+/// instead of the whole queue: a gate's place in its queue (`queue_order`, see
+/// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
+/// cancelled before its admission), an index per queue, one of the keys' holders, one of
+/// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
+/// so a claim of queued runs skips the gated ones by an index.
+pub(super) const QUEUE_MIGRATION: &str = "ALTER TABLE runs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE flow_gates ADD COLUMN queue_order INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE flow_gates ADD COLUMN done INTEGER NOT NULL DEFAULT 0;
+    UPDATE flow_gates SET queue_order = coalesce(
+        (SELECT r.created_at FROM runs r WHERE r.id = flow_gates.run_id), 0) - priority * 60000;
+    UPDATE flow_gates SET done = 1 WHERE NOT EXISTS (
+        SELECT 1 FROM runs r WHERE r.id = flow_gates.run_id AND r.status = 'running');
+    UPDATE runs SET waiting = 1 WHERE status = 'running'
+        AND id IN (SELECT run_id FROM flow_gates WHERE admitted = 0 AND done = 0);
+    DROP INDEX flow_gates_waiting;
+    DROP INDEX flow_gates_key;
+    DROP INDEX flow_gates_debounce;
+    CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id)
+        WHERE admitted = 1 AND done = 0;
+    CREATE INDEX flow_gates_later ON flow_gates (not_before, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE admitted = 0 AND done = 0;
+    CREATE INDEX runs_queued ON runs (id) WHERE status = 'running' AND owner IS NULL AND waiting = 0;";
+
 /// A [`Gate`] moved to the writer thread.
 #[derive(Debug, Clone)]
 pub(super) struct GateRow {
@@ -97,7 +125,7 @@ pub(super) fn insert_gate(
             .conn
             .prepare_cached(
                 "SELECT g.run_id, g.burst_at FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                 WHERE g.admitted = 0 AND g.debounce = ?1 AND r.workflow = ?2
+                 WHERE g.admitted = 0 AND g.done = 0 AND g.debounce = ?1 AND r.workflow = ?2
                    AND r.status = 'running' AND g.run_id <> ?3",
             )
             .and_then(|mut s| {
@@ -110,6 +138,7 @@ pub(super) fn insert_gate(
         for (old, old_burst) in earlier {
             burst_at = burst_at.min(old_burst);
             super::sql::cancel_with_note(db, RunId(old), &limits::debounced_note(run), at)?;
+            set_done(db, RunId(old))?;
         }
         let debounce = DebounceStart {
             key,
@@ -121,8 +150,9 @@ pub(super) fn insert_gate(
     let (scope, key) = gate.concurrency.clone().unzip();
     db.conn
         .prepare_cached(
-            "INSERT INTO flow_gates (run_id, scope, key, priority, debounce, burst_at, not_before)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO flow_gates
+                (run_id, scope, key, priority, debounce, burst_at, not_before, queue_order)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -132,11 +162,25 @@ pub(super) fn insert_gate(
                 gate.priority,
                 gate.debounce.as_ref().map(|d| &d.0),
                 burst_at,
-                not_before
+                not_before,
+                limits::queue_order(gate.priority, at)
             ])
         })
+        .map_err(&fail)?;
+    db.conn
+        .prepare_cached("UPDATE runs SET waiting = 1 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![run.0]))
         .map(drop)
         .map_err(&fail)
+}
+
+/// Marks a gate as no longer counting: its run finished, or was cancelled while it waited.
+fn set_done(db: &Db, run: RunId) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached("UPDATE flow_gates SET done = 1 WHERE run_id = ?1")
+        .and_then(|mut s| s.execute(params![run.0]))
+        .map(drop)
+        .map_err(db_error(db))
 }
 
 /// An [`Admit`] moved to the writer thread.
@@ -174,7 +218,8 @@ fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> 
     db.conn
         .prepare_cached(
             "SELECT g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.scope = ?1 AND g.key = ?2 AND g.admitted = 1 AND r.status = 'running'
+             WHERE g.scope = ?1 AND g.key = ?2 AND g.admitted = 1 AND g.done = 0
+               AND r.status = 'running'
              ORDER BY g.run_id",
         )
         .and_then(|mut s| {
@@ -188,50 +233,162 @@ fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> 
 /// pass without one costs the writer nothing).
 pub(super) fn any_gated(db: &Db) -> Result<bool, StoreError> {
     db.conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM flow_gates WHERE admitted = 0)")
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM flow_gates WHERE admitted = 0 AND done = 0)")
         .and_then(|mut s| s.query_row([], |row| row.get(0)))
         .map_err(db_error(db))
 }
 
-/// Inside the writer's transaction: one admission.
-pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
+/// Inside the writer's transaction: the admitted gates that still count, by key; those
+/// whose runs finished are marked done on the way (so this reads only what is in flight).
+fn holders(db: &Db) -> Result<HashMap<(String, String), Vec<RunId>>, StoreError> {
     let fail = db_error(db);
-    let versions = serde_json::to_string(&admit.versions).unwrap_or_else(|_| "[]".to_owned());
-    let candidates: Vec<Candidate> = db
+    let rows: Vec<(u64, Option<String>, Option<String>, bool)> = db
         .conn
         .prepare_cached(
-            "SELECT g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before
+            "SELECT g.run_id, g.scope, g.key, r.status = 'running'
+             FROM flow_gates g INDEXED BY flow_gates_holding JOIN runs r ON r.id = g.run_id
+             WHERE g.admitted = 1 AND g.done = 0
+             ORDER BY g.run_id",
+        )
+        .and_then(|mut s| {
+            s.query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?
+            .collect()
+        })
+        .map_err(&fail)?;
+    let mut held: HashMap<(String, String), Vec<RunId>> = HashMap::new();
+    for (run, scope, key, running) in rows {
+        if !running {
+            set_done(db, RunId(run))?;
+        } else if let Some(key) = scope.zip(key) {
+            held.entry(key).or_default().push(RunId(run));
+        }
+    }
+    Ok(held)
+}
+
+/// The queues that have waiting runs: each key once (walked through the queue index one key
+/// at a time, not run by run), then the runs gated without a key.
+fn queues(db: &Db) -> Result<Vec<Queue>, StoreError> {
+    let fail = db_error(db);
+    let mut queues: Vec<Queue> = Vec::new();
+    let mut after: Option<(String, String)> = None;
+    loop {
+        let next: Option<(String, String)> = match &after {
+            None => db
+                .conn
+                .prepare_cached(
+                    "SELECT scope, key FROM flow_gates
+                     WHERE admitted = 0 AND done = 0 AND scope IS NOT NULL AND key IS NOT NULL
+                     ORDER BY scope, key LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                }),
+            Some((scope, key)) => db
+                .conn
+                .prepare_cached(
+                    "SELECT scope, key FROM flow_gates
+                     WHERE admitted = 0 AND done = 0 AND scope IS NOT NULL AND key IS NOT NULL
+                       AND (scope, key) > (?1, ?2)
+                     ORDER BY scope, key LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![scope, key], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                }),
+        }
+        .map_err(&fail)?;
+        let Some(key) = next else { break };
+        queues.push(Some(key.clone()));
+        after = Some(key);
+    }
+    let keyless: bool = db
+        .conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM flow_gates
+             WHERE admitted = 0 AND done = 0 AND scope IS NULL AND key IS NULL)",
+        )
+        .and_then(|mut s| s.query_row([], |row| row.get(0)))
+        .map_err(&fail)?;
+    if keyless {
+        queues.push(None);
+    }
+    Ok(queues)
+}
+
+/// Up to `n` waiting runs of one queue that may start now, best first. Gates whose runs
+/// finished while they waited are marked done (they counted against `n`).
+fn read_queue(
+    db: &Db,
+    queue: &Queue,
+    n: usize,
+    admit: &AdmitRow,
+    versions: &str,
+) -> Result<(Vec<Candidate>, usize), StoreError> {
+    let fail = db_error(db);
+    let (scope, key) = queue.clone().unzip();
+    let rows: Vec<(u64, String, i64, u64, u64, bool)> = db
+        .conn
+        .prepare_cached(
+            "SELECT g.run_id, r.workflow, g.priority, r.created_at, g.not_before,
+                    r.status = 'running'
              FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.admitted = 0 AND g.not_before <= ?1 AND r.status = 'running'
-               AND r.owner IS NULL AND r.fingerprint IN (SELECT value FROM json_each(?2))
-             ORDER BY g.priority DESC, g.run_id LIMIT ?3",
+             WHERE g.admitted = 0 AND g.done = 0 AND g.scope IS ?1 AND g.key IS ?2
+               AND g.not_before <= ?3 AND r.owner IS NULL
+               AND r.fingerprint IN (SELECT value FROM json_each(?4))
+             ORDER BY g.queue_order, g.run_id LIMIT ?5",
         )
         .and_then(|mut s| {
             s.query_map(
-                params![admit.now, versions, limits::ADMISSION_WINDOW as i64],
+                params![scope, key, admit.now, versions, n as i64],
                 |row| {
-                    let scope: Option<String> = row.get(2)?;
-                    let key: Option<String> = row.get(3)?;
-                    let created_at: u64 = row.get(5)?;
-                    let not_before: u64 = row.get(6)?;
-                    Ok(Candidate {
-                        run: RunId(row.get(0)?),
-                        workflow: row.get(1)?,
-                        key: scope.zip(key),
-                        priority: row.get(4)?,
-                        created_at,
-                        ready_at: not_before.max(created_at),
-                    })
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ))
                 },
             )?
             .collect()
         })
         .map_err(&fail)?;
+    let read = rows.len();
+    let mut candidates = Vec::with_capacity(read);
+    for (run, workflow, priority, created_at, not_before, running) in rows {
+        if !running {
+            set_done(db, RunId(run))?;
+            continue;
+        }
+        candidates.push(Candidate {
+            run: RunId(run),
+            workflow,
+            key: queue.clone(),
+            priority,
+            created_at,
+            ready_at: not_before.max(created_at),
+        });
+    }
+    Ok((candidates, read))
+}
+
+/// Inside the writer's transaction: one admission. It reads the keys' holders (what is in
+/// flight), the keys that have waiting runs, and of each key that is not at its limit only
+/// its best runs ([`limits::reads`]): never every queued run.
+pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
+    let fail = db_error(db);
+    let versions = serde_json::to_string(&admit.versions).unwrap_or_else(|_| "[]".to_owned());
     let next_ready: Option<(u64, u64)> = db
         .conn
         .prepare_cached(
             "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.admitted = 0 AND g.not_before > ?1 AND r.status = 'running'
+             WHERE g.admitted = 0 AND g.done = 0 AND g.not_before > ?1
+               AND r.status = 'running'
                AND r.fingerprint IN (SELECT value FROM json_each(?2))
              ORDER BY g.not_before, g.run_id LIMIT 1",
         )
@@ -243,22 +400,6 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
         })
         .map_err(&fail)?;
     let next_ready = next_ready.map(|(at, run)| (at, RunId(run)));
-    if candidates.is_empty() {
-        return Ok((
-            Admission {
-                next_ready,
-                ..Admission::default()
-            },
-            0,
-        ));
-    }
-    let mut held = HashMap::new();
-    for key in candidates.iter().filter_map(|c| c.key.clone()) {
-        if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
-            let holders = in_flight(db, &slot.key().0, &slot.key().1)?;
-            slot.insert(holders);
-        }
-    }
     let run_limits: Vec<RunLimit<'_>> = admit
         .limits
         .iter()
@@ -268,14 +409,49 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
             on_limit: *on_limit,
         })
         .collect();
-    let plan = limits::plan(
-        &candidates,
-        &held,
-        &run_limits,
-        admit.now,
-        admit.room,
-        admit.aging_ms,
-    );
+    let held = holders(db)?;
+    let queues = queues(db)?;
+    let reads = limits::reads(&queues, &held, &run_limits, admit.room);
+    let mut read: Vec<(Vec<Candidate>, usize)> = Vec::with_capacity(queues.len());
+    for (queue, n) in queues.iter().zip(&reads) {
+        read.push(match n.first {
+            0 => (Vec::new(), 0),
+            first => read_queue(db, queue, first, admit, &versions)?,
+        });
+    }
+    let decide = |read: &[(Vec<Candidate>, usize)]| {
+        let candidates: Vec<Candidate> = read.iter().flat_map(|(c, _)| c.clone()).collect();
+        let plan = limits::plan(
+            &candidates,
+            &held,
+            &run_limits,
+            admit.now,
+            admit.room,
+            admit.aging_ms,
+        );
+        (candidates, plan)
+    };
+    let (mut candidates, mut plan) = decide(&read);
+    // The first reading took a share of the room from each queue; when that left room and
+    // some queue may have more, those queues are read up to their free slots.
+    let more: Vec<usize> = (0..queues.len())
+        .filter(|i| read[*i].1 == reads[*i].first && reads[*i].all > reads[*i].first)
+        .collect();
+    if plan.admit.len() < admit.room && !more.is_empty() {
+        for i in more {
+            read[i] = read_queue(db, &queues[i], reads[i].all, admit, &versions)?;
+        }
+        (candidates, plan) = decide(&read);
+    }
+    if candidates.is_empty() {
+        return Ok((
+            Admission {
+                next_ready,
+                ..Admission::default()
+            },
+            0,
+        ));
+    }
     let mut admission = Admission {
         cancel: plan.cancel,
         next_ready,
@@ -288,7 +464,8 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
         let token: u64 = db
             .conn
             .prepare_cached(
-                "UPDATE runs SET owner = ?2, lease_token = lease_token + 1, lease_until = ?3
+                "UPDATE runs SET owner = ?2, lease_token = lease_token + 1, lease_until = ?3,
+                        waiting = 0
                  WHERE id = ?1 RETURNING lease_token",
             )
             .and_then(|mut s| {
@@ -310,6 +487,7 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
     }
     for (id, note) in plan.skip {
         if super::sql::cancel_with_note(db, id, &note, admit.now)? {
+            set_done(db, id)?;
             admission.skipped.push((id, note));
         }
     }
@@ -605,8 +783,8 @@ pub(super) fn flow_of(db: &Db, run: RunId) -> Result<RunFlow, StoreError> {
                 .conn
                 .prepare_cached(
                     "SELECT COUNT(*) FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                     WHERE g.admitted = 0 AND r.status = 'running' AND g.run_id <> ?5
-                       AND g.scope IS ?1 AND g.key IS ?2
+                     WHERE g.admitted = 0 AND g.done = 0 AND r.status = 'running'
+                       AND g.run_id <> ?5 AND g.scope IS ?1 AND g.key IS ?2
                        AND (g.priority > ?3 OR (g.priority = ?3 AND g.run_id < ?4))",
                 )
                 .and_then(|mut s| {
@@ -671,4 +849,99 @@ pub(super) fn flow_of(db: &Db, run: RunId) -> Result<RunFlow, StoreError> {
         waits: filled,
         held,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SqliteStore;
+    use workflow_core::store::{Claim, Claimable, Claimant, Store};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_migration_orders_gated_runs_and_keeps_their_holders() {
+        let (path, conn) = crate::schema::file_before(QUEUE_MIGRATION, "workflow-queue-order");
+        {
+            // A file as the version before queue orders left it: run 1 holds key `a`, runs
+            // 2 and 3 wait for it, run 4 (priority 5, newer) waits without a key, run 5
+            // waited and was cancelled, run 6 is a plain queued run.
+            let now = 10 * limits::AGING_STEP_MS;
+            for (id, status, owner, created_at) in [
+                (1, "running", Some("w"), now),
+                (2, "running", None, now),
+                (3, "running", None, now + 1),
+                (4, "running", None, now + 2),
+                (5, "cancelled", None, now),
+                (6, "running", None, now),
+            ] {
+                conn.execute(
+                    "INSERT INTO runs (id, workflow, fingerprint, status, created_at, updated_at,
+                                       owner, lease_until)
+                     VALUES (?1, 'W', 'fp', ?2, ?3, ?3, ?4, ?5)",
+                    params![id, status, created_at, owner, u64::MAX / 2],
+                )
+                .expect("a run");
+            }
+            for (run, key, priority, admitted) in [
+                (1, Some("a"), 0, true),
+                (2, Some("a"), 0, false),
+                (3, Some("a"), 0, false),
+                (4, None, 5, false),
+                (5, Some("a"), 9, false),
+            ] {
+                conn.execute(
+                    "INSERT INTO flow_gates (run_id, scope, key, priority, burst_at, not_before,
+                                             admitted)
+                     VALUES (?1, CASE WHEN ?2 IS NULL THEN NULL ELSE 'W' END, ?2, ?3, 0, 0, ?4)",
+                    params![run, key, priority, admitted],
+                )
+                .expect("a gate");
+            }
+        }
+        drop(conn);
+        let store = SqliteStore::open(&path).expect("open and migrate");
+        let claimant = Claimant {
+            owner: "v",
+            lease_ms: 60_000,
+            now: 20 * limits::AGING_STEP_MS,
+        };
+        // The plain queued run is claimed; none of the gated ones is.
+        let claimed = store
+            .claim(Claim {
+                claimant,
+                workflows: &["W"],
+                run: None,
+                reclaim_own: false,
+                limit: Some(10),
+                claimable: Claimable::Queued,
+                versions: None,
+            })
+            .await
+            .expect("claim");
+        assert_eq!(
+            claimed.iter().map(|l| l.run).collect::<Vec<_>>(),
+            [RunId(6)]
+        );
+        let limits = [RunLimit {
+            workflow: "W",
+            limit: 2,
+            on_limit: OnLimit::Queue,
+        }];
+        let admit = Admit {
+            claimant,
+            versions: &["fp"],
+            limits: &limits,
+            room: 10,
+            aging_ms: limits::AGING_STEP_MS,
+        };
+        let admission = store.admit(admit).await.expect("admit");
+        let admitted: Vec<RunId> = admission.admitted.iter().map(|a| a.lease.run).collect();
+        // Key `a` is held by run 1, so one more of it starts, the oldest (2, not 3); the
+        // keyless run of higher priority first; the cancelled run 5, whatever its
+        // priority, is not a candidate.
+        assert_eq!(admitted, [RunId(4), RunId(2)]);
+        drop(store);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
