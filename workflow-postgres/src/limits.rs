@@ -15,7 +15,7 @@ use super::sql::{self, int, uint, Answer, Failure};
 use super::PgStore;
 use workflow_core::journal::Timestamp;
 use workflow_core::store::limits::{
-    self, Admission, Admit, AdmittedRun, Candidate, Gate, KeyUsage,
+    self, Admission, Admit, AdmittedRun, Candidate, Gate, KeyUsage, Queue,
 };
 use workflow_core::store::{Created, Lease, NewRun, StoreError};
 use workflow_core::RunId;
@@ -63,6 +63,33 @@ CREATE TABLE flow_waits (
     since bigint NOT NULL,
     PRIMARY KEY (run_id, holder)
 );
+"#;
+
+/// The migration that lets an admission read each key's best waiting runs from an index
+/// instead of the whole queue: a gate's place in its queue (`queue_order`, see
+/// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
+/// cancelled before its admission), an index per queue, one of the keys' holders, one of
+/// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
+/// so a claim of queued runs skips the gated ones by an index.
+pub(super) const QUEUE_MIGRATION: &str = r#"
+ALTER TABLE runs ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+ALTER TABLE flow_gates ADD COLUMN queue_order bigint NOT NULL DEFAULT 0;
+ALTER TABLE flow_gates ADD COLUMN done boolean NOT NULL DEFAULT false;
+UPDATE flow_gates g SET queue_order = r.created_at - g.priority * 60000
+    FROM runs r WHERE r.id = g.run_id;
+UPDATE flow_gates g SET done = true
+    WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = g.run_id AND r.status = 'running');
+UPDATE runs SET waiting = true WHERE status = 'running'
+    AND id IN (SELECT run_id FROM flow_gates WHERE NOT admitted AND NOT done);
+DROP INDEX flow_gates_waiting;
+DROP INDEX flow_gates_key;
+DROP INDEX flow_gates_debounce;
+CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
+    WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id) WHERE admitted AND NOT done;
+CREATE INDEX flow_gates_later ON flow_gates (not_before, run_id) WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE NOT admitted AND NOT done;
+CREATE INDEX runs_queued ON runs (id) WHERE status = 'running' AND owner IS NULL AND NOT waiting;
 "#;
 
 /// The clause of a slot held under its run's current, unexpired lease.
@@ -116,7 +143,8 @@ pub(super) async fn in_flight(
 ) -> Answer<Vec<RunId>> {
     let rows = sqlx::query(
         "SELECT g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-         WHERE g.scope = $1 AND g.key = $2 AND g.admitted AND r.status = 'running'
+         WHERE g.scope = $1 AND g.key = $2 AND g.admitted AND NOT g.done
+           AND r.status = 'running'
          ORDER BY g.run_id",
     )
     .bind(scope)
@@ -241,7 +269,7 @@ impl PgStore {
         if let Some(debounce) = &gate.debounce {
             let rows = sqlx::query(
                 "SELECT g.run_id, g.burst_at FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                 WHERE NOT g.admitted AND g.debounce = $1 AND r.workflow = $2
+                 WHERE NOT g.admitted AND NOT g.done AND g.debounce = $1 AND r.workflow = $2
                    AND r.status = 'running' AND g.run_id <> $3",
             )
             .bind(debounce.key)
@@ -255,13 +283,17 @@ impl PgStore {
                 if cancel_with_note(&mut tx, old, &limits::debounced_note(id), run.at).await? {
                     cancelled.push(old);
                 }
+                set_done(&mut tx, &[int(old.0)]).await?;
             }
             not_before = debounce.not_before(run.at, burst_at);
         }
         let (scope, key) = gate.concurrency.unzip();
         sqlx::query(
-            "INSERT INTO flow_gates (run_id, scope, key, priority, debounce, burst_at, not_before)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "WITH gate AS (
+                INSERT INTO flow_gates
+                    (run_id, scope, key, priority, debounce, burst_at, not_before, queue_order)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
+             UPDATE runs SET waiting = true WHERE id = $1",
         )
         .bind(int(id.0))
         .bind(scope)
@@ -270,6 +302,7 @@ impl PgStore {
         .bind(gate.debounce.map(|d| d.key))
         .bind(int(burst_at))
         .bind(int(not_before))
+        .bind(limits::queue_order(gate.priority, run.at))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -311,38 +344,10 @@ impl PgStore {
         let mut tx = conn.begin().await?;
         lock(&mut tx, &self.schema, "admission").await?;
         let now = admit.claimant.now;
-        let rows = sqlx::query(
-            "SELECT g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before
-             FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE NOT g.admitted AND g.not_before <= $1 AND r.status = 'running'
-               AND r.owner IS NULL AND r.fingerprint = ANY($2)
-             ORDER BY g.priority DESC, g.run_id LIMIT $3",
-        )
-        .bind(int(now))
-        .bind(admit.versions.to_vec())
-        .bind(limits::ADMISSION_WINDOW as i64)
-        .fetch_all(&mut *tx)
-        .await?;
-        let candidates = rows
-            .iter()
-            .map(|row| {
-                let scope: Option<String> = row.try_get(2)?;
-                let key: Option<String> = row.try_get(3)?;
-                let created_at = uint(row.try_get(5)?);
-                Ok(Candidate {
-                    run: RunId(uint(row.try_get(0)?)),
-                    workflow: row.try_get(1)?,
-                    key: scope.zip(key),
-                    priority: row.try_get(4)?,
-                    created_at,
-                    ready_at: uint(row.try_get(6)?).max(created_at),
-                })
-            })
-            .collect::<Result<Vec<Candidate>, sqlx::Error>>()?;
         let next_ready = sqlx::query(
             "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE NOT g.admitted AND g.not_before > $1 AND r.status = 'running'
-               AND r.fingerprint = ANY($2)
+             WHERE NOT g.admitted AND NOT g.done AND g.not_before > $1
+               AND r.status = 'running' AND r.fingerprint = ANY($2)
              ORDER BY g.not_before, g.run_id LIMIT 1",
         )
         .bind(int(now))
@@ -351,7 +356,43 @@ impl PgStore {
         .await?
         .map(|row| Ok::<_, sqlx::Error>((uint(row.try_get(0)?), RunId(uint(row.try_get(1)?)))))
         .transpose()?;
+        let held = holders(&mut tx).await?;
+        let queues = queues(&mut tx).await?;
+        let reads = limits::reads(&queues, &held, admit.limits, admit.room);
+        let first: Vec<usize> = reads.iter().map(|n| n.first).collect();
+        let mut read = read_queues(&mut tx, &queues, &first, admit).await?;
+        let decide = |read: &[(Vec<Candidate>, usize)]| {
+            let candidates: Vec<Candidate> = read.iter().flat_map(|(c, _)| c.clone()).collect();
+            let plan = limits::plan(
+                &candidates,
+                &held,
+                admit.limits,
+                now,
+                admit.room,
+                admit.aging_ms,
+            );
+            (candidates, plan)
+        };
+        let (mut candidates, mut plan) = decide(&read);
+        // The first reading took a share of the room from each queue; when that left room
+        // and some queue may have more, those queues are read up to their free slots.
+        let more: Vec<usize> = (0..queues.len())
+            .map(|i| match read[i].1 == reads[i].first && reads[i].all > reads[i].first {
+                true => reads[i].all,
+                false => 0,
+            })
+            .collect();
+        if plan.admit.len() < admit.room && more.iter().any(|n| *n > 0) {
+            let again = read_queues(&mut tx, &queues, &more, admit).await?;
+            for (i, fresh) in again.into_iter().enumerate() {
+                if more[i] > 0 {
+                    read[i] = fresh;
+                }
+            }
+            (candidates, plan) = decide(&read);
+        }
         if candidates.is_empty() {
+            tx.commit().await?;
             return Ok((
                 Admission {
                     next_ready,
@@ -360,58 +401,49 @@ impl PgStore {
                 Vec::new(),
             ));
         }
-        let mut held = HashMap::new();
-        for key in candidates.iter().filter_map(|c| c.key.clone()) {
-            if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
-                let (scope, value) = slot.key();
-                let holders = in_flight(&mut tx, scope, value).await?;
-                slot.insert(holders);
-            }
-        }
-        let plan = limits::plan(
-            &candidates,
-            &held,
-            admit.limits,
-            now,
-            admit.room,
-            admit.aging_ms,
-        );
         let mut admission = Admission {
             cancel: plan.cancel,
             next_ready,
             ..Admission::default()
         };
-        for id in plan.admit {
-            let Some(candidate) = candidates.iter().find(|c| c.run == id) else {
-                continue;
-            };
-            let token: i64 = sqlx::query(
-                "UPDATE runs SET owner = $2, lease_token = lease_token + 1,
-                        lease_until = now() + $3 * interval '1 millisecond'
-                 WHERE id = $1 RETURNING lease_token",
+        if !plan.admit.is_empty() {
+            let ids: Vec<i64> = plan.admit.iter().map(|id| int(id.0)).collect();
+            let rows = sqlx::query(
+                "WITH gates AS (UPDATE flow_gates SET admitted = true WHERE run_id = ANY($1))
+                 UPDATE runs SET owner = $2, lease_token = lease_token + 1,
+                        lease_until = now() + $3 * interval '1 millisecond', waiting = false
+                 WHERE id = ANY($1) RETURNING id, lease_token",
             )
-            .bind(int(id.0))
+            .bind(&ids)
             .bind(admit.claimant.owner)
             .bind(int(admit.claimant.lease_ms))
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
-            sqlx::query("UPDATE flow_gates SET admitted = true WHERE run_id = $1")
-                .bind(int(id.0))
-                .execute(&mut *tx)
-                .await?;
-            admission.admitted.push(AdmittedRun {
-                lease: Lease {
-                    run: id,
-                    token: uint(token),
-                },
-                workflow: candidate.workflow.clone(),
-                waited_ms: now.saturating_sub(candidate.ready_at),
-            });
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut tokens = HashMap::new();
+            for row in &rows {
+                tokens.insert(uint(row.try_get(0)?), uint(row.try_get(1)?));
+            }
+            for id in plan.admit {
+                let (Some(candidate), Some(token)) = (
+                    candidates.iter().find(|c| c.run == id),
+                    tokens.get(&id.0),
+                ) else {
+                    continue;
+                };
+                admission.admitted.push(AdmittedRun {
+                    lease: Lease {
+                        run: id,
+                        token: *token,
+                    },
+                    workflow: candidate.workflow.clone(),
+                    waited_ms: now.saturating_sub(candidate.ready_at),
+                });
+            }
         }
         let mut cancelled = Vec::new();
         for (id, note) in plan.skip {
             if cancel_with_note(&mut tx, id, &note, now).await? {
+                set_done(&mut tx, &[int(id.0)]).await?;
                 cancelled.push(id);
                 admission.skipped.push((id, note));
             }
@@ -419,4 +451,170 @@ impl PgStore {
         tx.commit().await?;
         Ok((admission, cancelled))
     }
+}
+
+/// Marks gates as no longer counting: their runs finished, or were cancelled while waiting.
+async fn set_done(conn: &mut PgConnection, runs: &[i64]) -> Answer<()> {
+    sqlx::query("UPDATE flow_gates SET done = true WHERE run_id = ANY($1)")
+        .bind(runs)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// The admitted gates that still count, by key; those whose runs finished are marked done
+/// on the way (so this reads only what is in flight).
+async fn holders(conn: &mut PgConnection) -> Answer<HashMap<(String, String), Vec<RunId>>> {
+    let rows = sqlx::query(
+        "SELECT g.run_id, g.scope, g.key, r.status = 'running'
+         FROM flow_gates g JOIN runs r ON r.id = g.run_id
+         WHERE g.admitted AND NOT g.done
+         ORDER BY g.run_id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut held: HashMap<(String, String), Vec<RunId>> = HashMap::new();
+    let mut finished = Vec::new();
+    for row in &rows {
+        let run: i64 = row.try_get(0)?;
+        let scope: Option<String> = row.try_get(1)?;
+        let key: Option<String> = row.try_get(2)?;
+        let running: bool = row.try_get(3)?;
+        if !running {
+            finished.push(run);
+        } else if let Some(key) = scope.zip(key) {
+            held.entry(key).or_default().push(RunId(uint(run)));
+        }
+    }
+    if !finished.is_empty() {
+        set_done(conn, &finished).await?;
+    }
+    Ok(held)
+}
+
+/// The queues that have waiting runs: each key once (walked through the queue index one key
+/// at a time, not run by run), then the runs gated without a key.
+async fn queues(conn: &mut PgConnection) -> Answer<Vec<Queue>> {
+    let rows = sqlx::query(
+        "WITH RECURSIVE k AS (
+            (SELECT scope, key FROM flow_gates
+             WHERE NOT admitted AND NOT done AND scope IS NOT NULL AND key IS NOT NULL
+             ORDER BY scope, key LIMIT 1)
+            UNION ALL
+            SELECT n.scope, n.key FROM k CROSS JOIN LATERAL (
+                SELECT g.scope, g.key FROM flow_gates g
+                WHERE NOT g.admitted AND NOT g.done AND g.scope IS NOT NULL
+                  AND g.key IS NOT NULL AND (g.scope, g.key) > (k.scope, k.key)
+                ORDER BY g.scope, g.key LIMIT 1) n)
+         SELECT scope, key FROM k
+         UNION ALL
+         SELECT NULL, NULL WHERE EXISTS (
+            SELECT 1 FROM flow_gates
+            WHERE NOT admitted AND NOT done AND scope IS NULL AND key IS NULL)",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let scope: Option<String> = row.try_get(0)?;
+            let key: Option<String> = row.try_get(1)?;
+            Ok(scope.zip(key))
+        })
+        .collect::<Result<Vec<Queue>, sqlx::Error>>()
+        .map_err(Into::into)
+}
+
+/// Up to `n[i]` waiting runs of each queue `queues[i]` that may start now, best first, in
+/// two statements (the keyed queues in one, through the queue index per key, and the runs
+/// without a key); each with how many rows it read. Gates whose runs finished while they
+/// waited are marked done (they counted against `n`).
+async fn read_queues(
+    conn: &mut PgConnection,
+    queues: &[Queue],
+    n: &[usize],
+    admit: &Admit<'_>,
+) -> Answer<Vec<(Vec<Candidate>, usize)>> {
+    let mut read: Vec<(Vec<Candidate>, usize)> = vec![(Vec::new(), 0); queues.len()];
+    let (mut index, mut scopes, mut keys, mut counts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut keyless = None;
+    for (i, (queue, n)) in queues.iter().zip(n).enumerate() {
+        if *n == 0 {
+            continue;
+        }
+        match queue {
+            Some((scope, key)) => {
+                index.push(i as i64);
+                scopes.push(scope.as_str());
+                keys.push(key.as_str());
+                counts.push(*n as i64);
+            }
+            None => keyless = Some((i, *n)),
+        }
+    }
+    let columns = "g.run_id, r.workflow, g.priority, r.created_at, g.not_before,
+                   r.status = 'running'";
+    let filter = "NOT g.admitted AND NOT g.done AND g.not_before <= $1 AND r.owner IS NULL
+                  AND r.fingerprint = ANY($2)";
+    let mut rows = Vec::new();
+    if !index.is_empty() {
+        rows.extend(
+            sqlx::query(&format!(
+                "SELECT q.i, c.* FROM unnest($3::bigint[], $4::text[], $5::text[], $6::bigint[])
+                     AS q(i, scope, key, n)
+                 CROSS JOIN LATERAL (
+                    SELECT {columns} FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                    WHERE g.scope = q.scope AND g.key = q.key AND {filter}
+                    ORDER BY g.queue_order, g.run_id LIMIT q.n) c"
+            ))
+            .bind(int(admit.claimant.now))
+            .bind(admit.versions.to_vec())
+            .bind(&index)
+            .bind(&scopes)
+            .bind(&keys)
+            .bind(&counts)
+            .fetch_all(&mut *conn)
+            .await?,
+        );
+    }
+    if let Some((i, n)) = keyless {
+        rows.extend(
+            sqlx::query(&format!(
+                "SELECT $3::bigint, {columns} FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                 WHERE g.scope IS NULL AND g.key IS NULL AND {filter}
+                 ORDER BY g.queue_order, g.run_id LIMIT $4"
+            ))
+            .bind(int(admit.claimant.now))
+            .bind(admit.versions.to_vec())
+            .bind(i as i64)
+            .bind(n as i64)
+            .fetch_all(&mut *conn)
+            .await?,
+        );
+    }
+    let mut finished = Vec::new();
+    for row in &rows {
+        let i = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
+        let Some((candidates, count)) = read.get_mut(i) else {
+            continue;
+        };
+        *count += 1;
+        let run: i64 = row.try_get(1)?;
+        if !row.try_get::<bool, _>(6)? {
+            finished.push(run);
+            continue;
+        }
+        let created_at = uint(row.try_get(4)?);
+        candidates.push(Candidate {
+            run: RunId(uint(run)),
+            workflow: row.try_get(2)?,
+            key: queues[i].clone(),
+            priority: row.try_get(3)?,
+            created_at,
+            ready_at: uint(row.try_get(5)?).max(created_at),
+        });
+    }
+    if !finished.is_empty() {
+        set_done(conn, &finished).await?;
+    }
+    Ok(read)
 }

@@ -10,7 +10,7 @@ use workflow_core::journal::Timestamp;
 use workflow_core::store::checksum::{self, Keyed};
 use workflow_core::store::tasks::{self, TaskChange};
 use workflow_core::store::{
-    Claim, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
+    Claim, Claimable, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
 };
 use workflow_core::RunId;
 
@@ -387,6 +387,9 @@ pub(super) async fn claim(
 ) -> Answer<Vec<Lease>> {
     let limit = claim.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     let workflows: Vec<&str> = claim.workflows.to_vec();
+    if claim.claimable == Claimable::Queued && claim.run.is_none() {
+        return claim_queued(conn, claim, nonce, limit, &workflows).await;
+    }
     let rows = sqlx::query(
         "WITH picked AS (
             SELECT id FROM runs
@@ -418,6 +421,47 @@ pub(super) async fn claim(
     .bind(limit)
     .bind(nonce)
     .bind(claim.claimable.code())
+    .bind(claim.versions.map(<[&str]>::to_vec))
+    .fetch_all(&mut *conn)
+    .await?;
+    leases(&rows)
+}
+
+/// A claim of queued runs (nobody's, never begun, not waiting for an admission), oldest
+/// first: read through the index of unowned runs that wait for no admission, so runs queued
+/// behind a concurrency key are not walked through by every claim.
+async fn claim_queued(
+    conn: &mut PgConnection,
+    claim: &Claim<'_>,
+    nonce: &str,
+    limit: Option<i64>,
+    workflows: &[&str],
+) -> Answer<Vec<Lease>> {
+    let rows = sqlx::query(
+        "WITH picked AS (
+            SELECT id FROM runs
+            WHERE status = 'running' AND owner IS NULL AND NOT waiting
+              AND workflow = ANY($3)
+              AND ($6::text[] IS NULL OR fingerprint = ANY($6))
+              AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                              WHERE g.run_id = runs.id AND NOT g.admitted)
+              AND (journal_len <= 1
+                   OR (journal_len = 2 AND EXISTS (
+                       SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1
+                         AND (j.event::jsonb)->>'event' = 'initiated')))
+            ORDER BY id
+            LIMIT $4
+            FOR NO KEY UPDATE SKIP LOCKED)
+         UPDATE runs r SET owner = $1, lease_token = r.lease_token + 1,
+                lease_until = now() + $2 * interval '1 millisecond', claim_nonce = $5
+         FROM picked WHERE r.id = picked.id
+         RETURNING r.id, r.lease_token",
+    )
+    .bind(claim.claimant.owner)
+    .bind(int(claim.claimant.lease_ms))
+    .bind(workflows)
+    .bind(limit)
+    .bind(nonce)
     .bind(claim.versions.map(<[&str]>::to_vec))
     .fetch_all(&mut *conn)
     .await?;
