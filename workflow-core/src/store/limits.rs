@@ -433,6 +433,49 @@ mod tests {
     }
 
     #[test]
+    fn an_admission_reads_only_keys_with_room_and_a_share_of_the_room() {
+        let key = |k: &str| Some(("charge".to_owned(), k.to_owned()));
+        let other = Some(("refund".to_owned(), "other".to_owned()));
+        let queues = [key("full"), key("free"), key("busy"), None, other];
+        let held = HashMap::from([
+            (("charge".to_owned(), "full".to_owned()), vec![RunId(1), RunId(2)]),
+            (("charge".to_owned(), "busy".to_owned()), vec![RunId(3)]),
+        ]);
+        let limits = [RunLimit {
+            workflow: "charge",
+            limit: 2,
+            on_limit: OnLimit::Queue,
+        }];
+        let n = reads(&queues, &held, &limits, 8);
+        let all: Vec<usize> = n.iter().map(|r| r.all).collect();
+        // A key at its limit is not read; the others up to their free slots (a key of a
+        // workflow without a limit, and the runs without a key, up to the room).
+        assert_eq!(all, [0, 2, 1, 8, 8]);
+        let first: Vec<usize> = n.iter().map(|r| r.first).collect();
+        // Four queues are open: each is read for a quarter of the room first.
+        assert_eq!(first, [0, 2, 1, 2, 2]);
+        // Skipped or cancelling keys are read even when full: their runs are decided.
+        let skip = [RunLimit {
+            on_limit: OnLimit::Skip,
+            ..limits[0]
+        }];
+        assert_eq!(reads(&queues[..1], &held, &skip, 3)[0].all, 3);
+        // A static key (scope "") is shared: full only at the widest limit.
+        let shared = [Some((String::new(), "psp".to_owned()))];
+        let psp = HashMap::from([((String::new(), "psp".to_owned()), vec![RunId(1); 2])]);
+        assert_eq!(reads(&shared, &psp, &limits, 4)[0].all, 0);
+    }
+
+    #[test]
+    fn the_queue_order_is_the_aged_priority() {
+        // A run of priority 1 created one aging step later ties with one of priority 0.
+        assert_eq!(queue_order(1, AGING_STEP_MS), queue_order(0, 0));
+        assert!(queue_order(5, 10) < queue_order(0, 10), "higher first");
+        assert!(queue_order(0, 10) < queue_order(0, 11), "then older first");
+        assert_eq!(queue_order(i64::MAX, 0), -i64::MAX, "saturates");
+    }
+
+    #[test]
     fn a_wait_says_which_key_and_who_holds_it() {
         let flow = RunFlow {
             gate: Some(GateState {
