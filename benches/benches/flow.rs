@@ -522,7 +522,11 @@ async fn depth(url: Option<String>) {
             },
             _ => continue,
         };
-        let label = if url.is_some() { "PostgreSQL" } else { "SQLite" };
+        let label = if url.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        };
         for &queued in &depths {
             for &keys in &key_counts {
                 let (mut plain, mut keyed, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
@@ -576,9 +580,8 @@ fn main() {
         .filter(|a| ["sqlite", "postgres", "admissions", "depth"].contains(&a.as_str()))
         .collect();
     // `depth` is its own mode: it runs only when named.
-    let wants = |mode: &str| {
-        modes.iter().any(|m| m == mode) || (modes.is_empty() && mode != "depth")
-    };
+    let wants =
+        |mode: &str| modes.iter().any(|m| m == mode) || (modes.is_empty() && mode != "depth");
     runtime.block_on(async {
         println!("B17: B5's ten-step chain with a workflow-level concurrency key (limit 1 over {KEYS} keys) against without");
         if wants("sqlite") || wants("postgres") {

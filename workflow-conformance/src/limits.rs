@@ -232,7 +232,12 @@ pub(super) async fn a_deep_queue_hides_no_other_key(store: Arc<dyn Store>) {
         [cold, keyless]
     );
     assert!(admitted(&*store, admit("v", &limits, 10)).await.is_empty());
-    let gate = store.flow_of(hot[2]).await.expect("flow").gate.expect("gate");
+    let gate = store
+        .flow_of(hot[2])
+        .await
+        .expect("flow")
+        .gate
+        .expect("gate");
     assert_eq!(gate.usage.holders.first().map(|h| h.0), Some(hot[0]));
     assert_eq!(gate.ahead, 1, "hot[1] is ahead of hot[2]");
     // When the holder finishes, the next of its key starts, in order.

@@ -68,7 +68,8 @@ CREATE TABLE flow_waits (
 /// The migration that lets an admission read each key's best waiting runs from an index
 /// instead of the whole queue: a gate's place in its queue (`queue_order`, see
 /// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
-/// cancelled before its admission), an index per queue, one of the keys' holders, one of
+/// cancelled before its admission), an index per queue and one of all queues at once in
+/// that order, one of the keys' holders, one of
 /// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
 /// so a claim of queued runs skips the gated ones by an index.
 pub(super) const QUEUE_MIGRATION: &str = r#"
@@ -86,6 +87,7 @@ DROP INDEX flow_gates_key;
 DROP INDEX flow_gates_debounce;
 CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
     WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_order ON flow_gates (queue_order, run_id) WHERE NOT admitted AND NOT done;
 CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id) WHERE admitted AND NOT done;
 CREATE INDEX flow_gates_later ON flow_gates (not_before, run_id) WHERE NOT admitted AND NOT done;
 CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE NOT admitted AND NOT done;
@@ -357,12 +359,7 @@ impl PgStore {
         .map(|row| Ok::<_, sqlx::Error>((uint(row.try_get(0)?), RunId(uint(row.try_get(1)?)))))
         .transpose()?;
         let held = holders(&mut tx).await?;
-        let queues = queues(&mut tx).await?;
-        let reads = limits::reads(&queues, &held, admit.limits, admit.room);
-        let first: Vec<usize> = reads.iter().map(|n| n.first).collect();
-        let mut read = read_queues(&mut tx, &queues, &first, admit).await?;
-        let decide = |read: &[(Vec<Candidate>, usize)]| {
-            let candidates: Vec<Candidate> = read.iter().flat_map(|(c, _)| c.clone()).collect();
+        let decide = |candidates: Vec<Candidate>| {
             let plan = limits::plan(
                 &candidates,
                 &held,
@@ -373,24 +370,45 @@ impl PgStore {
             );
             (candidates, plan)
         };
-        let (mut candidates, mut plan) = decide(&read);
-        // The first reading took a share of the room from each queue; when that left room
-        // and some queue may have more, those queues are read up to their free slots.
-        let more: Vec<usize> = (0..queues.len())
-            .map(|i| match read[i].1 == reads[i].first && reads[i].all > reads[i].first {
-                true => reads[i].all,
-                false => 0,
-            })
-            .collect();
-        if plan.admit.len() < admit.room && more.iter().any(|n| *n > 0) {
-            let again = read_queues(&mut tx, &queues, &more, admit).await?;
-            for (i, fresh) in again.into_iter().enumerate() {
-                if more[i] > 0 {
-                    read[i] = fresh;
+        let all = |read: &[(Vec<Candidate>, usize)]| -> Vec<Candidate> {
+            read.iter().flat_map(|(c, _)| c.clone()).collect()
+        };
+        // First the best runs of every queue at once; queue by queue when they do not
+        // decide the admission alone.
+        let scan = limits::scan_len(admit.room);
+        let (scanned, read) = read_in_order(&mut tx, scan, admit).await?;
+        let (candidates, plan) =
+            match limits::heads(scanned, read < scan, &held, admit.limits, admit.room) {
+                Some(candidates) => decide(candidates),
+                None => {
+                    let queues = queues(&mut tx).await?;
+                    let reads = limits::reads(&queues, &held, admit.limits, admit.room);
+                    let first: Vec<usize> = reads.iter().map(|n| n.first).collect();
+                    let mut read = read_queues(&mut tx, &queues, &first, admit).await?;
+                    let (mut candidates, mut plan) = decide(all(&read));
+                    // The first reading took a share of the room from each queue; when that
+                    // left room and some queue may have more, those are read up to their
+                    // free slots.
+                    let more: Vec<usize> = (0..queues.len())
+                        .map(|i| {
+                            match read[i].1 == reads[i].first && reads[i].all > reads[i].first {
+                                true => reads[i].all,
+                                false => 0,
+                            }
+                        })
+                        .collect();
+                    if plan.admit.len() < admit.room && more.iter().any(|n| *n > 0) {
+                        let again = read_queues(&mut tx, &queues, &more, admit).await?;
+                        for (i, fresh) in again.into_iter().enumerate() {
+                            if more[i] > 0 {
+                                read[i] = fresh;
+                            }
+                        }
+                        (candidates, plan) = decide(all(&read));
+                    }
+                    (candidates, plan)
                 }
-            }
-            (candidates, plan) = decide(&read);
-        }
+            };
         if candidates.is_empty() {
             tx.commit().await?;
             return Ok((
@@ -424,10 +442,9 @@ impl PgStore {
                 tokens.insert(uint(row.try_get(0)?), uint(row.try_get(1)?));
             }
             for id in plan.admit {
-                let (Some(candidate), Some(token)) = (
-                    candidates.iter().find(|c| c.run == id),
-                    tokens.get(&id.0),
-                ) else {
+                let (Some(candidate), Some(token)) =
+                    (candidates.iter().find(|c| c.run == id), tokens.get(&id.0))
+                else {
                     continue;
                 };
                 admission.admitted.push(AdmittedRun {
@@ -524,6 +541,74 @@ async fn queues(conn: &mut PgConnection) -> Answer<Vec<Queue>> {
         .map_err(Into::into)
 }
 
+/// The columns of a waiting run a reading returns, and the filter of those that may start
+/// now (`$1`: now, `$2`: the versions).
+const QUEUE_COLUMNS: &str = "g.run_id, r.workflow, g.priority, r.created_at, g.not_before,
+    r.status = 'running', g.scope, g.key";
+const QUEUE_FILTER: &str = "NOT g.admitted AND NOT g.done AND g.not_before <= $1
+    AND r.owner IS NULL AND r.fingerprint = ANY($2)";
+
+/// Up to `n` waiting runs of every queue at once that may start now, best first
+/// ([`limits::queue_order`]), with how many rows were read. Gates whose runs finished while
+/// they waited are marked done (they counted against `n`).
+async fn read_in_order(
+    conn: &mut PgConnection,
+    n: usize,
+    admit: &Admit<'_>,
+) -> Answer<(Vec<Candidate>, usize)> {
+    let rows = sqlx::query(&format!(
+        "SELECT 0::bigint, {QUEUE_COLUMNS} FROM flow_gates g JOIN runs r ON r.id = g.run_id
+         WHERE {QUEUE_FILTER}
+         ORDER BY g.queue_order, g.run_id LIMIT $3"
+    ))
+    .bind(int(admit.claimant.now))
+    .bind(admit.versions.to_vec())
+    .bind(n as i64)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut read = candidates(conn, &rows, 1).await?;
+    Ok(read.pop().unwrap_or_default())
+}
+
+/// The candidates of rows read with [`QUEUE_COLUMNS`] (after the index of their queue, of
+/// `queues` read), by queue, each with how many rows were read; gates of runs that finished
+/// while they waited are marked done.
+async fn candidates(
+    conn: &mut PgConnection,
+    rows: &[sqlx::postgres::PgRow],
+    queues: usize,
+) -> Answer<Vec<(Vec<Candidate>, usize)>> {
+    let mut read: Vec<(Vec<Candidate>, usize)> = vec![(Vec::new(), 0); queues];
+    let mut finished = Vec::new();
+    for row in rows {
+        let i = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
+        let Some((candidates, count)) = read.get_mut(i) else {
+            continue;
+        };
+        *count += 1;
+        let run: i64 = row.try_get(1)?;
+        if !row.try_get::<bool, _>(6)? {
+            finished.push(run);
+            continue;
+        }
+        let created_at = uint(row.try_get(4)?);
+        let scope: Option<String> = row.try_get(7)?;
+        let key: Option<String> = row.try_get(8)?;
+        candidates.push(Candidate {
+            run: RunId(uint(run)),
+            workflow: row.try_get(2)?,
+            key: scope.zip(key),
+            priority: row.try_get(3)?,
+            created_at,
+            ready_at: uint(row.try_get(5)?).max(created_at),
+        });
+    }
+    if !finished.is_empty() {
+        set_done(conn, &finished).await?;
+    }
+    Ok(read)
+}
+
 /// Up to `n[i]` waiting runs of each queue `queues[i]` that may start now, best first, in
 /// two statements (the keyed queues in one, through the queue index per key, and the runs
 /// without a key); each with how many rows it read. Gates whose runs finished while they
@@ -534,8 +619,8 @@ async fn read_queues(
     n: &[usize],
     admit: &Admit<'_>,
 ) -> Answer<Vec<(Vec<Candidate>, usize)>> {
-    let mut read: Vec<(Vec<Candidate>, usize)> = vec![(Vec::new(), 0); queues.len()];
-    let (mut index, mut scopes, mut keys, mut counts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut index, mut scopes, mut keys, mut counts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut keyless = None;
     for (i, (queue, n)) in queues.iter().zip(n).enumerate() {
         if *n == 0 {
@@ -551,10 +636,6 @@ async fn read_queues(
             None => keyless = Some((i, *n)),
         }
     }
-    let columns = "g.run_id, r.workflow, g.priority, r.created_at, g.not_before,
-                   r.status = 'running'";
-    let filter = "NOT g.admitted AND NOT g.done AND g.not_before <= $1 AND r.owner IS NULL
-                  AND r.fingerprint = ANY($2)";
     let mut rows = Vec::new();
     if !index.is_empty() {
         rows.extend(
@@ -562,8 +643,8 @@ async fn read_queues(
                 "SELECT q.i, c.* FROM unnest($3::bigint[], $4::text[], $5::text[], $6::bigint[])
                      AS q(i, scope, key, n)
                  CROSS JOIN LATERAL (
-                    SELECT {columns} FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                    WHERE g.scope = q.scope AND g.key = q.key AND {filter}
+                    SELECT {QUEUE_COLUMNS} FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                    WHERE g.scope = q.scope AND g.key = q.key AND {QUEUE_FILTER}
                     ORDER BY g.queue_order, g.run_id LIMIT q.n) c"
             ))
             .bind(int(admit.claimant.now))
@@ -579,8 +660,9 @@ async fn read_queues(
     if let Some((i, n)) = keyless {
         rows.extend(
             sqlx::query(&format!(
-                "SELECT $3::bigint, {columns} FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                 WHERE g.scope IS NULL AND g.key IS NULL AND {filter}
+                "SELECT $3::bigint, {QUEUE_COLUMNS} FROM flow_gates g
+                 JOIN runs r ON r.id = g.run_id
+                 WHERE g.scope IS NULL AND g.key IS NULL AND {QUEUE_FILTER}
                  ORDER BY g.queue_order, g.run_id LIMIT $4"
             ))
             .bind(int(admit.claimant.now))
@@ -591,30 +673,5 @@ async fn read_queues(
             .await?,
         );
     }
-    let mut finished = Vec::new();
-    for row in &rows {
-        let i = usize::try_from(row.try_get::<i64, _>(0)?).unwrap_or(usize::MAX);
-        let Some((candidates, count)) = read.get_mut(i) else {
-            continue;
-        };
-        *count += 1;
-        let run: i64 = row.try_get(1)?;
-        if !row.try_get::<bool, _>(6)? {
-            finished.push(run);
-            continue;
-        }
-        let created_at = uint(row.try_get(4)?);
-        candidates.push(Candidate {
-            run: RunId(uint(run)),
-            workflow: row.try_get(2)?,
-            key: queues[i].clone(),
-            priority: row.try_get(3)?,
-            created_at,
-            ready_at: uint(row.try_get(5)?).max(created_at),
-        });
-    }
-    if !finished.is_empty() {
-        set_done(conn, &finished).await?;
-    }
-    Ok(read)
+    candidates(conn, &rows, queues.len()).await
 }

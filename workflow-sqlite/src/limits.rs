@@ -62,7 +62,8 @@ pub(super) const MIGRATION: &str = "CREATE TABLE flow_gates (
 /// The migration that lets an admission read each key's best waiting runs from an index
 /// instead of the whole queue: a gate's place in its queue (`queue_order`, see
 /// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
-/// cancelled before its admission), an index per queue, one of the keys' holders, one of
+/// cancelled before its admission), an index per queue and one of all queues at once in
+/// that order, one of the keys' holders, one of
 /// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
 /// so a claim of queued runs skips the gated ones by an index.
 pub(super) const QUEUE_MIGRATION: &str = "ALTER TABLE runs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
@@ -78,6 +79,8 @@ pub(super) const QUEUE_MIGRATION: &str = "ALTER TABLE runs ADD COLUMN waiting IN
     DROP INDEX flow_gates_key;
     DROP INDEX flow_gates_debounce;
     CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_order ON flow_gates (queue_order, run_id)
         WHERE admitted = 0 AND done = 0;
     CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id)
         WHERE admitted = 1 AND done = 0;
@@ -319,48 +322,77 @@ fn queues(db: &Db) -> Result<Vec<Queue>, StoreError> {
     Ok(queues)
 }
 
-/// Up to `n` waiting runs of one queue that may start now, best first. Gates whose runs
-/// finished while they waited are marked done (they counted against `n`).
+/// A waiting run as a queue's reading returns it: run, workflow, scope, key, priority,
+/// creation, not before, whether it runs.
+type QueueRow = (
+    u64,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    u64,
+    u64,
+    bool,
+);
+
+/// Up to `n` waiting runs of one queue (`None`: of every queue at once) that may start now,
+/// best first, with how many rows were read. Gates whose runs finished while they waited
+/// are marked done (they counted against `n`).
 fn read_queue(
     db: &Db,
-    queue: &Queue,
+    queue: Option<&Queue>,
     n: usize,
     admit: &AdmitRow,
     versions: &str,
 ) -> Result<(Vec<Candidate>, usize), StoreError> {
     let fail = db_error(db);
-    let (scope, key) = queue.clone().unzip();
-    let rows: Vec<(u64, String, i64, u64, u64, bool)> = db
-        .conn
-        .prepare_cached(
-            "SELECT g.run_id, r.workflow, g.priority, r.created_at, g.not_before,
-                    r.status = 'running'
-             FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.admitted = 0 AND g.done = 0 AND g.scope IS ?1 AND g.key IS ?2
-               AND g.not_before <= ?3 AND r.owner IS NULL
-               AND r.fingerprint IN (SELECT value FROM json_each(?4))
-             ORDER BY g.queue_order, g.run_id LIMIT ?5",
-        )
-        .and_then(|mut s| {
-            s.query_map(
-                params![scope, key, admit.now, versions, n as i64],
-                |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                        row.get(5)?,
-                    ))
-                },
-            )?
-            .collect()
-        })
-        .map_err(&fail)?;
+    let columns = "g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before,
+                   r.status = 'running'";
+    let filter = "g.admitted = 0 AND g.done = 0 AND g.not_before <= ?1 AND r.owner IS NULL
+                  AND r.fingerprint IN (SELECT value FROM json_each(?2))";
+    let map = |row: &rusqlite::Row<'_>| -> rusqlite::Result<QueueRow> {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+            row.get(5)?,
+            row.get(6)?,
+            row.get(7)?,
+        ))
+    };
+    let rows: Vec<QueueRow> = match queue {
+        Some(queue) => {
+            let (scope, key) = queue.clone().unzip();
+            db.conn
+                .prepare_cached(&format!(
+                    "SELECT {columns} FROM flow_gates g JOIN runs r ON r.id = g.run_id
+                     WHERE g.scope IS ?4 AND g.key IS ?5 AND {filter}
+                     ORDER BY g.queue_order, g.run_id LIMIT ?3"
+                ))
+                .and_then(|mut s| {
+                    s.query_map(params![admit.now, versions, n as i64, scope, key], map)?
+                        .collect()
+                })
+        }
+        None => db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {columns} FROM flow_gates g INDEXED BY flow_gates_order
+                 JOIN runs r ON r.id = g.run_id
+                 WHERE {filter}
+                 ORDER BY g.queue_order, g.run_id LIMIT ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(params![admit.now, versions, n as i64], map)?
+                    .collect()
+            }),
+    }
+    .map_err(&fail)?;
     let read = rows.len();
     let mut candidates = Vec::with_capacity(read);
-    for (run, workflow, priority, created_at, not_before, running) in rows {
+    for (run, workflow, scope, key, priority, created_at, not_before, running) in rows {
         if !running {
             set_done(db, RunId(run))?;
             continue;
@@ -368,7 +400,7 @@ fn read_queue(
         candidates.push(Candidate {
             run: RunId(run),
             workflow,
-            key: queue.clone(),
+            key: scope.zip(key),
             priority,
             created_at,
             ready_at: not_before.max(created_at),
@@ -377,9 +409,43 @@ fn read_queue(
     Ok((candidates, read))
 }
 
+/// The candidates of an admission read queue by queue: a share of the room from each
+/// queue with free slots, then, when that left room, more from the queues that had more.
+fn by_queue(
+    db: &Db,
+    admit: &AdmitRow,
+    versions: &str,
+    held: &HashMap<(String, String), Vec<workflow_core::RunId>>,
+    run_limits: &[RunLimit<'_>],
+    decide: impl Fn(Vec<Candidate>) -> (Vec<Candidate>, limits::Plan),
+) -> Result<(Vec<Candidate>, limits::Plan), StoreError> {
+    let queues = queues(db)?;
+    let reads = limits::reads(&queues, held, run_limits, admit.room);
+    let mut read: Vec<(Vec<Candidate>, usize)> = Vec::with_capacity(queues.len());
+    for (queue, n) in queues.iter().zip(&reads) {
+        read.push(match n.first {
+            0 => (Vec::new(), 0),
+            first => read_queue(db, Some(queue), first, admit, versions)?,
+        });
+    }
+    let all = |read: &[(Vec<Candidate>, usize)]| read.iter().flat_map(|(c, _)| c.clone()).collect();
+    let (mut candidates, mut plan) = decide(all(&read));
+    let more: Vec<usize> = (0..queues.len())
+        .filter(|i| read[*i].1 == reads[*i].first && reads[*i].all > reads[*i].first)
+        .collect();
+    if plan.admit.len() < admit.room && !more.is_empty() {
+        for i in more {
+            read[i] = read_queue(db, Some(&queues[i]), reads[i].all, admit, versions)?;
+        }
+        (candidates, plan) = decide(all(&read));
+    }
+    Ok((candidates, plan))
+}
+
 /// Inside the writer's transaction: one admission. It reads the keys' holders (what is in
-/// flight), the keys that have waiting runs, and of each key that is not at its limit only
-/// its best runs ([`limits::reads`]): never every queued run.
+/// flight) and the best waiting runs of all queues at once ([`limits::heads`]); when those
+/// do not decide it, the keys that have waiting runs and of each key that is not at its
+/// limit only its best runs ([`limits::reads`]): never every queued run.
 pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
     let fail = db_error(db);
     let versions = serde_json::to_string(&admit.versions).unwrap_or_else(|_| "[]".to_owned());
@@ -410,17 +476,7 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
         })
         .collect();
     let held = holders(db)?;
-    let queues = queues(db)?;
-    let reads = limits::reads(&queues, &held, &run_limits, admit.room);
-    let mut read: Vec<(Vec<Candidate>, usize)> = Vec::with_capacity(queues.len());
-    for (queue, n) in queues.iter().zip(&reads) {
-        read.push(match n.first {
-            0 => (Vec::new(), 0),
-            first => read_queue(db, queue, first, admit, &versions)?,
-        });
-    }
-    let decide = |read: &[(Vec<Candidate>, usize)]| {
-        let candidates: Vec<Candidate> = read.iter().flat_map(|(c, _)| c.clone()).collect();
+    let decide = |candidates: Vec<Candidate>| {
         let plan = limits::plan(
             &candidates,
             &held,
@@ -431,18 +487,15 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
         );
         (candidates, plan)
     };
-    let (mut candidates, mut plan) = decide(&read);
-    // The first reading took a share of the room from each queue; when that left room and
-    // some queue may have more, those queues are read up to their free slots.
-    let more: Vec<usize> = (0..queues.len())
-        .filter(|i| read[*i].1 == reads[*i].first && reads[*i].all > reads[*i].first)
-        .collect();
-    if plan.admit.len() < admit.room && !more.is_empty() {
-        for i in more {
-            read[i] = read_queue(db, &queues[i], reads[i].all, admit, &versions)?;
-        }
-        (candidates, plan) = decide(&read);
-    }
+    // First the best runs of every queue at once; queue by queue when they do not decide
+    // the admission alone.
+    let scan = limits::scan_len(admit.room);
+    let (scanned, read) = read_queue(db, None, scan, admit, &versions)?;
+    let (candidates, plan) =
+        match limits::heads(scanned, read < scan, &held, &run_limits, admit.room) {
+            Some(candidates) => decide(candidates),
+            None => by_queue(db, admit, &versions, &held, &run_limits, decide)?,
+        };
     if candidates.is_empty() {
         return Ok((
             Admission {

@@ -10,8 +10,8 @@ use workflow_core::journal::Timestamp;
 use workflow_core::store::checksum;
 use workflow_core::store::tasks::{self, TaskChange};
 use workflow_core::store::{
-    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Lease, RunRecord, RunStatus,
-    StoreError, Submitted,
+    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Lease, RunRecord,
+    RunStatus, StoreError, Submitted,
 };
 use workflow_core::RunId;
 

@@ -69,6 +69,86 @@ pub struct Reads {
     pub all: usize,
 }
 
+/// How many runs of a queue an admission may start at most: its free slots (a key of a
+/// workflow whose runs wait under `on_limit: queue`), else `room` (runs without a key or
+/// without a limit, and keys whose waiting runs are skipped or cancel their holders, which
+/// an admission decides even when the key is full).
+fn free(
+    queue: &Queue,
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> usize {
+    let Some(key) = queue else {
+        return room;
+    };
+    let holding = held.get(key).map_or(0, Vec::len);
+    let limit = match key.0.as_str() {
+        // A static key is shared by every workflow naming it: full at the widest limit.
+        "" => (!limits.is_empty() && limits.iter().all(|l| l.on_limit == OnLimit::Queue))
+            .then(|| limits.iter().map(|l| l.limit).max().unwrap_or(0) as usize),
+        scope => limits
+            .iter()
+            .find(|l| l.workflow == scope)
+            .filter(|l| l.on_limit == OnLimit::Queue)
+            .map(|l| l.limit as usize),
+    };
+    match limit {
+        Some(limit) => room.min(limit.saturating_sub(holding)),
+        None => room,
+    }
+}
+
+/// How many waiting runs an admission first reads in the order of every queue at once
+/// ([`queue_order`]) before it reads queue by queue ([`reads`]): enough for the room and
+/// a few runs of full keys.
+pub fn scan_len(room: usize) -> usize {
+    room.min(ADMISSION_WINDOW)
+        .saturating_mul(4)
+        .saturating_add(16)
+}
+
+/// The candidates of an admission from the first waiting runs of every queue at once, in
+/// [`queue_order`] (`scanned`: at most [`scan_len`] of them, `exhausted` when no more were
+/// there), when they decide it exactly as reading every queue would: `None` when they may
+/// not, and the store then reads queue by queue ([`reads`]).
+///
+/// They do when every limit waits (`on_limit: queue`) and either nothing more waits, or
+/// `room` queues' first runs are among them: [`plan`] serves keys round robin, best run
+/// first, so the best `room` first runs of the keys with free slots are what it admits,
+/// and the first run of a key in this order is its best. An admission over many keys then
+/// reads about its room in runs, not a run per key.
+pub fn heads(
+    scanned: Vec<Candidate>,
+    exhausted: bool,
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> Option<Vec<Candidate>> {
+    if !limits.iter().all(|l| l.on_limit == OnLimit::Queue) {
+        return None;
+    }
+    if exhausted {
+        return Some(scanned);
+    }
+    let mut seen: HashMap<Queue, ()> = HashMap::new();
+    let mut picked = Vec::new();
+    for candidate in scanned {
+        if picked.len() >= room {
+            break;
+        }
+        if free(&candidate.key, held, limits, room) == 0 {
+            continue;
+        }
+        // Runs without a key have no turn to wait for: each is a first run.
+        if candidate.key.is_some() && seen.insert(candidate.key.clone(), ()).is_some() {
+            continue;
+        }
+        picked.push(candidate);
+    }
+    (picked.len() >= room).then_some(picked)
+}
+
 /// How many waiting runs of each queue an admission reads, in the order of `queues`,
 /// given the admitted, unfinished runs of each key (`held`) and the worker's `limits`.
 ///
@@ -85,29 +165,9 @@ pub fn reads(
     room: usize,
 ) -> Vec<Reads> {
     let room = room.min(ADMISSION_WINDOW);
-    let all_queue = limits.iter().all(|l| l.on_limit == OnLimit::Queue);
-    let widest = limits.iter().map(|l| l.limit).max().unwrap_or(0) as usize;
     let full: Vec<usize> = queues
         .iter()
-        .map(|queue| {
-            let Some(key) = queue else {
-                return room;
-            };
-            let holding = held.get(key).map_or(0, Vec::len);
-            let limit = match key.0.as_str() {
-                // A static key is shared by every workflow naming it.
-                "" => (all_queue && !limits.is_empty()).then_some(widest),
-                scope => limits
-                    .iter()
-                    .find(|l| l.workflow == scope)
-                    .filter(|l| l.on_limit == OnLimit::Queue)
-                    .map(|l| l.limit as usize),
-            };
-            match limit {
-                Some(limit) => room.min(limit.saturating_sub(holding)),
-                None => room,
-            }
-        })
+        .map(|queue| free(queue, held, limits, room))
         .collect();
     let open = full.iter().filter(|n| **n > 0).count().max(1);
     let share = room.div_ceil(open).max(1);
@@ -438,7 +498,10 @@ mod tests {
         let other = Some(("refund".to_owned(), "other".to_owned()));
         let queues = [key("full"), key("free"), key("busy"), None, other];
         let held = HashMap::from([
-            (("charge".to_owned(), "full".to_owned()), vec![RunId(1), RunId(2)]),
+            (
+                ("charge".to_owned(), "full".to_owned()),
+                vec![RunId(1), RunId(2)],
+            ),
             (("charge".to_owned(), "busy".to_owned()), vec![RunId(3)]),
         ]);
         let limits = [RunLimit {

@@ -19,6 +19,8 @@ pub(super) struct Flow {
     /// The waiting gates of each queue (key, or none), best first: what an admission reads,
     /// without looking at the rest of the queue.
     queues: BTreeMap<Queue, BTreeSet<(i64, RunId)>>,
+    /// Every waiting gate, best first, whatever its queue.
+    order: BTreeSet<(i64, RunId)>,
     /// Admitted gates whose runs were running when last looked at: the holders of keys.
     holding: BTreeSet<RunId>,
     /// Waiting gates that may not start before a time (debounce), by that time.
@@ -68,6 +70,7 @@ impl Flow {
         let Some(row) = self.gates.get(&run) else {
             return;
         };
+        self.order.remove(&(row.order, run));
         if let Some(queue) = self.queues.get_mut(&row.key) {
             queue.remove(&(row.order, run));
             if queue.is_empty() {
@@ -146,6 +149,7 @@ impl Inner {
             .entry(key.clone())
             .or_default()
             .insert((order, run));
+        self.flow.order.insert((order, run));
         if not_before > new.at {
             self.flow.later.insert((not_before, run));
         }
@@ -205,14 +209,26 @@ impl Inner {
         held
     }
 
-    /// Up to `n` ready runs of a queue, best first; gates of runs that finished while they
-    /// waited leave the queue.
-    fn read_queue(&mut self, queue: &Queue, n: usize, admit: &Admit<'_>) -> Vec<Candidate> {
+    /// Up to `n` ready runs of a queue (`None`: of every queue at once), best first, and
+    /// whether that was all of them; gates of runs that finished while they waited leave
+    /// the queue.
+    fn read_queue(
+        &mut self,
+        queue: Option<&Queue>,
+        n: usize,
+        admit: &Admit<'_>,
+    ) -> (Vec<Candidate>, bool) {
         let now = admit.claimant.now;
         let mut read = Vec::new();
         let mut gone = Vec::new();
-        for (_, id) in self.flow.queues.get(queue).into_iter().flatten() {
+        let mut exhausted = true;
+        let ids = match queue {
+            Some(queue) => self.flow.queues.get(queue),
+            None => Some(&self.flow.order),
+        };
+        for (_, id) in ids.into_iter().flatten() {
             if read.len() >= n {
+                exhausted = false;
                 break;
             }
             let (Some(row), Some(run)) = (self.flow.gates.get(id), self.runs.get(id)) else {
@@ -242,43 +258,14 @@ impl Inner {
         for id in gone {
             self.flow.unqueue(id);
         }
-        read
+        (read, exhausted)
     }
 
     pub(super) fn admit(&mut self, admit: &Admit<'_>) -> Admission {
         let now = admit.claimant.now;
         let in_flight = self.holders();
-        let queues: Vec<Queue> = self.flow.queues.keys().cloned().collect();
-        let reads = limits::reads(&queues, &in_flight, admit.limits, admit.room);
-        let mut read: Vec<Vec<Candidate>> = queues
-            .iter()
-            .zip(&reads)
-            .map(|(queue, n)| self.read_queue(queue, n.first, admit))
-            .collect();
-        let mut candidates: Vec<Candidate> = read.iter().flatten().cloned().collect();
-        let mut plan = limits::plan(
-            &candidates,
-            &in_flight,
-            admit.limits,
-            now,
-            admit.room,
-            admit.aging_ms,
-        );
-        let more = |read: &[Vec<Candidate>]| -> Vec<usize> {
-            read.iter()
-                .zip(&reads)
-                .enumerate()
-                .filter(|(_, (got, n))| got.len() == n.first && n.all > n.first)
-                .map(|(i, _)| i)
-                .collect()
-        };
-        let again = more(&read);
-        if plan.admit.len() < admit.room && !again.is_empty() {
-            for i in again {
-                read[i] = self.read_queue(&queues[i], reads[i].all, admit);
-            }
-            candidates = read.iter().flatten().cloned().collect();
-            plan = limits::plan(
+        let decide = |candidates: Vec<Candidate>| {
+            let plan = limits::plan(
                 &candidates,
                 &in_flight,
                 admit.limits,
@@ -286,7 +273,39 @@ impl Inner {
                 admit.room,
                 admit.aging_ms,
             );
-        }
+            (candidates, plan)
+        };
+        // First the best runs of every queue at once; queue by queue when they do not
+        // decide the admission alone.
+        let (scanned, exhausted) = self.read_queue(None, limits::scan_len(admit.room), admit);
+        let (candidates, plan) =
+            match limits::heads(scanned, exhausted, &in_flight, admit.limits, admit.room) {
+                Some(candidates) => decide(candidates),
+                None => {
+                    let queues: Vec<Queue> = self.flow.queues.keys().cloned().collect();
+                    let reads = limits::reads(&queues, &in_flight, admit.limits, admit.room);
+                    let mut read: Vec<(Vec<Candidate>, bool)> = queues
+                        .iter()
+                        .zip(&reads)
+                        .map(|(queue, n)| self.read_queue(Some(queue), n.first, admit))
+                        .collect();
+                    let (mut candidates, mut plan) =
+                        decide(read.iter().flat_map(|(c, _)| c.clone()).collect());
+                    // Queues that may have more, read up to their free slots when the first
+                    // reading left room.
+                    let again: Vec<usize> = (0..queues.len())
+                        .filter(|i| !read[*i].1 && reads[*i].all > reads[*i].first)
+                        .collect();
+                    if plan.admit.len() < admit.room && !again.is_empty() {
+                        for i in again {
+                            read[i] = self.read_queue(Some(&queues[i]), reads[i].all, admit);
+                        }
+                        (candidates, plan) =
+                            decide(read.iter().flat_map(|(c, _)| c.clone()).collect());
+                    }
+                    (candidates, plan)
+                }
+            };
         let next_ready = self
             .flow
             .later
