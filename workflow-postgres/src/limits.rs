@@ -482,9 +482,11 @@ async fn set_done(conn: &mut PgConnection, runs: &[i64]) -> Answer<()> {
 /// The admitted gates that still count, by key; those whose runs finished are marked done
 /// on the way (so this reads only what is in flight).
 async fn holders(conn: &mut PgConnection) -> Answer<HashMap<(String, String), Vec<RunId>>> {
+    // The run's status by a lookup per gate: a join lets the planner scan every run.
     let rows = sqlx::query(
-        "SELECT g.run_id, g.scope, g.key, r.status = 'running'
-         FROM flow_gates g JOIN runs r ON r.id = g.run_id
+        "SELECT g.run_id, g.scope, g.key,
+                coalesce((SELECT r.status = 'running' FROM runs r WHERE r.id = g.run_id), false)
+         FROM flow_gates g
          WHERE g.admitted AND NOT g.done
          ORDER BY g.run_id",
     )
