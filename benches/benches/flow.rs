@@ -412,7 +412,17 @@ impl Fresh {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
             }
-            Fresh::Postgres(schema) => schema.drop().await,
+            Fresh::Postgres(schema) => {
+                // The dropped workers' last statements may still hold locks for a moment.
+                for _ in 0..20 {
+                    let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.name());
+                    if schema.execute(&drop).await.is_ok() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                schema.drop().await;
+            }
         }
     }
 }
