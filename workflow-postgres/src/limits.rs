@@ -346,19 +346,10 @@ impl PgStore {
         let mut tx = conn.begin().await?;
         lock(&mut tx, &self.schema, "admission").await?;
         let now = admit.claimant.now;
-        let next_ready = sqlx::query(
-            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE NOT g.admitted AND NOT g.done AND g.not_before > $1
-               AND r.status = 'running' AND r.fingerprint = ANY($2)
-             ORDER BY g.not_before, g.run_id LIMIT 1",
-        )
-        .bind(int(now))
-        .bind(admit.versions.to_vec())
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| Ok::<_, sqlx::Error>((uint(row.try_get(0)?), RunId(uint(row.try_get(1)?)))))
-        .transpose()?;
-        let held = holders(&mut tx).await?;
+        let scan = limits::scan_len(admit.room);
+        let first = first_read(&mut tx, scan, admit).await?;
+        let (next_ready, held, scanned, read) =
+            (first.next_ready, first.held, first.scanned, first.read);
         let decide = |candidates: Vec<Candidate>| {
             let plan = limits::plan(
                 &candidates,
@@ -375,8 +366,6 @@ impl PgStore {
         };
         // First the best runs of every queue at once; queue by queue when they do not
         // decide the admission alone.
-        let scan = limits::scan_len(admit.room);
-        let (scanned, read) = read_in_order(&mut tx, scan, admit).await?;
         let (candidates, plan) =
             match limits::heads(scanned, read < scan, &held, admit.limits, admit.room) {
                 Some(candidates) => decide(candidates),
@@ -409,25 +398,18 @@ impl PgStore {
                     (candidates, plan)
                 }
             };
-        if candidates.is_empty() {
-            tx.commit().await?;
-            return Ok((
-                Admission {
-                    next_ready,
-                    ..Admission::default()
-                },
-                Vec::new(),
-            ));
-        }
         let mut admission = Admission {
             cancel: plan.cancel,
             next_ready,
             ..Admission::default()
         };
-        if !plan.admit.is_empty() {
+        if !plan.admit.is_empty() || !first.done.is_empty() {
+            // One statement: the gates found finished are marked done, the admitted ones
+            // admitted, and their runs handed to the claimant.
             let ids: Vec<i64> = plan.admit.iter().map(|id| int(id.0)).collect();
             let rows = sqlx::query(
-                "WITH gates AS (UPDATE flow_gates SET admitted = true WHERE run_id = ANY($1))
+                "WITH finished AS (UPDATE flow_gates SET done = true WHERE run_id = ANY($4)),
+                      gates AS (UPDATE flow_gates SET admitted = true WHERE run_id = ANY($1))
                  UPDATE runs SET owner = $2, lease_token = lease_token + 1,
                         lease_until = now() + $3 * interval '1 millisecond', waiting = false
                  WHERE id = ANY($1) RETURNING id, lease_token",
@@ -435,6 +417,7 @@ impl PgStore {
             .bind(&ids)
             .bind(admit.claimant.owner)
             .bind(int(admit.claimant.lease_ms))
+            .bind(&first.done)
             .fetch_all(&mut *tx)
             .await?;
             let mut tokens = HashMap::new();
@@ -479,36 +462,100 @@ async fn set_done(conn: &mut PgConnection, runs: &[i64]) -> Answer<()> {
     Ok(())
 }
 
-/// The admitted gates that still count, by key; those whose runs finished are marked done
-/// on the way (so this reads only what is in flight).
-async fn holders(conn: &mut PgConnection) -> Answer<HashMap<(String, String), Vec<RunId>>> {
-    // The run's status by a lookup per gate: a join lets the planner scan every run.
-    let rows = sqlx::query(
-        "SELECT g.run_id, g.scope, g.key,
-                coalesce((SELECT r.status = 'running' FROM runs r WHERE r.id = g.run_id), false)
-         FROM flow_gates g
-         WHERE g.admitted AND NOT g.done
-         ORDER BY g.run_id",
-    )
+/// What an admission reads first, in one statement.
+struct FirstRead {
+    /// The soonest a debounced run of these versions may start.
+    next_ready: Option<(Timestamp, RunId)>,
+    /// The admitted, unfinished runs of each key.
+    held: HashMap<(String, String), Vec<RunId>>,
+    /// The best waiting runs of all queues at once that may start now.
+    scanned: Vec<Candidate>,
+    /// How many waiting runs were read for `scanned`.
+    read: usize,
+    /// Gates found finished (holders whose runs ended, waiting runs that were cancelled):
+    /// to be marked done.
+    done: Vec<i64>,
+}
+
+/// In one statement: the holders of keys (only the admitted gates not yet done, each run's
+/// status by a lookup, so the plan never scans every run), the first `n` waiting runs of
+/// all queues in [`limits::queue_order`], and the next debounced run's time.
+async fn first_read(conn: &mut PgConnection, n: usize, admit: &Admit<'_>) -> Answer<FirstRead> {
+    let rows = sqlx::query(&format!(
+        "(SELECT 0::smallint, g.run_id, NULL::text, 0::bigint, 0::bigint, 0::bigint,
+                 coalesce((SELECT r.status = 'running' FROM runs r WHERE r.id = g.run_id), false),
+                 g.scope, g.key, 0::bigint
+          FROM flow_gates g WHERE g.admitted AND NOT g.done)
+         UNION ALL
+         (SELECT 1::smallint, {QUEUE_COLUMNS}, g.queue_order
+          FROM flow_gates g JOIN runs r ON r.id = g.run_id
+          WHERE {QUEUE_FILTER}
+          ORDER BY g.queue_order, g.run_id LIMIT $3)
+         UNION ALL
+         (SELECT 2::smallint, g.run_id, NULL::text, 0::bigint, 0::bigint, g.not_before, true,
+                 NULL::text, NULL::text, 0::bigint
+          FROM flow_gates g JOIN runs r ON r.id = g.run_id
+          WHERE NOT g.admitted AND NOT g.done AND g.not_before > $1
+            AND r.status = 'running' AND r.fingerprint = ANY($2)
+          ORDER BY g.not_before, g.run_id LIMIT 1)"
+    ))
+    .bind(int(admit.claimant.now))
+    .bind(admit.versions.to_vec())
+    .bind(n as i64)
     .fetch_all(&mut *conn)
     .await?;
-    let mut held: HashMap<(String, String), Vec<RunId>> = HashMap::new();
-    let mut finished = Vec::new();
+    let mut first = FirstRead {
+        next_ready: None,
+        held: HashMap::new(),
+        scanned: Vec::new(),
+        read: 0,
+        done: Vec::new(),
+    };
+    let mut order = Vec::new();
     for row in &rows {
-        let run: i64 = row.try_get(0)?;
-        let scope: Option<String> = row.try_get(1)?;
-        let key: Option<String> = row.try_get(2)?;
-        let running: bool = row.try_get(3)?;
-        if !running {
-            finished.push(run);
-        } else if let Some(key) = scope.zip(key) {
-            held.entry(key).or_default().push(RunId(uint(run)));
+        let part: i16 = row.try_get(0)?;
+        let run: i64 = row.try_get(1)?;
+        let running: bool = row.try_get(6)?;
+        let scope: Option<String> = row.try_get(7)?;
+        let key: Option<String> = row.try_get(8)?;
+        match part {
+            0 if !running => first.done.push(run),
+            0 => {
+                if let Some(key) = scope.zip(key) {
+                    first.held.entry(key).or_default().push(RunId(uint(run)));
+                }
+            }
+            1 => {
+                first.read += 1;
+                if !running {
+                    first.done.push(run);
+                    continue;
+                }
+                let created_at = uint(row.try_get(4)?);
+                order.push((row.try_get::<i64, _>(9)?, run));
+                first.scanned.push(Candidate {
+                    run: RunId(uint(run)),
+                    workflow: row.try_get(2)?,
+                    key: scope.zip(key),
+                    priority: row.try_get(3)?,
+                    created_at,
+                    ready_at: uint(row.try_get(5)?).max(created_at),
+                });
+            }
+            _ => first.next_ready = Some((uint(row.try_get(5)?), RunId(uint(run)))),
         }
     }
-    if !finished.is_empty() {
-        set_done(conn, &finished).await?;
+    for holders in first.held.values_mut() {
+        holders.sort_unstable();
     }
-    Ok(held)
+    // A union keeps no order of its own: the scan's rows are put back in queue order.
+    let mut scanned: Vec<((i64, i64), Candidate)> = order
+        .into_iter()
+        .zip(std::mem::take(&mut first.scanned))
+        .collect();
+    scanned.sort_unstable_by_key(|(order, _)| *order);
+    first.scanned = scanned.into_iter().map(|(_, c)| c).collect();
+    Ok(first)
 }
 
 /// The queues that have waiting runs: each key once (walked through the queue index one key
@@ -549,28 +596,6 @@ const QUEUE_COLUMNS: &str = "g.run_id, r.workflow, g.priority, r.created_at, g.n
     r.status = 'running', g.scope, g.key";
 const QUEUE_FILTER: &str = "NOT g.admitted AND NOT g.done AND g.not_before <= $1
     AND r.owner IS NULL AND r.fingerprint = ANY($2)";
-
-/// Up to `n` waiting runs of every queue at once that may start now, best first
-/// ([`limits::queue_order`]), with how many rows were read. Gates whose runs finished while
-/// they waited are marked done (they counted against `n`).
-async fn read_in_order(
-    conn: &mut PgConnection,
-    n: usize,
-    admit: &Admit<'_>,
-) -> Answer<(Vec<Candidate>, usize)> {
-    let rows = sqlx::query(&format!(
-        "SELECT 0::bigint, {QUEUE_COLUMNS} FROM flow_gates g JOIN runs r ON r.id = g.run_id
-         WHERE {QUEUE_FILTER}
-         ORDER BY g.queue_order, g.run_id LIMIT $3"
-    ))
-    .bind(int(admit.claimant.now))
-    .bind(admit.versions.to_vec())
-    .bind(n as i64)
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut read = candidates(conn, &rows, 1).await?;
-    Ok(read.pop().unwrap_or_default())
-}
 
 /// The candidates of rows read with [`QUEUE_COLUMNS`] (after the index of their queue, of
 /// `queues` read), by queue, each with how many rows were read; gates of runs that finished
