@@ -24,8 +24,9 @@
 //!   `depth` runs is written first by an intake engine (32 writers at once), then workers
 //!   admit and drive them, and the rate of the first `B17_MEASURED` runs (500, or the
 //!   whole queue if shallower) is taken from the workers' start to their last step. On
-//!   SQLite (the store's defaults) one worker with 32 live runs; on PostgreSQL two
-//!   workers with 16 live runs each (8 connections each). For every store, depth and
+//!   SQLite (the store's defaults) one worker with 32 live runs, which queues the runs
+//!   itself before it registers the workflow; on PostgreSQL two workers with 16 live runs
+//!   each (8 connections each). For every store, depth and
 //!   number of keys, rounds alternate the two (order rotated) on fresh stores, and the
 //!   ratio keyed ÷ plain of each round's admitted runs per second is reported with its
 //!   median. Target: ≥ 0.75 at every depth. The limit (4 per key) is above what the
@@ -437,11 +438,22 @@ async fn depth_phase<W: Workflow<Env = ()>>(
     input: fn(u32) -> W::Input,
 ) -> f64 {
     let (fresh, stores) = Fresh::open(url).await;
-    let intake = Engine::builder()
-        .shared_store(Arc::clone(&stores[0]))
-        .owner("intake")
-        .intake_only()
-        .build();
+    // On PostgreSQL an intake-only engine queues the runs. A SQLite store has one worker,
+    // whose `resume_all` would take every queued run at once: that worker queues them
+    // itself before it registers the workflow (so nothing is admitted meanwhile), and one
+    // more start after the registration wakes its admission.
+    let intake = match url {
+        Some(_) => Engine::builder()
+            .shared_store(Arc::clone(&stores[0]))
+            .owner("intake")
+            .intake_only()
+            .build(),
+        None => Engine::builder()
+            .shared_store(Arc::clone(&stores[0]))
+            .owner("worker-0")
+            .max_live_runs(32)
+            .build(),
+    };
     let next = Arc::new(AtomicU32::new(0));
     let mut writers = tokio::task::JoinSet::new();
     for _ in 0..32 {
@@ -464,11 +476,7 @@ async fn depth_phase<W: Workflow<Env = ()>>(
     }
     // SQLite: one worker with 32 live runs; PostgreSQL: two with 16 each.
     let workers: Vec<Engine> = match url {
-        None => vec![Engine::builder()
-            .shared_store(Arc::clone(&stores[0]))
-            .owner("worker-0")
-            .max_live_runs(32)
-            .build()],
+        None => vec![intake.clone()],
         Some(_) => stores[1..]
             .iter()
             .enumerate()
@@ -487,8 +495,18 @@ async fn depth_phase<W: Workflow<Env = ()>>(
     let measured = measured.min(u64::from(depth));
     let base = STEPS.load(Ordering::Relaxed);
     let started = Instant::now();
-    for engine in &workers {
-        engine.resume_all().await.expect("resume");
+    match url {
+        Some(_) => {
+            for engine in &workers {
+                engine.resume_all().await.expect("resume");
+            }
+        }
+        None => {
+            intake
+                .enqueue::<W>(input(depth % keys.max(1)), StartOptions::default())
+                .await
+                .expect("queue");
+        }
     }
     while STEPS.load(Ordering::Relaxed) - base < measured {
         tokio::time::sleep(Duration::from_millis(2)).await;
