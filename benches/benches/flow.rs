@@ -512,6 +512,10 @@ async fn depth_phase<W: Workflow<Env = ()>>(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let rate = measured as f64 / started.elapsed().as_secs_f64();
+    // The rest of the queue is not run: a phase must not leave work for the next one.
+    for engine in workers.iter().chain([&intake]) {
+        engine.shutdown();
+    }
     drop(workers);
     drop(intake);
     drop(stores);
