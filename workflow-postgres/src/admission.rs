@@ -168,9 +168,11 @@ struct FirstRead {
     done: Vec<i64>,
 }
 
-/// In one statement: the holders of keys (only the admitted gates not yet done, each run's
-/// status by a lookup, so the plan never scans every run), the first `n` waiting runs of
-/// all queues in [`limits::queue_order`], and the next debounced run's time.
+/// In one statement: the holders of keys (only the admitted gates not yet done), the first
+/// `n` waiting runs of all queues in [`limits::queue_order`], and the next debounced run's
+/// time. Each gate's run is looked up by its id (a scalar subquery, or a lateral one the
+/// planner cannot turn into a join), so the gates' indexes drive every part whatever the
+/// statistics say, and no part scans every run.
 async fn first_read(conn: &mut PgConnection, n: usize, admit: &Admit<'_>) -> Answer<FirstRead> {
     let rows = sqlx::query(&format!(
         "(SELECT 0::smallint, g.run_id, NULL::text, 0::bigint, 0::bigint, 0::bigint,
@@ -179,13 +181,16 @@ async fn first_read(conn: &mut PgConnection, n: usize, admit: &Admit<'_>) -> Ans
           FROM flow_gates g WHERE g.admitted AND NOT g.done)
          UNION ALL
          (SELECT 1::smallint, {QUEUE_COLUMNS}, g.queue_order
-          FROM flow_gates g JOIN runs r ON r.id = g.run_id
+          FROM flow_gates g CROSS JOIN LATERAL (
+              SELECT r.workflow, r.created_at, r.status, r.owner, r.fingerprint
+              FROM runs r WHERE r.id = g.run_id OFFSET 0) r
           WHERE {QUEUE_FILTER}
           ORDER BY g.queue_order, g.run_id LIMIT $3)
          UNION ALL
          (SELECT 2::smallint, g.run_id, NULL::text, 0::bigint, 0::bigint, g.not_before, true,
                  NULL::text, NULL::text, 0::bigint
-          FROM flow_gates g JOIN runs r ON r.id = g.run_id
+          FROM flow_gates g CROSS JOIN LATERAL (
+              SELECT r.status, r.fingerprint FROM runs r WHERE r.id = g.run_id OFFSET 0) r
           WHERE NOT g.admitted AND NOT g.done AND g.not_before > $1
             AND r.status = 'running' AND r.fingerprint = ANY($2)
           ORDER BY g.not_before, g.run_id LIMIT 1)"

@@ -267,7 +267,8 @@ pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), Store
     let next_ready: Option<(u64, u64)> = db
         .conn
         .prepare_cached(
-            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
+            "SELECT g.not_before, g.run_id FROM flow_gates g INDEXED BY flow_gates_later
+             JOIN runs r ON r.id = g.run_id
              WHERE g.admitted = 0 AND g.done = 0 AND g.not_before > ?1
                AND r.status = 'running'
                AND r.fingerprint IN (SELECT value FROM json_each(?2))
