@@ -227,7 +227,9 @@ pub struct Admit<'a> {
     pub limits: &'a [RunLimit<'a>],
     /// At most this many runs are admitted.
     pub room: usize,
-    /// The aging step of priorities, in ms ([`AGING_STEP_MS`] by default).
+    /// The aging step of priorities, in ms ([`AGING_STEP_MS`] by default). Stores read
+    /// each queue in the order of the default step ([`queue_order`]); [`plan`] ranks what
+    /// they read by this one.
     pub aging_ms: u64,
 }
 
