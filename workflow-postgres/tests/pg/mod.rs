@@ -6,6 +6,7 @@ mod faults;
 mod functions;
 mod group;
 mod leases;
+mod queue_migrate;
 mod schedules;
 mod schedules_migrate;
 mod tasks;
