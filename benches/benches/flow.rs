@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo bench -p benches --bench flow                  # sqlite, postgres, admissions
-//! cargo bench -p benches --bench flow -- sqlite        # or postgres, or admissions
+//! cargo bench -p benches --bench flow -- sqlite        # or postgres, admissions, depth
 //! ```
 //!
 //! - `sqlite`, `postgres`: one engine on a fresh store (a SQLite file with the store's
@@ -19,13 +19,35 @@
 //!   beforehand, until all are done: admissions per second of keyed runs (2 per key, so
 //!   half of them wait for their key), against queued runs without a key, same run.
 //!
+//! - `depth`: B17 at depth. A one-step workflow with a key (`concurrency: { key: k,
+//!   limit: 4 }`, run `i` on key `i % keys`) against the same step without one: a queue of
+//!   `depth` runs is written first by an intake engine (32 writers at once), then workers
+//!   admit and drive them, and the rate of the first `B17_MEASURED` runs (500, or the
+//!   whole queue if shallower) is taken from the workers' start to their last step. On
+//!   SQLite (the store's defaults) one worker with 32 live runs, which queues the runs
+//!   itself before it registers the workflow; on PostgreSQL two workers with 16 live runs
+//!   each (8 connections each). For every store, depth and
+//!   number of keys, rounds alternate the two (order rotated) on fresh stores, and the
+//!   ratio keyed ÷ plain of each round's admitted runs per second is reported with its
+//!   median. Target: ≥ 0.75 at every depth. The limit (4 per key) is above what the
+//!   workers take at once over 10 keys (40 slots for 32 live runs), so the ratio is what
+//!   admitting by key costs, not fewer runs in flight.
+//!
+//! ```text
+//! cargo bench -p benches --bench flow -- depth                            # 200, 2 000
+//! B17_DEPTHS=100000 B17_ROUNDS=1 cargo bench -p benches --bench flow -- depth   # long
+//! ```
+//!
 //! Environment: `B17_RUNS` (runs per phase at 32 in flight, default 1000),
 //! `B17_SEQUENTIAL` (runs per sequential phase, 200), `B17_ROUNDS` (3),
-//! `B17_ADMISSIONS` (queued runs per admissions phase, 2000).
+//! `B17_ADMISSIONS` (queued runs per admissions phase, 2000), `B17_DEPTHS` (queue depths
+//! of `depth`, comma-separated, `200,2000`), `B17_KEYS` (key counts of `depth`,
+//! `10,1000`), `B17_MEASURED` (runs timed per `depth` phase, 500), `B17_STORES`
+//! (`sqlite,postgres`).
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -312,6 +334,273 @@ async fn admissions(url: &str) {
     );
 }
 
+/// Steps run by the `depth` workflows, in this process.
+static STEPS: AtomicU64 = AtomicU64::new(0);
+
+async fn count(k: u32) -> Result<u32, StepError> {
+    STEPS.fetch_add(1, Ordering::Relaxed);
+    Ok(black_box(k))
+}
+
+workflow! {
+    /// B17 at depth: one step, no key.
+    workflow Single(k: u32) {
+        step s0 -> u32 { action: count(k), }
+    }
+}
+
+workflow! {
+    /// The same step under a concurrency key.
+    workflow SingleKeyed(k: u32) {
+        concurrency: { key: k, limit: 4 },
+        step s0 -> u32 { action: count(k), }
+    }
+}
+
+fn list(name: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+/// A fresh store for one `depth` phase, with a way to get rid of it afterwards.
+enum Fresh {
+    Sqlite(PathBuf),
+    Postgres(pg::Schema),
+}
+
+impl Fresh {
+    async fn open(url: Option<&str>) -> (Fresh, Vec<Arc<dyn Store>>) {
+        match url {
+            None => {
+                let dir = std::env::var_os("B17_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("b17"));
+                std::fs::create_dir_all(&dir).expect("a directory for the store");
+                static NEXT: AtomicU32 = AtomicU32::new(0);
+                let path = dir.join(format!(
+                    "b17-depth-{}-{}.db",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::Relaxed)
+                ));
+                let store: Arc<dyn Store> =
+                    Arc::new(SqliteStore::open(&path).expect("open the store"));
+                (Fresh::Sqlite(path), vec![store])
+            }
+            Some(url) => {
+                let schema = pg::Schema::new(url, "b17depth");
+                let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+                for _ in 0..3 {
+                    stores.push(Arc::new(
+                        schema
+                            .store_with(PgOptions {
+                                max_connections: 8,
+                                ..PgOptions::default()
+                            })
+                            .await,
+                    ));
+                }
+                (Fresh::Postgres(schema), stores)
+            }
+        }
+    }
+
+    async fn remove(self) {
+        match self {
+            Fresh::Sqlite(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                }
+            }
+            Fresh::Postgres(schema) => {
+                // The dropped workers' last statements may still hold locks for a moment.
+                for _ in 0..20 {
+                    let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.name());
+                    if schema.execute(&drop).await.is_ok() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                schema.drop().await;
+            }
+        }
+    }
+}
+
+/// One `depth` phase: `depth` runs of `W` queued over `keys` keys, then admitted by the
+/// workers; runs per second over the first `measured`.
+async fn depth_phase<W: Workflow<Env = ()>>(
+    url: Option<&str>,
+    depth: u32,
+    keys: u32,
+    measured: u64,
+    input: fn(u32) -> W::Input,
+) -> f64 {
+    let (fresh, stores) = Fresh::open(url).await;
+    // On PostgreSQL an intake-only engine queues the runs. A SQLite store has one worker,
+    // whose `resume_all` would take every queued run at once: that worker queues them
+    // itself before it registers the workflow (so nothing is admitted meanwhile), and one
+    // more start after the registration wakes its admission.
+    let intake = match url {
+        Some(_) => Engine::builder()
+            .shared_store(Arc::clone(&stores[0]))
+            .owner("intake")
+            .intake_only()
+            .build(),
+        None => Engine::builder()
+            .shared_store(Arc::clone(&stores[0]))
+            .owner("worker-0")
+            .max_live_runs(32)
+            .build(),
+    };
+    let next = Arc::new(AtomicU32::new(0));
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        let (intake, next) = (intake.clone(), Arc::clone(&next));
+        writers.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= depth {
+                    break;
+                }
+                intake
+                    .enqueue::<W>(input(i % keys.max(1)), StartOptions::default())
+                    .await
+                    .expect("queue");
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.expect("a writer");
+    }
+    // SQLite: one worker with 32 live runs; PostgreSQL: two with 16 each.
+    let workers: Vec<Engine> = match url {
+        None => vec![intake.clone()],
+        Some(_) => stores[1..]
+            .iter()
+            .enumerate()
+            .map(|(w, store)| {
+                Engine::builder()
+                    .shared_store(Arc::clone(store))
+                    .owner(format!("worker-{w}"))
+                    .max_live_runs(16)
+                    .build()
+            })
+            .collect(),
+    };
+    for engine in &workers {
+        engine.register::<W>(()).expect("register");
+    }
+    let measured = measured.min(u64::from(depth));
+    let base = STEPS.load(Ordering::Relaxed);
+    let started = Instant::now();
+    match url {
+        Some(_) => {
+            for engine in &workers {
+                engine.resume_all().await.expect("resume");
+            }
+        }
+        None => {
+            intake
+                .enqueue::<W>(input(depth % keys.max(1)), StartOptions::default())
+                .await
+                .expect("queue");
+        }
+    }
+    while STEPS.load(Ordering::Relaxed) - base < measured {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let rate = measured as f64 / started.elapsed().as_secs_f64();
+    // The rest of the queue is not run: a phase must not leave work for the next one.
+    for engine in workers.iter().chain([&intake]) {
+        engine.shutdown();
+    }
+    drop(workers);
+    drop(intake);
+    drop(stores);
+    // Let the dropped engines' tasks stop before the store goes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    fresh.remove().await;
+    rate
+}
+
+fn single(k: u32) -> SingleInput {
+    SingleInput { k }
+}
+
+fn single_keyed(k: u32) -> SingleKeyedInput {
+    SingleKeyedInput { k }
+}
+
+async fn depth(url: Option<String>) {
+    let rounds = setting("B17_ROUNDS", 3);
+    let measured = setting("B17_MEASURED", 500) as u64;
+    let depths = list("B17_DEPTHS", &[200, 2000]);
+    let key_counts = list("B17_KEYS", &[10, 1000]);
+    let stores: Vec<String> = std::env::var("B17_STORES")
+        .unwrap_or_else(|_| "sqlite,postgres".to_owned())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .collect();
+    println!("| store | queued runs | keys | plain runs/s | keyed runs/s | keyed ÷ plain (median; per round) | target ≥ 0.75 |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
+    for store in &stores {
+        let url = match store.as_str() {
+            "sqlite" => None,
+            "postgres" => match &url {
+                Some(url) => Some(url.as_str()),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let label = if url.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        };
+        for &queued in &depths {
+            for &keys in &key_counts {
+                let (mut plain, mut keyed, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+                for round in 0..rounds {
+                    let mut rates = [0.0; 2];
+                    for turn in 0..2 {
+                        let which = (turn + round) % 2;
+                        rates[which] = if which == 0 {
+                            depth_phase::<Single>(url, queued as u32, keys as u32, measured, single)
+                                .await
+                        } else {
+                            depth_phase::<SingleKeyed>(
+                                url,
+                                queued as u32,
+                                keys as u32,
+                                measured,
+                                single_keyed,
+                            )
+                            .await
+                        };
+                    }
+                    plain.push(rates[0]);
+                    keyed.push(rates[1]);
+                    ratios.push(rates[1] / rates[0]);
+                }
+                let ratio = median(ratios.clone());
+                println!(
+                    "| {label} | {queued} | {keys} | {:.0} | {:.0} | **{ratio:.2}** ({}) | {} |",
+                    median(plain),
+                    median(keyed),
+                    ratios
+                        .iter()
+                        .map(|r| format!("{r:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if ratio >= 0.75 { "met" } else { "NOT met" },
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -320,9 +609,11 @@ fn main() {
         .expect("a tokio runtime");
     let modes: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| ["sqlite", "postgres", "admissions"].contains(&a.as_str()))
+        .filter(|a| ["sqlite", "postgres", "admissions", "depth"].contains(&a.as_str()))
         .collect();
-    let wants = |mode: &str| modes.is_empty() || modes.iter().any(|m| m == mode);
+    // `depth` is its own mode: it runs only when named.
+    let wants =
+        |mode: &str| modes.iter().any(|m| m == mode) || (modes.is_empty() && mode != "depth");
     runtime.block_on(async {
         println!("B17: B5's ten-step chain with a workflow-level concurrency key (limit 1 over {KEYS} keys) against without");
         if wants("sqlite") || wants("postgres") {
@@ -330,6 +621,11 @@ fn main() {
         }
         if wants("sqlite") {
             sqlite().await;
+        }
+        if wants("depth") {
+            println!("B17 at depth: admitted runs per second of a one-step workflow with a key (limit 4) against without, queued first");
+            depth(pg::server().await).await;
+            return;
         }
         let url = if wants("postgres") || wants("admissions") {
             pg::server().await

@@ -168,6 +168,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("a debounce keeps the latest start of a burst", |s| {
         Box::pin(limits::debounce_keeps_the_latest_start(s.store))
     }),
+    ("a deep queue of one key hides no other key's runs", |s| {
+        Box::pin(limits::a_deep_queue_hides_no_other_key(s.store))
+    }),
     (
         "step slots count only under their run's current lease",
         |s| Box::pin(limits::slots_hold_their_limit_under_current_leases(s.store)),

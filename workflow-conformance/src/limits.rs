@@ -5,7 +5,7 @@
 use super::*;
 use workflow_core::store::limits::{
     Acquired, Admit, DebounceStart, Gate, OnLimit, RateLimit, RunLimit, SlotLimit, SlotRequest,
-    AGING_STEP_MS,
+    ADMISSION_WINDOW, AGING_STEP_MS,
 };
 
 const WORKFLOW: &str = "charge";
@@ -212,6 +212,37 @@ pub(super) async fn debounce_keeps_the_latest_start(store: Arc<dyn Store>) {
         ..admit("w", &[], 5)
     };
     assert_eq!(admitted(&*store, later).await, [last]);
+}
+
+pub(super) async fn a_deep_queue_hides_no_other_key(store: Arc<dyn Store>) {
+    let now = wall_clock();
+    let limits = limit(1, OnLimit::Queue);
+    // More runs wait for one key than an admission reads from a queue.
+    let mut hot = Vec::new();
+    for _ in 0..=ADMISSION_WINDOW {
+        hot.push(gated(&*store, Some("hot"), 0, now).await);
+    }
+    let cold = gated(&*store, Some("cold"), 0, now).await;
+    let keyless = gated(&*store, None, 0, now).await;
+    assert_eq!(admitted(&*store, admit("w", &limits, 1)).await, [hot[0]]);
+    // The hot key is at its limit: the runs queued behind all of its runs start, and
+    // none of the hot key's.
+    assert_eq!(
+        admitted(&*store, admit("w", &limits, 10)).await,
+        [cold, keyless]
+    );
+    assert!(admitted(&*store, admit("v", &limits, 10)).await.is_empty());
+    let gate = store
+        .flow_of(hot[2])
+        .await
+        .expect("flow")
+        .gate
+        .expect("gate");
+    assert_eq!(gate.usage.holders.first().map(|h| h.0), Some(hot[0]));
+    assert_eq!(gate.ahead, 1, "hot[1] is ahead of hot[2]");
+    // When the holder finishes, the next of its key starts, in order.
+    finish(&*store, hot[0], "w").await;
+    assert_eq!(admitted(&*store, admit("v", &limits, 10)).await, [hot[1]]);
 }
 
 fn slot<'a>(run: RunId, holder: &'a str, fence: Fence<'a>, key: &'a str) -> SlotRequest<'a> {

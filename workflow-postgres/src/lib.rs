@@ -11,6 +11,7 @@
     unreachable_pub
 )]
 
+mod admission;
 mod check;
 mod connect;
 mod conns;

@@ -5,7 +5,6 @@
 //! one it was taken under and has not lapsed by the server's clock, so a killed or paused
 //! worker's slots free within one lease and a fenced worker holds none.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use sqlx::{Acquire, PgConnection, Row};
@@ -14,10 +13,8 @@ use super::read;
 use super::sql::{self, int, uint, Answer, Failure};
 use super::PgStore;
 use workflow_core::journal::Timestamp;
-use workflow_core::store::limits::{
-    self, Admission, Admit, AdmittedRun, Candidate, Gate, KeyUsage,
-};
-use workflow_core::store::{Created, Lease, NewRun, StoreError};
+use workflow_core::store::limits::{self, Gate, KeyUsage};
+use workflow_core::store::{Created, NewRun, StoreError};
 use workflow_core::RunId;
 
 /// The migration that adds the flow-control tables.
@@ -65,6 +62,35 @@ CREATE TABLE flow_waits (
 );
 "#;
 
+/// The migration that lets an admission read each key's best waiting runs from an index
+/// instead of the whole queue: a gate's place in its queue (`queue_order`, see
+/// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
+/// cancelled before its admission), an index per queue and one of all queues at once in
+/// that order, one of the keys' holders, one of
+/// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
+/// so a claim of queued runs skips the gated ones by an index.
+pub(super) const QUEUE_MIGRATION: &str = r#"
+ALTER TABLE runs ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+ALTER TABLE flow_gates ADD COLUMN queue_order bigint NOT NULL DEFAULT 0;
+ALTER TABLE flow_gates ADD COLUMN done boolean NOT NULL DEFAULT false;
+UPDATE flow_gates g SET queue_order = r.created_at - g.priority * 60000
+    FROM runs r WHERE r.id = g.run_id;
+UPDATE flow_gates g SET done = true
+    WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = g.run_id AND r.status = 'running');
+UPDATE runs SET waiting = true WHERE status = 'running'
+    AND id IN (SELECT run_id FROM flow_gates WHERE NOT admitted AND NOT done);
+DROP INDEX flow_gates_waiting;
+DROP INDEX flow_gates_key;
+DROP INDEX flow_gates_debounce;
+CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
+    WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_order ON flow_gates (queue_order, run_id) WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id) WHERE admitted AND NOT done;
+CREATE INDEX flow_gates_later ON flow_gates (not_before, run_id) WHERE NOT admitted AND NOT done;
+CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE NOT admitted AND NOT done;
+CREATE INDEX runs_queued ON runs (id) WHERE status = 'running' AND owner IS NULL AND NOT waiting;
+"#;
+
 /// The clause of a slot held under its run's current, unexpired lease.
 pub(super) const VALID: &str = "EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id
     AND r.status = 'running' AND r.owner = s.owner AND r.lease_token = s.token
@@ -82,7 +108,7 @@ pub(super) async fn lock(conn: &mut PgConnection, schema: &str, what: &str) -> A
 
 /// Finishes a running run as cancelled with `note` (no journal entry), with its row's new
 /// checksum. Returns whether it was running.
-async fn cancel_with_note(
+pub(super) async fn cancel_with_note(
     conn: &mut PgConnection,
     run: RunId,
     note: &str,
@@ -116,7 +142,8 @@ pub(super) async fn in_flight(
 ) -> Answer<Vec<RunId>> {
     let rows = sqlx::query(
         "SELECT g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-         WHERE g.scope = $1 AND g.key = $2 AND g.admitted AND r.status = 'running'
+         WHERE g.scope = $1 AND g.key = $2 AND g.admitted AND NOT g.done
+           AND r.status = 'running'
          ORDER BY g.run_id",
     )
     .bind(scope)
@@ -241,7 +268,7 @@ impl PgStore {
         if let Some(debounce) = &gate.debounce {
             let rows = sqlx::query(
                 "SELECT g.run_id, g.burst_at FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                 WHERE NOT g.admitted AND g.debounce = $1 AND r.workflow = $2
+                 WHERE NOT g.admitted AND NOT g.done AND g.debounce = $1 AND r.workflow = $2
                    AND r.status = 'running' AND g.run_id <> $3",
             )
             .bind(debounce.key)
@@ -255,13 +282,17 @@ impl PgStore {
                 if cancel_with_note(&mut tx, old, &limits::debounced_note(id), run.at).await? {
                     cancelled.push(old);
                 }
+                set_done(&mut tx, &[int(old.0)]).await?;
             }
             not_before = debounce.not_before(run.at, burst_at);
         }
         let (scope, key) = gate.concurrency.unzip();
         sqlx::query(
-            "INSERT INTO flow_gates (run_id, scope, key, priority, debounce, burst_at, not_before)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "WITH gate AS (
+                INSERT INTO flow_gates
+                    (run_id, scope, key, priority, debounce, burst_at, not_before, queue_order)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
+             UPDATE runs SET waiting = true WHERE id = $1",
         )
         .bind(int(id.0))
         .bind(scope)
@@ -270,6 +301,7 @@ impl PgStore {
         .bind(gate.debounce.map(|d| d.key))
         .bind(int(burst_at))
         .bind(int(not_before))
+        .bind(limits::queue_order(gate.priority, run.at))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -281,142 +313,13 @@ impl PgStore {
             cancelled,
         ))
     }
+}
 
-    /// [`Store::admit`](workflow_core::store::Store::admit). An answer lost with the connection
-    /// leaves its runs owned by this worker under tokens it never learnt: they are taken
-    /// over once their lease lapses, and count against their keys meanwhile.
-    pub(super) async fn admit_gated(&self, admit: &Admit<'_>) -> Result<Admission, StoreError> {
-        let mut retry = self.retry();
-        loop {
-            let mut conn = retry.conn().await?;
-            self.sent();
-            match self.admit_once(&mut conn, admit).await {
-                Ok((admission, cancelled)) => {
-                    for run in cancelled {
-                        self.known.forget(run);
-                    }
-                    return Ok(admission);
-                }
-                Err(Failure::Store(error)) => return Err(error),
-                Err(Failure::Sql(error)) => retry.again(error).await?,
-            }
-        }
-    }
-
-    async fn admit_once(
-        &self,
-        conn: &mut PgConnection,
-        admit: &Admit<'_>,
-    ) -> Answer<(Admission, Vec<RunId>)> {
-        let mut tx = conn.begin().await?;
-        lock(&mut tx, &self.schema, "admission").await?;
-        let now = admit.claimant.now;
-        let rows = sqlx::query(
-            "SELECT g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before
-             FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE NOT g.admitted AND g.not_before <= $1 AND r.status = 'running'
-               AND r.owner IS NULL AND r.fingerprint = ANY($2)
-             ORDER BY g.priority DESC, g.run_id LIMIT $3",
-        )
-        .bind(int(now))
-        .bind(admit.versions.to_vec())
-        .bind(limits::ADMISSION_WINDOW as i64)
-        .fetch_all(&mut *tx)
+/// Marks gates as no longer counting: their runs finished, or were cancelled while waiting.
+pub(super) async fn set_done(conn: &mut PgConnection, runs: &[i64]) -> Answer<()> {
+    sqlx::query("UPDATE flow_gates SET done = true WHERE run_id = ANY($1)")
+        .bind(runs)
+        .execute(&mut *conn)
         .await?;
-        let candidates = rows
-            .iter()
-            .map(|row| {
-                let scope: Option<String> = row.try_get(2)?;
-                let key: Option<String> = row.try_get(3)?;
-                let created_at = uint(row.try_get(5)?);
-                Ok(Candidate {
-                    run: RunId(uint(row.try_get(0)?)),
-                    workflow: row.try_get(1)?,
-                    key: scope.zip(key),
-                    priority: row.try_get(4)?,
-                    created_at,
-                    ready_at: uint(row.try_get(6)?).max(created_at),
-                })
-            })
-            .collect::<Result<Vec<Candidate>, sqlx::Error>>()?;
-        let next_ready = sqlx::query(
-            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE NOT g.admitted AND g.not_before > $1 AND r.status = 'running'
-               AND r.fingerprint = ANY($2)
-             ORDER BY g.not_before, g.run_id LIMIT 1",
-        )
-        .bind(int(now))
-        .bind(admit.versions.to_vec())
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| Ok::<_, sqlx::Error>((uint(row.try_get(0)?), RunId(uint(row.try_get(1)?)))))
-        .transpose()?;
-        if candidates.is_empty() {
-            return Ok((
-                Admission {
-                    next_ready,
-                    ..Admission::default()
-                },
-                Vec::new(),
-            ));
-        }
-        let mut held = HashMap::new();
-        for key in candidates.iter().filter_map(|c| c.key.clone()) {
-            if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
-                let (scope, value) = slot.key();
-                let holders = in_flight(&mut tx, scope, value).await?;
-                slot.insert(holders);
-            }
-        }
-        let plan = limits::plan(
-            &candidates,
-            &held,
-            admit.limits,
-            now,
-            admit.room,
-            admit.aging_ms,
-        );
-        let mut admission = Admission {
-            cancel: plan.cancel,
-            next_ready,
-            ..Admission::default()
-        };
-        for id in plan.admit {
-            let Some(candidate) = candidates.iter().find(|c| c.run == id) else {
-                continue;
-            };
-            let token: i64 = sqlx::query(
-                "UPDATE runs SET owner = $2, lease_token = workflow_next_token(lease_token),
-                        lease_until = now() + $3 * interval '1 millisecond'
-                 WHERE id = $1 RETURNING lease_token",
-            )
-            .bind(int(id.0))
-            .bind(admit.claimant.owner)
-            .bind(int(admit.claimant.lease_ms))
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
-            sqlx::query("UPDATE flow_gates SET admitted = true WHERE run_id = $1")
-                .bind(int(id.0))
-                .execute(&mut *tx)
-                .await?;
-            admission.admitted.push(AdmittedRun {
-                lease: Lease {
-                    run: id,
-                    token: uint(token),
-                },
-                workflow: candidate.workflow.clone(),
-                waited_ms: now.saturating_sub(candidate.ready_at),
-            });
-        }
-        let mut cancelled = Vec::new();
-        for (id, note) in plan.skip {
-            if cancel_with_note(&mut tx, id, &note, now).await? {
-                cancelled.push(id);
-                admission.skipped.push((id, note));
-            }
-        }
-        tx.commit().await?;
-        Ok((admission, cancelled))
-    }
+    Ok(())
 }

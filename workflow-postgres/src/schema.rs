@@ -159,6 +159,9 @@ CREATE INDEX run_search_value ON run_search (name, value, run_id);
 CREATE TABLE workflow_functions (name text PRIMARY KEY, checksum bigint NOT NULL);
 ALTER TABLE workflow_schema ADD COLUMN functions integer NOT NULL DEFAULT 0;
 "#,
+    // Admission by key: each key's waiting runs in admission order, the keys' holders and
+    // debounced runs indexed, and queued runs claimed without the gated ones.
+    super::limits::QUEUE_MIGRATION,
 ];
 
 /// The newest schema version this library knows.

@@ -10,7 +10,7 @@ use workflow_core::journal::Timestamp;
 use workflow_core::store::checksum::{self, Keyed};
 use workflow_core::store::tasks::{self, TaskChange};
 use workflow_core::store::{
-    Claim, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
+    Claim, Claimable, Commit, DeadLetter, DeadLetterChange, Lease, NewRun, RunStatus, StoreError,
 };
 use workflow_core::RunId;
 
@@ -387,6 +387,12 @@ pub(super) async fn claim(
 ) -> Answer<Vec<Lease>> {
     let limit = claim.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     let workflows: Vec<&str> = claim.workflows.to_vec();
+    if claim.claimable == Claimable::Queued && claim.run.is_none() {
+        return claim_queued(conn, claim, nonce, limit, &workflows).await;
+    }
+    if claim.claimable == Claimable::Begun && claim.run.is_none() {
+        return claim_begun(conn, claim, nonce, limit, &workflows).await;
+    }
     let rows = sqlx::query(
         "WITH picked AS (
             SELECT id FROM runs
@@ -419,6 +425,99 @@ pub(super) async fn claim(
     .bind(limit)
     .bind(nonce)
     .bind(claim.claimable.code())
+    .bind(claim.versions.map(<[&str]>::to_vec))
+    .fetch_all(&mut *conn)
+    .await?;
+    leases(&rows)
+}
+
+/// A claim of queued runs (nobody's, never begun, not waiting for an admission), oldest
+/// first: read through the index of unowned runs that wait for no admission, so runs queued
+/// behind a concurrency key are not walked through by every claim.
+async fn claim_queued(
+    conn: &mut PgConnection,
+    claim: &Claim<'_>,
+    nonce: &str,
+    limit: Option<i64>,
+    workflows: &[&str],
+) -> Answer<Vec<Lease>> {
+    let rows = sqlx::query(
+        "WITH picked AS (
+            SELECT id FROM runs
+            WHERE status = 'running' AND owner IS NULL AND NOT waiting
+              AND workflow = ANY($3)
+              AND ($6::text[] IS NULL OR fingerprint = ANY($6))
+              AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                              WHERE g.run_id = runs.id AND NOT g.admitted)
+              AND (journal_len <= 1
+                   OR (journal_len = 2 AND EXISTS (
+                       SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq = 1
+                         AND (j.event::jsonb)->>'event' = 'initiated')))
+            ORDER BY id
+            LIMIT $4
+            FOR NO KEY UPDATE SKIP LOCKED)
+         UPDATE runs r SET owner = $1, lease_token = workflow_next_token(r.lease_token),
+                lease_until = now() + $2 * interval '1 millisecond', claim_nonce = $5
+         FROM picked WHERE r.id = picked.id
+         RETURNING r.id, r.lease_token",
+    )
+    .bind(claim.claimant.owner)
+    .bind(int(claim.claimant.lease_ms))
+    .bind(workflows)
+    .bind(limit)
+    .bind(nonce)
+    .bind(claim.versions.map(<[&str]>::to_vec))
+    .fetch_all(&mut *conn)
+    .await?;
+    leases(&rows)
+}
+
+/// A claim of begun runs (a lapsed lease, or nobody's after having begun): read from the
+/// runs somebody owns (an index as large as the runs in flight) and the unowned runs that
+/// wait for no admission, never from the runs queued behind a concurrency key. The
+/// conditions are those of [`claim`] with `Claimable::Begun`, the gate's by the run's
+/// `waiting` flag.
+async fn claim_begun(
+    conn: &mut PgConnection,
+    claim: &Claim<'_>,
+    nonce: &str,
+    limit: Option<i64>,
+    workflows: &[&str],
+) -> Answer<Vec<Lease>> {
+    let rows = sqlx::query(
+        "WITH candidates AS (
+            SELECT id FROM runs WHERE owner IS NOT NULL AND status = 'running'
+            UNION ALL
+            SELECT id FROM runs WHERE status = 'running' AND owner IS NULL AND NOT waiting),
+         picked AS (
+            SELECT r.id FROM runs r JOIN candidates c ON c.id = r.id
+            WHERE r.status = 'running' AND r.workflow = ANY($3) AND NOT r.waiting
+              AND ($7::text[] IS NULL OR r.fingerprint = ANY($7))
+              AND (r.owner IS NULL
+                   OR (r.owner = $1 AND $4)
+                   OR (r.owner <> $1 AND coalesce(r.lease_until, '-infinity') <= now())
+                   OR (r.owner = $1 AND r.lease_until <= now()
+                       AND r.lease_token < (SELECT workflow_epoch())))
+              AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                              WHERE g.run_id = r.id AND NOT g.admitted)
+              AND NOT (r.owner IS NULL AND (r.journal_len <= 1
+                   OR (r.journal_len = 2 AND EXISTS (
+                       SELECT 1 FROM journal j WHERE j.run_id = r.id AND j.seq = 1
+                         AND (j.event::jsonb)->>'event' = 'initiated'))))
+            ORDER BY r.id
+            LIMIT $5
+            FOR NO KEY UPDATE OF r SKIP LOCKED)
+         UPDATE runs r SET owner = $1, lease_token = workflow_next_token(r.lease_token),
+                lease_until = now() + $2 * interval '1 millisecond', claim_nonce = $6
+         FROM picked WHERE r.id = picked.id
+         RETURNING r.id, r.lease_token",
+    )
+    .bind(claim.claimant.owner)
+    .bind(int(claim.claimant.lease_ms))
+    .bind(workflows)
+    .bind(claim.reclaim_own)
+    .bind(limit)
+    .bind(nonce)
     .bind(claim.versions.map(<[&str]>::to_vec))
     .fetch_all(&mut *conn)
     .await?;

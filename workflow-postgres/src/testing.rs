@@ -197,6 +197,16 @@ impl Schema {
         self.create_at_version(before as u32).await;
     }
 
+    /// Creates this schema as it was before gated runs had their queue order (tests of
+    /// that migration).
+    pub async fn create_before_queue_order(&self) {
+        let before = super::schema::MIGRATIONS
+            .iter()
+            .position(|m| *m == super::limits::QUEUE_MIGRATION)
+            .unwrap_or(0);
+        self.create_at_version(before as u32).await;
+    }
+
     /// Damages journal entry `seq` of `run` as a bad disk would: a trailing space after
     /// its JSON (it still decodes to the same event), its checksum left as it was. Panics
     /// when there is no such entry.

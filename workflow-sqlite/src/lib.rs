@@ -20,6 +20,7 @@
     unreachable_pub
 )]
 
+mod admission;
 mod check;
 mod commits;
 mod known;
@@ -406,9 +407,9 @@ impl Store for SqliteStore {
         &'a self,
         admit: workflow_core::store::limits::Admit<'a>,
     ) -> BoxFuture<'a, Result<workflow_core::store::limits::Admission, StoreError>> {
-        let row = limits::AdmitRow::new(&admit);
-        let any = self.read(limits::any_gated);
-        let write = self.write(move |db| limits::admit(db, &row));
+        let row = admission::AdmitRow::new(&admit);
+        let any = self.read(admission::any_gated);
+        let write = self.write(move |db| admission::admit(db, &row));
         Box::pin(async move {
             if !any.await? {
                 return Ok(workflow_core::store::limits::Admission::default());

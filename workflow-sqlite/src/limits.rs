@@ -2,17 +2,15 @@
 //! Every check-and-take runs in the single writer's transaction, so admissions and slot
 //! requests are serialized with each other and with every other write.
 
-use std::collections::HashMap;
-
 use rusqlite::{params, OptionalExtension};
 
 use super::schema::{db_error, Db};
 use workflow_core::journal::Timestamp;
 use workflow_core::store::limits::{
-    self, Acquired, Admission, Admit, AdmittedRun, Bucket, Candidate, DebounceStart, Gate,
-    GateState, KeyUsage, OnLimit, RateLimit, RunFlow, RunLimit, SlotLimit, SlotRequest, StepWait,
+    self, Acquired, Bucket, DebounceStart, Gate, GateState, KeyUsage, RateLimit, RunFlow,
+    SlotLimit, SlotRequest, StepWait,
 };
-use workflow_core::store::{Fence, Lease, StoreError};
+use workflow_core::store::{Fence, StoreError};
 use workflow_core::RunId;
 
 /// The migration that adds the flow-control tables.
@@ -58,6 +56,36 @@ pub(super) const MIGRATION: &str = "CREATE TABLE flow_gates (
         PRIMARY KEY (run_id, holder)
     ) WITHOUT ROWID;";
 
+/// The migration that lets an admission read each key's best waiting runs from an index
+/// instead of the whole queue: a gate's place in its queue (`queue_order`, see
+/// [`limits::queue_order`]), whether it no longer counts (`done`: its run finished, or was
+/// cancelled before its admission), an index per queue and one of all queues at once in
+/// that order, one of the keys' holders, one of
+/// debounced runs by time, and on `runs` whether a run waits for an admission (`waiting`),
+/// so a claim of queued runs skips the gated ones by an index.
+pub(super) const QUEUE_MIGRATION: &str = "ALTER TABLE runs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE flow_gates ADD COLUMN queue_order INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE flow_gates ADD COLUMN done INTEGER NOT NULL DEFAULT 0;
+    UPDATE flow_gates SET queue_order = coalesce(
+        (SELECT r.created_at FROM runs r WHERE r.id = flow_gates.run_id), 0) - priority * 60000;
+    UPDATE flow_gates SET done = 1 WHERE NOT EXISTS (
+        SELECT 1 FROM runs r WHERE r.id = flow_gates.run_id AND r.status = 'running');
+    UPDATE runs SET waiting = 1 WHERE status = 'running'
+        AND id IN (SELECT run_id FROM flow_gates WHERE admitted = 0 AND done = 0);
+    DROP INDEX flow_gates_waiting;
+    DROP INDEX flow_gates_key;
+    DROP INDEX flow_gates_debounce;
+    CREATE INDEX flow_gates_queue ON flow_gates (scope, key, queue_order, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_order ON flow_gates (queue_order, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_holding ON flow_gates (scope, key, run_id)
+        WHERE admitted = 1 AND done = 0;
+    CREATE INDEX flow_gates_later ON flow_gates (not_before, run_id)
+        WHERE admitted = 0 AND done = 0;
+    CREATE INDEX flow_gates_debounce ON flow_gates (debounce) WHERE admitted = 0 AND done = 0;
+    CREATE INDEX runs_queued ON runs (id) WHERE status = 'running' AND owner IS NULL AND waiting = 0;";
+
 /// A [`Gate`] moved to the writer thread.
 #[derive(Debug, Clone)]
 pub(super) struct GateRow {
@@ -97,7 +125,7 @@ pub(super) fn insert_gate(
             .conn
             .prepare_cached(
                 "SELECT g.run_id, g.burst_at FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                 WHERE g.admitted = 0 AND g.debounce = ?1 AND r.workflow = ?2
+                 WHERE g.admitted = 0 AND g.done = 0 AND g.debounce = ?1 AND r.workflow = ?2
                    AND r.status = 'running' AND g.run_id <> ?3",
             )
             .and_then(|mut s| {
@@ -110,6 +138,7 @@ pub(super) fn insert_gate(
         for (old, old_burst) in earlier {
             burst_at = burst_at.min(old_burst);
             super::sql::cancel_with_note(db, RunId(old), &limits::debounced_note(run), at)?;
+            set_done(db, RunId(old))?;
         }
         let debounce = DebounceStart {
             key,
@@ -121,8 +150,9 @@ pub(super) fn insert_gate(
     let (scope, key) = gate.concurrency.clone().unzip();
     db.conn
         .prepare_cached(
-            "INSERT INTO flow_gates (run_id, scope, key, priority, debounce, burst_at, not_before)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO flow_gates
+                (run_id, scope, key, priority, debounce, burst_at, not_before, queue_order)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -132,49 +162,34 @@ pub(super) fn insert_gate(
                 gate.priority,
                 gate.debounce.as_ref().map(|d| &d.0),
                 burst_at,
-                not_before
+                not_before,
+                limits::queue_order(gate.priority, at)
             ])
         })
+        .map_err(&fail)?;
+    db.conn
+        .prepare_cached("UPDATE runs SET waiting = 1 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![run.0]))
         .map(drop)
         .map_err(&fail)
 }
 
-/// An [`Admit`] moved to the writer thread.
-#[derive(Debug, Clone)]
-pub(super) struct AdmitRow {
-    owner: String,
-    lease_ms: u64,
-    now: Timestamp,
-    versions: Vec<String>,
-    limits: Vec<(String, u32, OnLimit)>,
-    room: usize,
-    aging_ms: u64,
-}
-
-impl AdmitRow {
-    pub(super) fn new(admit: &Admit<'_>) -> AdmitRow {
-        AdmitRow {
-            owner: admit.claimant.owner.to_owned(),
-            lease_ms: admit.claimant.lease_ms,
-            now: admit.claimant.now,
-            versions: admit.versions.iter().map(|v| (*v).to_owned()).collect(),
-            limits: admit
-                .limits
-                .iter()
-                .map(|l| (l.workflow.to_owned(), l.limit, l.on_limit))
-                .collect(),
-            room: admit.room,
-            aging_ms: admit.aging_ms,
-        }
-    }
+/// Marks a gate as no longer counting: its run finished, or was cancelled while it waited.
+pub(super) fn set_done(db: &Db, run: RunId) -> Result<(), StoreError> {
+    db.conn
+        .prepare_cached("UPDATE flow_gates SET done = 1 WHERE run_id = ?1")
+        .and_then(|mut s| s.execute(params![run.0]))
+        .map(drop)
+        .map_err(db_error(db))
 }
 
 /// The admitted, unfinished runs of a key.
-fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> {
+pub(super) fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> {
     db.conn
         .prepare_cached(
             "SELECT g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.scope = ?1 AND g.key = ?2 AND g.admitted = 1 AND r.status = 'running'
+             WHERE g.scope = ?1 AND g.key = ?2 AND g.admitted = 1 AND g.done = 0
+               AND r.status = 'running'
              ORDER BY g.run_id",
         )
         .and_then(|mut s| {
@@ -182,138 +197,6 @@ fn in_flight(db: &Db, scope: &str, key: &str) -> Result<Vec<RunId>, StoreError> 
                 .collect()
         })
         .map_err(db_error(db))
-}
-
-/// On the read connection: whether any gated run waits for an admission (an admission
-/// pass without one costs the writer nothing).
-pub(super) fn any_gated(db: &Db) -> Result<bool, StoreError> {
-    db.conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM flow_gates WHERE admitted = 0)")
-        .and_then(|mut s| s.query_row([], |row| row.get(0)))
-        .map_err(db_error(db))
-}
-
-/// Inside the writer's transaction: one admission.
-pub(super) fn admit(db: &Db, admit: &AdmitRow) -> Result<(Admission, u64), StoreError> {
-    let fail = db_error(db);
-    let versions = serde_json::to_string(&admit.versions).unwrap_or_else(|_| "[]".to_owned());
-    let candidates: Vec<Candidate> = db
-        .conn
-        .prepare_cached(
-            "SELECT g.run_id, r.workflow, g.scope, g.key, g.priority, r.created_at, g.not_before
-             FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.admitted = 0 AND g.not_before <= ?1 AND r.status = 'running'
-               AND r.owner IS NULL AND r.fingerprint IN (SELECT value FROM json_each(?2))
-             ORDER BY g.priority DESC, g.run_id LIMIT ?3",
-        )
-        .and_then(|mut s| {
-            s.query_map(
-                params![admit.now, versions, limits::ADMISSION_WINDOW as i64],
-                |row| {
-                    let scope: Option<String> = row.get(2)?;
-                    let key: Option<String> = row.get(3)?;
-                    let created_at: u64 = row.get(5)?;
-                    let not_before: u64 = row.get(6)?;
-                    Ok(Candidate {
-                        run: RunId(row.get(0)?),
-                        workflow: row.get(1)?,
-                        key: scope.zip(key),
-                        priority: row.get(4)?,
-                        created_at,
-                        ready_at: not_before.max(created_at),
-                    })
-                },
-            )?
-            .collect()
-        })
-        .map_err(&fail)?;
-    let next_ready: Option<(u64, u64)> = db
-        .conn
-        .prepare_cached(
-            "SELECT g.not_before, g.run_id FROM flow_gates g JOIN runs r ON r.id = g.run_id
-             WHERE g.admitted = 0 AND g.not_before > ?1 AND r.status = 'running'
-               AND r.fingerprint IN (SELECT value FROM json_each(?2))
-             ORDER BY g.not_before, g.run_id LIMIT 1",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![admit.now, versions], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })
-            .optional()
-        })
-        .map_err(&fail)?;
-    let next_ready = next_ready.map(|(at, run)| (at, RunId(run)));
-    if candidates.is_empty() {
-        return Ok((
-            Admission {
-                next_ready,
-                ..Admission::default()
-            },
-            0,
-        ));
-    }
-    let mut held = HashMap::new();
-    for key in candidates.iter().filter_map(|c| c.key.clone()) {
-        if let std::collections::hash_map::Entry::Vacant(slot) = held.entry(key) {
-            let holders = in_flight(db, &slot.key().0, &slot.key().1)?;
-            slot.insert(holders);
-        }
-    }
-    let run_limits: Vec<RunLimit<'_>> = admit
-        .limits
-        .iter()
-        .map(|(workflow, limit, on_limit)| RunLimit {
-            workflow,
-            limit: *limit,
-            on_limit: *on_limit,
-        })
-        .collect();
-    let plan = limits::plan(
-        &candidates,
-        &held,
-        &run_limits,
-        admit.now,
-        admit.room,
-        admit.aging_ms,
-    );
-    let mut admission = Admission {
-        cancel: plan.cancel,
-        next_ready,
-        ..Admission::default()
-    };
-    for id in plan.admit {
-        let Some(candidate) = candidates.iter().find(|c| c.run == id) else {
-            continue;
-        };
-        let token: u64 = db
-            .conn
-            .prepare_cached(
-                "UPDATE runs SET owner = ?2, lease_token = lease_token + 1, lease_until = ?3
-                 WHERE id = ?1 RETURNING lease_token",
-            )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![id.0, admit.owner, admit.now.saturating_add(admit.lease_ms)],
-                    |row| row.get(0),
-                )
-            })
-            .map_err(&fail)?;
-        db.conn
-            .prepare_cached("UPDATE flow_gates SET admitted = 1 WHERE run_id = ?1")
-            .and_then(|mut s| s.execute(params![id.0]))
-            .map_err(&fail)?;
-        admission.admitted.push(AdmittedRun {
-            lease: Lease { run: id, token },
-            workflow: candidate.workflow.clone(),
-            waited_ms: admit.now.saturating_sub(candidate.ready_at),
-        });
-    }
-    for (id, note) in plan.skip {
-        if super::sql::cancel_with_note(db, id, &note, admit.now)? {
-            admission.skipped.push((id, note));
-        }
-    }
-    Ok((admission, 0))
 }
 
 /// A [`SlotRequest`] moved to the writer thread.
@@ -605,8 +488,8 @@ pub(super) fn flow_of(db: &Db, run: RunId) -> Result<RunFlow, StoreError> {
                 .conn
                 .prepare_cached(
                     "SELECT COUNT(*) FROM flow_gates g JOIN runs r ON r.id = g.run_id
-                     WHERE g.admitted = 0 AND r.status = 'running' AND g.run_id <> ?5
-                       AND g.scope IS ?1 AND g.key IS ?2
+                     WHERE g.admitted = 0 AND g.done = 0 AND r.status = 'running'
+                       AND g.run_id <> ?5 AND g.scope IS ?1 AND g.key IS ?2
                        AND (g.priority > ?3 OR (g.priority = ?3 AND g.run_id < ?4))",
                 )
                 .and_then(|mut s| {

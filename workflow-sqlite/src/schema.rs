@@ -112,6 +112,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::limits::MIGRATION,
     // Schedules' next fire times, indexed, so a pass reads only due rows.
     super::schedules::MIGRATION,
+    // Admission by key: each key's waiting runs in admission order, the keys' holders and
+    // debounced runs indexed, and queued runs claimed without the gated ones.
+    super::limits::QUEUE_MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.

@@ -10,8 +10,8 @@ use workflow_core::journal::Timestamp;
 use workflow_core::store::checksum;
 use workflow_core::store::tasks::{self, TaskChange};
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Lease, RunRecord, RunStatus,
-    StoreError, Submitted,
+    Claim, Claimable, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Lease, RunRecord,
+    RunStatus, StoreError, Submitted,
 };
 use workflow_core::RunId;
 
@@ -513,6 +513,9 @@ pub(super) fn claim(writer: &Writer, claim: &Claim<'_>) -> Result<(Vec<Lease>, u
     let limit = claim
         .limit
         .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    if claim.claimable == Claimable::Queued && claim.run.is_none() {
+        return claim_queued(writer, claim, limit);
+    }
     let mut leases = db
         .conn
         .prepare_cached(
@@ -546,6 +549,64 @@ pub(super) fn claim(writer: &Writer, claim: &Claim<'_>) -> Result<(Vec<Lease>, u
                     limit,
                     claim.claimable.code(),
                     claim.versions.map(json_list)
+                ],
+                |row| {
+                    Ok(Lease {
+                        run: RunId(row.get(0)?),
+                        token: row.get(1)?,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<Vec<Lease>>>()
+        })
+        .map_err(db_error(db))?;
+    leases.sort_unstable_by_key(|lease| lease.run);
+    let mut known = writer.known.borrow_mut();
+    for lease in &leases {
+        known.claimed(lease.run, owner, lease.token);
+    }
+    Ok((leases, 0))
+}
+
+/// A claim of queued runs (nobody's, never begun, not waiting for an admission), oldest
+/// first: read through the index of unowned runs that wait for no admission, so runs queued
+/// behind a concurrency key are not walked through by every claim.
+fn claim_queued(
+    writer: &Writer,
+    claim: &Claim<'_>,
+    limit: i64,
+) -> Result<(Vec<Lease>, u64), StoreError> {
+    let db: &Db = writer;
+    let Claimant {
+        owner,
+        lease_ms,
+        now,
+    } = claim.claimant;
+    let mut leases = db
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET owner = ?1, lease_token = lease_token + 1, lease_until = ?2
+             WHERE id IN (
+                SELECT id FROM runs INDEXED BY runs_queued
+                WHERE status = 'running' AND owner IS NULL AND waiting = 0
+                  AND workflow IN (SELECT value FROM json_each(?3))
+                  AND (?4 IS NULL OR fingerprint IN (SELECT value FROM json_each(?4)))
+                  AND NOT EXISTS (SELECT 1 FROM flow_gates g
+                                  WHERE g.run_id = runs.id AND g.admitted = 0)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.seq >= 1
+                        AND json_extract(j.event, '$.event') <> 'initiated')
+                ORDER BY id LIMIT ?5)
+             RETURNING id, lease_token",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![
+                    owner,
+                    now.saturating_add(lease_ms),
+                    json_list(claim.workflows),
+                    claim.versions.map(json_list),
+                    limit,
                 ],
                 |row| {
                     Ok(Lease {

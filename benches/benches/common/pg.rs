@@ -27,7 +27,6 @@ impl Schema {
         }
     }
 
-    #[allow(dead_code, reason = "the `flow` bench never names its schema")]
     pub(crate) fn name(&self) -> &str {
         &self.name
     }

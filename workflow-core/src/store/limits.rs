@@ -30,14 +30,154 @@ pub use crate::machine::admission::{
     debounced_note, names, plan, skipped_note, Bucket, Candidate, OnLimit, Plan, RateLimit,
     RunLimit, AGING_STEP_MS, HOLDERS_SHOWN,
 };
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Claimant, Fence, Lease};
 use crate::error::RunId;
 use crate::journal::Timestamp;
 
-/// How many gated runs one admission looks at (highest priority, then oldest first).
+/// The most waiting runs one admission reads from one queue (one key, or the runs gated
+/// without a key), whatever its room.
 pub const ADMISSION_WINDOW: usize = 1_000;
+
+/// A queue of waiting gated runs: a concurrency key (scope and value), or `None` for the
+/// runs gated without one (for their priority or debounce only).
+pub type Queue = Option<(String, String)>;
+
+/// A gated run's place in its queue, fixed when it is created: its creation time less its
+/// priority's worth of [`AGING_STEP_MS`], smaller first. Ordering by it is ordering by the
+/// effective priority [`plan`] uses with the default aging step (up to runs that tie within
+/// one step), so a store reads each queue's best runs from an index instead of every
+/// waiting run.
+pub fn queue_order(priority: i64, created_at: Timestamp) -> i64 {
+    i64::try_from(created_at)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(priority.saturating_mul(AGING_STEP_MS as i64))
+}
+
+/// How many waiting runs an admission reads from a queue: first, a share of the room (so
+/// an admission over many keys reads about `room` runs in all, not `room` per key), and,
+/// when the first reading admitted less than the room and this queue had more, up to
+/// `all`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Runs read first.
+    pub first: usize,
+    /// Runs read when the first reading of every queue left room.
+    pub all: usize,
+}
+
+/// How many runs of a queue an admission may start at most: its free slots (a key of a
+/// workflow whose runs wait under `on_limit: queue`), else `room` (runs without a key or
+/// without a limit, and keys whose waiting runs are skipped or cancel their holders, which
+/// an admission decides even when the key is full).
+fn free(
+    queue: &Queue,
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> usize {
+    let Some(key) = queue else {
+        return room;
+    };
+    let holding = held.get(key).map_or(0, Vec::len);
+    let limit = match key.0.as_str() {
+        // A static key is shared by every workflow naming it: full at the widest limit.
+        "" => (!limits.is_empty() && limits.iter().all(|l| l.on_limit == OnLimit::Queue))
+            .then(|| limits.iter().map(|l| l.limit).max().unwrap_or(0) as usize),
+        scope => limits
+            .iter()
+            .find(|l| l.workflow == scope)
+            .filter(|l| l.on_limit == OnLimit::Queue)
+            .map(|l| l.limit as usize),
+    };
+    match limit {
+        Some(limit) => room.min(limit.saturating_sub(holding)),
+        None => room,
+    }
+}
+
+/// How many waiting runs an admission first reads in the order of every queue at once
+/// ([`queue_order`]) before it reads queue by queue ([`reads`]): enough for the room and
+/// a few runs of full keys.
+pub fn scan_len(room: usize) -> usize {
+    room.min(ADMISSION_WINDOW)
+        .saturating_mul(4)
+        .saturating_add(16)
+}
+
+/// The candidates of an admission from the first waiting runs of every queue at once, in
+/// [`queue_order`] (`scanned`: at most [`scan_len`] of them, `exhausted` when no more were
+/// there), when they decide it exactly as reading every queue would: `None` when they may
+/// not, and the store then reads queue by queue ([`reads`]).
+///
+/// They do when every limit waits (`on_limit: queue`) and either nothing more waits, or
+/// `room` queues' first runs are among them: [`plan`] serves keys round robin, best run
+/// first, so the best `room` first runs of the keys with free slots are what it admits,
+/// and the first run of a key in this order is its best. An admission over many keys then
+/// reads about its room in runs, not a run per key.
+pub fn heads(
+    scanned: Vec<Candidate>,
+    exhausted: bool,
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> Option<Vec<Candidate>> {
+    if !limits.iter().all(|l| l.on_limit == OnLimit::Queue) {
+        return None;
+    }
+    if exhausted {
+        return Some(scanned);
+    }
+    let mut seen: HashMap<Queue, ()> = HashMap::new();
+    let mut picked = Vec::new();
+    for candidate in scanned {
+        if picked.len() >= room {
+            break;
+        }
+        if free(&candidate.key, held, limits, room) == 0 {
+            continue;
+        }
+        // Runs without a key have no turn to wait for: each is a first run.
+        if candidate.key.is_some() && seen.insert(candidate.key.clone(), ()).is_some() {
+            continue;
+        }
+        picked.push(candidate);
+    }
+    (picked.len() >= room).then_some(picked)
+}
+
+/// How many waiting runs of each queue an admission reads, in the order of `queues`,
+/// given the admitted, unfinished runs of each key (`held`) and the worker's `limits`.
+///
+/// A queue whose key is at its limit under `on_limit: queue` (a path key, scoped by its
+/// workflow's name, of a workflow in `limits`) is not read at all: nothing of it could
+/// start, and reading it is what made an admission cost as much as its queue was deep.
+/// Other queues are read up to their free slots (or the room, for keys whose runs are
+/// skipped or cancel their holders, and for runs without a limit). What is read is then
+/// decided by [`plan`], which never admits past a limit whatever it is given.
+pub fn reads(
+    queues: &[Queue],
+    held: &HashMap<(String, String), Vec<RunId>>,
+    limits: &[RunLimit<'_>],
+    room: usize,
+) -> Vec<Reads> {
+    let room = room.min(ADMISSION_WINDOW);
+    let full: Vec<usize> = queues
+        .iter()
+        .map(|queue| free(queue, held, limits, room))
+        .collect();
+    let open = full.iter().filter(|n| **n > 0).count().max(1);
+    let share = room.div_ceil(open).max(1);
+    full.into_iter()
+        .map(|all| Reads {
+            first: all.min(share),
+            all,
+        })
+        .collect()
+}
 
 /// The admission values a gated run is created with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,7 +227,9 @@ pub struct Admit<'a> {
     pub limits: &'a [RunLimit<'a>],
     /// At most this many runs are admitted.
     pub room: usize,
-    /// The aging step of priorities, in ms ([`AGING_STEP_MS`] by default).
+    /// The aging step of priorities, in ms ([`AGING_STEP_MS`] by default). Stores read
+    /// each queue in the order of the default step ([`queue_order`]); [`plan`] ranks what
+    /// they read by this one.
     pub aging_ms: u64,
 }
 
@@ -350,6 +492,52 @@ mod tests {
             describe(&queued(2), Some(&review()))[0],
             "waiting for a slot of key customer-42 (Review): 2 of 2 in use by run-7, run-8"
         );
+    }
+
+    #[test]
+    fn an_admission_reads_only_keys_with_room_and_a_share_of_the_room() {
+        let key = |k: &str| Some(("charge".to_owned(), k.to_owned()));
+        let other = Some(("refund".to_owned(), "other".to_owned()));
+        let queues = [key("full"), key("free"), key("busy"), None, other];
+        let held = HashMap::from([
+            (
+                ("charge".to_owned(), "full".to_owned()),
+                vec![RunId(1), RunId(2)],
+            ),
+            (("charge".to_owned(), "busy".to_owned()), vec![RunId(3)]),
+        ]);
+        let limits = [RunLimit {
+            workflow: "charge",
+            limit: 2,
+            on_limit: OnLimit::Queue,
+        }];
+        let n = reads(&queues, &held, &limits, 8);
+        let all: Vec<usize> = n.iter().map(|r| r.all).collect();
+        // A key at its limit is not read; the others up to their free slots (a key of a
+        // workflow without a limit, and the runs without a key, up to the room).
+        assert_eq!(all, [0, 2, 1, 8, 8]);
+        let first: Vec<usize> = n.iter().map(|r| r.first).collect();
+        // Four queues are open: each is read for a quarter of the room first.
+        assert_eq!(first, [0, 2, 1, 2, 2]);
+        // Skipped or cancelling keys are read even when full: their runs are decided.
+        let skip = [RunLimit {
+            on_limit: OnLimit::Skip,
+            ..limits[0]
+        }];
+        assert_eq!(reads(&queues[..1], &held, &skip, 3)[0].all, 3);
+        // A static key (scope "") is shared: full only at the widest limit.
+        let shared = [Some((String::new(), "psp".to_owned()))];
+        let psp = HashMap::from([((String::new(), "psp".to_owned()), vec![RunId(1); 2])]);
+        assert_eq!(reads(&shared, &psp, &limits, 4)[0].all, 0);
+    }
+
+    #[test]
+    fn the_queue_order_is_the_aged_priority() {
+        // A run of priority 1 created one aging step later ties with one of priority 0.
+        assert_eq!(queue_order(1, AGING_STEP_MS), queue_order(0, 0));
+        assert!(queue_order(5, 10) < queue_order(0, 10), "higher first");
+        assert!(queue_order(0, 10) < queue_order(0, 11), "then older first");
+        assert_eq!(queue_order(i64::MAX, 0), -i64::MAX, "saturates");
     }
 
     #[test]
