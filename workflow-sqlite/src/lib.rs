@@ -24,6 +24,7 @@ mod admission;
 mod check;
 mod commits;
 mod known;
+mod leases;
 mod limits;
 mod options;
 mod read;
