@@ -15,14 +15,15 @@
 //! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after).
 //! Targets: each list ≤ 50 ms median, the run page ≤ 100 ms.
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper::Request;
-use hyper_util::rt::TokioIo;
+use http::{get, median, ms};
+
 use serde_json::json;
 use sqlx::{Connection, Executor};
 use workflow_core::journal::Event;
@@ -224,58 +225,14 @@ async fn serve(engine: &Engine) -> SocketAddr {
         .authenticator(TrustedHeader::new())
         .permissions(roles)
         .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("bind: {e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
-}
-
-/// One GET over a fresh loopback connection; its latency, and its body.
-async fn get(addr: SocketAddr, path: &str) -> (Duration, String) {
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap_or_else(|e| panic!("handshake: {e}"));
-    tokio::spawn(connection);
-    let request = Request::get(path)
-        .header("host", addr.to_string())
-        .header("x-forwarded-user", READER)
-        .body(Empty::<Bytes>::new())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let response = sender
-        .send_request(request)
-        .await
-        .unwrap_or_else(|e| panic!("request: {e}"));
-    let status = response.status();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-        .unwrap_or_default();
-    assert!(status.is_success(), "{path}: {status} {body}");
-    (started.elapsed(), body)
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples.get(samples.len() / 2).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    http::serve(router).await
 }
 
 /// The median of `requests` GETs of `path`, each answer checked by `check`.
 async fn timed(addr: SocketAddr, path: &str, requests: usize, check: impl Fn(&str) -> bool) -> f64 {
     let mut samples = Vec::with_capacity(requests);
     for _ in 0..requests {
-        let (took, body) = get(addr, path).await;
+        let (took, body) = get(addr, READER, path).await;
         assert!(check(&body), "{path}: an unexpected answer: {body:.2000}");
         samples.push(took);
     }

@@ -16,14 +16,15 @@
 //! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after, or the
 //! one `B15_SCHEMA` names, filled when empty and kept).
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper::Request;
-use hyper_util::rt::TokioIo;
+use http::{get, median, ms};
+
 use serde_json::json;
 use sqlx::{Connection, Executor};
 use workflow_core::journal::Event;
@@ -224,51 +225,7 @@ async fn serve(engine: &Engine) -> SocketAddr {
     let router = Server::new(engine.clone())
         .authenticator(TrustedHeader::new())
         .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("bind: {e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
-}
-
-/// One GET over a fresh loopback connection; its latency, and its body.
-async fn get(addr: SocketAddr, path: &str) -> (Duration, String) {
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap_or_else(|e| panic!("handshake: {e}"));
-    tokio::spawn(connection);
-    let request = Request::get(path)
-        .header("host", addr.to_string())
-        .header("x-forwarded-user", READER)
-        .body(Empty::<Bytes>::new())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let response = sender
-        .send_request(request)
-        .await
-        .unwrap_or_else(|e| panic!("request: {e}"));
-    let status = response.status();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-        .unwrap_or_default();
-    assert!(status.is_success(), "{path}: {status} {body}");
-    (started.elapsed(), body)
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples.get(samples.len() / 2).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    http::serve(router).await
 }
 
 /// The store as stores without [`Store::load_many`] of their own read a page: every method
@@ -397,8 +354,8 @@ async fn pages(
     tasks: &mut Vec<Duration>,
 ) {
     for _ in 0..requests {
-        inbox.push(get(addr, "/inbox").await.0);
-        tasks.push(get(addr, "/api/tasks").await.0);
+        inbox.push(get(addr, READER, "/inbox").await.0);
+        tasks.push(get(addr, READER, "/api/tasks").await.0);
     }
 }
 
@@ -452,12 +409,12 @@ async fn measure(label: &str, store: Arc<dyn Store>, open: usize, requests: usiz
     let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
     let addr = serve(&engine).await;
     // Warm-up, and a check that the pages hold what they should.
-    let (_, page) = get(addr, "/inbox").await;
+    let (_, page) = get(addr, READER, "/inbox").await;
     assert!(
         page.contains(&format!("{open} open tasks")),
         "the inbox counts {open} tasks"
     );
-    let (_, api) = get(addr, "/api/tasks").await;
+    let (_, api) = get(addr, READER, "/api/tasks").await;
     let api: serde_json::Value = serde_json::from_str(&api).unwrap_or_default();
     assert_eq!(api["total"], open);
     assert_eq!(api["tasks"].as_array().map_or(0, Vec::len), 100.min(open));
@@ -471,7 +428,7 @@ async fn measure(label: &str, store: Arc<dyn Store>, open: usize, requests: usiz
         .shared_store(Arc::new(OneByOne(Arc::clone(&store))) as Arc<dyn Store>)
         .build();
     let slow_addr = serve(&one_by_one).await;
-    let _ = get(slow_addr, "/inbox").await;
+    let _ = get(slow_addr, READER, "/inbox").await;
     let (mut slow_inbox, mut slow_tasks) = (Vec::new(), Vec::new());
     pages(slow_addr, requests, &mut slow_inbox, &mut slow_tasks).await;
     pages(addr, requests, &mut inbox, &mut tasks).await;
