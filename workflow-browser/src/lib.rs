@@ -44,12 +44,8 @@
 //!
 //! No Chromium process outlives its page once the page is closed or dropped (a step that
 //! timed out or was cancelled), nor chromedriver the [`Browser`].
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod browser;
 mod cdp;

@@ -20,12 +20,8 @@
 //! check that every store reports damage instead of reading it back. Checks that need a
 //! lease to lapse wait a few milliseconds of real time, so stores that keep time by their
 //! own clock (a database server) pass the same checks as stores that use the caller's.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod damage;
 mod inbox;

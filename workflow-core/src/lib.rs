@@ -8,12 +8,8 @@
 //! every transition so a crashed process resumes without losing or repeating work.
 //!
 //! See the `workflow` crate's guide (`workflow::guide`) for a tour of the spec language.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 pub mod admin;
 mod approval;

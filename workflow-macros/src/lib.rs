@@ -3,7 +3,8 @@
 //! Use it through the `workflow` crate (or `workflow_core`), which re-export it together with the runtime the
 //! generated code needs. The grammar and the checks are documented there and in the
 //! `workflow-spec` crate, which holds the parser and the checks shared with the CLI.
-#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
+#![deny(missing_docs)]
+#![warn(rust_2018_idioms, unreachable_pub)]
 
 mod expand;
 mod form;

@@ -4,12 +4,8 @@
 //! verified reads, `check` the checksums of a whole schema (computed at migration,
 //! verified for `workflow check`), `known` the run rows it last saw, `listen` its
 //! wake-ups.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod admission;
 mod check;

@@ -48,12 +48,8 @@
 //!
 //! Every rule of run policy is the engine's: the server calls it and reports its answer.
 
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod access;
 pub mod api;

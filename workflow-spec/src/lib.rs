@@ -10,12 +10,8 @@
 //! - [`graph`]: topological order and cycle finding;
 //! - [`render`]: Mermaid, DOT and SVG renderers, pure functions of a [`Spec`];
 //! - `parse` (feature `parse`): the syn parser and every compile-time check.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 pub mod fingerprint;
 pub mod flow;

@@ -13,12 +13,8 @@
 //! Opening checks the file before writing anything: a file that is not a SQLite database,
 //! a database of another application, a corrupt database or one written by a newer
 //! version of this library is refused and left untouched.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod admission;
 mod check;

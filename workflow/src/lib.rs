@@ -41,12 +41,8 @@
 //! # let _ = std::fs::remove_dir_all(&dir);
 //! # Ok(()) }
 //! ```
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 pub use workflow_core::*;
 
