@@ -119,6 +119,25 @@ pub async fn shutdown_signal() {
 }
 
 /// Builds the router: the engine, the webhooks, who may sign in.
+///
+/// ```
+/// use workflow_core::Engine;
+/// use workflow_server::{Roles, Server, TrustedHeader};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::builder().build();
+/// let router = Server::new(engine)
+///     // Behind a proxy that signs people in and names them in `X-Forwarded-User`.
+///     .authenticator(TrustedHeader::new())
+///     // ana operates every workflow and sees payloads; others see what the authorizer
+///     // admits them for.
+///     .permissions(Roles::parse("ana@ops operator:* payloads:*")?)
+///     .router();
+/// // Serve it with `axum::serve`, or `Server::serve` / `Server::serve_until`.
+/// # let _ = router;
+/// # Ok(()) }
+/// ```
 pub struct Server {
     engine: Engine,
     authenticator: Option<Arc<dyn Authenticator>>,

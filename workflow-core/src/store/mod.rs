@@ -277,7 +277,28 @@ pub struct Lease {
 }
 
 /// Durable storage of runs, journals, inboxes, dead letters and specs. The module docs
-/// say what every implementation guarantees.
+/// say what every implementation guarantees; `workflow_conformance::run` checks them.
+///
+/// An engine holds its store as `Arc<dyn Store>`; keep a clone to read runs from your own
+/// code (reading needs the trait in scope):
+///
+/// ```
+/// use std::sync::Arc;
+/// use workflow_core::store::{MemoryStore, RunFilter, RunStatus, Store};
+/// use workflow_core::Engine;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+/// let engine = Engine::builder().shared_store(Arc::clone(&store)).build();
+/// let failed = store
+///     .runs(RunFilter { status: Some(RunStatus::Failed), ..RunFilter::default() })
+///     .await?;
+/// assert!(failed.is_empty());
+/// assert!(store.verify().await?.is_clean());
+/// # drop(engine);
+/// # Ok(()) }
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Creates a run with its first entries, or returns the run its idempotency key names
     /// (changing nothing).
