@@ -571,7 +571,15 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
         let broken = failed(&engine, &desk, "T-2").await;
         let csrf = token(who.unwrap_or("nobody"));
         let name = who.unwrap_or("anonymous");
-        let rows: [(String, [(u16, &str); 6]); 4] = [
+        let schedule_row = [
+            (401, "unauthenticated"),
+            (404, "unknown_schedule"),
+            (404, "unknown_schedule"),
+            (403, "forbidden"),
+            (303, ""),
+            (404, "unknown_schedule"),
+        ];
+        let rows: [(String, [(u16, &str); 6]); 7] = [
             (
                 format!("/console/runs/{running}/cancel"),
                 [
@@ -605,20 +613,33 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
                     (404, "unknown_run"),
                 ],
             ),
+            // Resumed first (it is not paused), so the pause below is what stays.
+            (
+                "/console/schedules/nightly-report/resume".to_owned(),
+                schedule_row,
+            ),
+            (
+                "/console/schedules/nightly-report/trigger".to_owned(),
+                schedule_row,
+            ),
+            // A backfill answers with the page of the ticks it started.
+            ("/console/schedules/nightly-report/backfill".to_owned(), {
+                let mut row = schedule_row;
+                row[4] = (200, "");
+                row
+            }),
             (
                 "/console/schedules/nightly-report/pause".to_owned(),
-                [
-                    (401, "unauthenticated"),
-                    (404, "unknown_schedule"),
-                    (404, "unknown_schedule"),
-                    (403, "forbidden"),
-                    (303, ""),
-                    (404, "unknown_schedule"),
-                ],
+                schedule_row,
             ),
         ];
         for (path, row) in &rows {
-            let answer = post_form(addr, path, who, form(&[("csrf", &csrf)])).await;
+            let fields = [
+                ("csrf", csrf.as_str()),
+                ("from", "2026-01-01"),
+                ("to", "2026-01-02"),
+            ];
+            let answer = post_form(addr, path, who, form(&fields)).await;
             let (status, code) = row[column];
             assert_eq!(
                 outcome(&answer),
@@ -632,12 +653,16 @@ async fn console_state_changes_answer_each_caller_by_the_policy() {
         let events = engine.events(broken).await.unwrap();
         assert_eq!(by(&events).1.is_some(), column == 4, "retry by {name}");
         // The restart started one run more, with the failed run's inputs, by the operator.
-        let runs = engine.runs(Default::default()).await.unwrap();
+        let all = engine.runs(Default::default()).await.unwrap();
+        let (scheduled, runs): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|r| r.workflow == "Nightly");
         assert_eq!(
             runs.len(),
             if column == 4 { 3 } else { 2 },
             "restart by {name}"
         );
+        // The trigger and the backfill started the schedule's runs, for the operator only.
+        assert_eq!(!scheduled.is_empty(), column == 4, "trigger by {name}");
         if column == 4 {
             let newest = runs[0].id;
             let events = engine.events(newest).await.unwrap();
