@@ -90,19 +90,11 @@ impl Work {
         own_task: bool,
         job: impl Future<Output = Done> + Send + 'static,
     ) {
-        let (job, stop): (Job, AbortHandle) = if own_task {
+        let (job, stop) = if own_task {
             let task = Aborting(tokio::spawn(job));
-            let (job, stop) = abortable(async move { task.await_done(unit.0).await });
-            (
-                Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
-                stop,
-            )
+            stoppable(async move { task.await_done(unit.0).await })
         } else {
-            let (job, stop) = abortable(job);
-            (
-                Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
-                stop,
-            )
+            stoppable(job)
         };
         if let Some(previous) = self.stops.insert(unit, stop) {
             previous.abort();
@@ -141,6 +133,16 @@ impl Work {
     pub(super) fn try_next(&mut self) -> Option<Done> {
         self.jobs().next().now_or_never().flatten()
     }
+}
+
+/// `job`, boxed, and what stops it: a stopped job is dropped at its next poll and reports
+/// [`Done::Stopped`].
+fn stoppable(job: impl Future<Output = Done> + Send + 'static) -> (Job, AbortHandle) {
+    let (job, stop) = abortable(job);
+    (
+        Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
+        stop,
+    )
 }
 
 /// A task's handle that aborts the task when dropped.
