@@ -570,6 +570,12 @@ fn install_npm() {
 /// axe-core's script, installed from the npm registry into the target directory once
 /// (with npm itself from Debian's packages when it is missing and this may install it).
 fn axe_source() -> String {
+    // The tests of this file run at once: one installs, the others wait for it.
+    static AXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    AXE.get_or_init(install_axe).clone()
+}
+
+fn install_axe() -> String {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
