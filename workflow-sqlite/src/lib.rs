@@ -341,13 +341,15 @@ impl Store for SqliteStore {
         admit: workflow_core::store::limits::Admit<'a>,
     ) -> BoxFuture<'a, Result<workflow_core::store::limits::Admission, StoreError>> {
         let row = admission::AdmitRow::new(&admit);
+        // A read until a gated run waits. The write is made only after it: a write is
+        // queued to the writer as soon as it is made and stands even if nobody awaits it,
+        // and an admission whose answer nobody reads would hold runs no engine drives.
         let any = self.read(admission::any_gated);
-        let write = self.write(move |db| admission::admit(db, &row));
         Box::pin(async move {
             if !any.await? {
                 return Ok(workflow_core::store::limits::Admission::default());
             }
-            write.await
+            self.write(move |db| admission::admit(db, &row)).await
         })
     }
 
