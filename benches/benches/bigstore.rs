@@ -1,0 +1,444 @@
+//! A big store (issue 35, item 5): does the engine slow down once its store holds a long
+//! history? On each store (SQLite, PostgreSQL) the same measures are taken on an empty
+//! store and again once it holds `BIG_FINISHED` finished runs of ten journal entries each
+//! (1 000 000 runs and 10 000 000 journal rows by default), and their ratio reported:
+//!
+//! - **starts/s**: `Engine::enqueue` from an intake-only engine, 32 in flight (the front
+//!   door's path: a run's row and its first entry);
+//! - **B3**: ten-step chains of no-op steps run one after the other, durable steps/s;
+//! - **B9**: the same chains, 32 runs in flight, steps/s.
+//!
+//! Then, on the big store: **the retention purge** of every finished run (batches of
+//! `DEFAULT_BATCH`, as the background purge does) with a live load beside it (chains one
+//! after the other): the purge's rate, and the p99 of the live load's step-to-step gap (a
+//! step's commit and the next step's start) against the same load without the purge; and
+//! **`workflow check`** (`Store::verify`) of the whole store, its time and how far the
+//! process's resident memory grew while it ran (sampled every 10 ms).
+//!
+//! The history is written through the `Store` API (each run created with its journal and
+//! finished in a second write, 256 writes in flight), not by running the workflows. It is
+//! not a criterion benchmark: it prints a table per store. Each measure lasts `BIG_SECS`
+//! seconds (default 10). Run with `cargo bench -p benches --bench bigstore`; environment:
+//! `BIG_FINISHED` (default 1000000), `BIG_SECS`, `BIG_STORES` (`sqlite,postgres`),
+//! `WORKFLOW_TEST_DATABASE_URL`. SQLite's file lives under `CARGO_TARGET_TMPDIR`.
+//! Targets: every ratio ≥ 0.8; p99 with the purge ≤ 2× without; check streaming.
+
+#[path = "common/pg.rs"]
+mod pg;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::task::JoinSet;
+use workflow_core::journal::Event;
+use workflow_core::search::{purge_all, DEFAULT_BATCH};
+use workflow_core::store::{Commit, NewRun, PurgeFilter, RunStatus, Store};
+use workflow_core::{Engine, StartOptions, Workflow};
+use workflow_postgres::PgOptions;
+use workflow_sqlite::SqliteStore;
+
+mod flows {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use workflow_core::{workflow, StepError};
+
+    /// When the last step of the live load started, and the gaps between a run's steps.
+    pub static GAPS: Mutex<(Option<Instant>, Vec<Duration>)> = Mutex::new((None, Vec::new()));
+
+    fn mark(first: bool) {
+        let mut gaps = GAPS.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if let (false, Some(last)) = (first, gaps.0) {
+            gaps.1.push(now - last);
+        }
+        gaps.0 = Some(now);
+    }
+
+    pub async fn first() -> Result<u32, StepError> {
+        mark(true);
+        Ok(1)
+    }
+
+    pub async fn next(x: u32) -> Result<u32, StepError> {
+        mark(false);
+        Ok(x.wrapping_add(1))
+    }
+
+    workflow! {
+        /// Ten no-op steps, each reading the previous one.
+        pub workflow Chain10() {
+            step s0 -> u32 { action: first(), }
+            step s1 -> u32 { action: next(s0), }
+            step s2 -> u32 { action: next(s1), }
+            step s3 -> u32 { action: next(s2), }
+            step s4 -> u32 { action: next(s3), }
+            step s5 -> u32 { action: next(s4), }
+            step s6 -> u32 { action: next(s5), }
+            step s7 -> u32 { action: next(s6), }
+            step s8 -> u32 { action: next(s7), }
+            step s9 -> u32 { action: next(s8), }
+        }
+    }
+}
+
+use flows::{Chain10, Chain10Input};
+
+/// Steps in a chain.
+const STEPS: usize = 10;
+/// Runs in flight for starts/s and B9.
+const IN_FLIGHT: usize = 32;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn ok<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
+    result.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// A finished run's history: its start and four steps, the fifth begun (ten entries).
+fn history(at: u64) -> Vec<Event> {
+    let mut events = vec![Event::RunStarted {
+        workflow: Chain10::NAME.to_owned(),
+        fingerprint: Chain10::FINGERPRINT.to_owned(),
+        input: json!({}),
+        seed: 7,
+        trace_id: "0".repeat(32),
+        parent_span: None,
+        dry_run: false,
+        deadline: None,
+        at,
+    }];
+    for step in 0..4 {
+        events.push(Event::AttemptStarted {
+            step,
+            attempt: 1,
+            at,
+        });
+        events.push(Event::StepSucceeded {
+            step,
+            output: json!(step + 1),
+            at,
+        });
+    }
+    events.push(Event::AttemptStarted {
+        step: 4,
+        attempt: 1,
+        at,
+    });
+    events
+}
+
+/// Writes `runs` finished runs of ten entries each, 256 writes in flight; their status
+/// changed at `at`. Returns the journal rows written.
+async fn fill(store: &Arc<dyn Store>, runs: usize, at: u64) -> u64 {
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    let rows = Arc::new(AtomicU64::new(0));
+    for n in 0..runs {
+        if set.len() >= 256 {
+            ok(set.join_next().await.expect("a write"), "join a write");
+        }
+        let store = Arc::clone(store);
+        let rows = Arc::clone(&rows);
+        set.spawn(async move {
+            let events = history(at);
+            let created = ok(
+                store
+                    .create_run(NewRun {
+                        workflow: Chain10::NAME,
+                        fingerprint: Chain10::FINGERPRINT,
+                        idempotency_key: None,
+                        events: &events,
+                        search: &[],
+                        parent: None,
+                        owner: None,
+                        supersedes: None,
+                        at,
+                    })
+                    .await,
+                "create a run",
+            );
+            ok(
+                store
+                    .commit(Commit {
+                        status: Some((RunStatus::Completed, None)),
+                        ..Commit::events(created.id(), events.len() as u64, &[], at)
+                    })
+                    .await,
+                "finish a run",
+            );
+            rows.fetch_add(events.len() as u64, Ordering::Relaxed);
+        });
+        if (n + 1) % 100_000 == 0 {
+            eprintln!(
+                "  {} runs written ({:.0} s)",
+                n + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    while let Some(joined) = set.join_next().await {
+        ok(joined, "join a write");
+    }
+    rows.load(Ordering::Relaxed)
+}
+
+/// An engine on `store` that drives `Chain10`.
+fn worker(store: Arc<dyn Store>) -> Engine {
+    let engine = Engine::builder().shared_store(store).build();
+    ok(engine.register::<Chain10>(()), "register Chain10");
+    engine
+}
+
+async fn chain(engine: &Engine) {
+    let run = ok(engine.start::<Chain10>(Chain10Input {}).await, "start");
+    ok(run.outputs().await, "finish a run");
+}
+
+/// Units per second of `round` (which returns the units it did), over `secs` seconds.
+async fn rate<F, Fut>(secs: u64, mut round: F) -> f64
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let started = Instant::now();
+    let mut units = 0;
+    while started.elapsed() < Duration::from_secs(secs) {
+        units += round().await;
+    }
+    units as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Starts/s, B3 steps/s and B9 steps/s on `store`.
+async fn measures(store: &Arc<dyn Store>, secs: u64) -> [f64; 3] {
+    let intake = Engine::builder()
+        .shared_store(Arc::clone(store))
+        .intake_only()
+        .build();
+    let starts = rate(secs, || async {
+        let mut set = JoinSet::new();
+        for _ in 0..IN_FLIGHT {
+            let intake = intake.clone();
+            set.spawn(async move {
+                ok(
+                    intake
+                        .enqueue::<Chain10>(Chain10Input {}, StartOptions::default())
+                        .await,
+                    "enqueue",
+                )
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            ok(joined, "join a start");
+        }
+        IN_FLIGHT
+    })
+    .await;
+    drop(intake);
+    // The runs queued above stay queued: the workers below never admit them (they only
+    // drive the runs they start), so the chains measure only their own commits.
+    let engine = worker(Arc::clone(store));
+    chain(&engine).await;
+    let b3 = rate(secs, || async {
+        chain(&engine).await;
+        STEPS
+    })
+    .await;
+    let b9 = rate(secs, || async {
+        let mut set = JoinSet::new();
+        for _ in 0..IN_FLIGHT {
+            let engine = engine.clone();
+            set.spawn(async move { chain(&engine).await });
+        }
+        while let Some(joined) = set.join_next().await {
+            ok(joined, "join a run");
+        }
+        IN_FLIGHT * STEPS
+    })
+    .await;
+    [starts, b3, b9]
+}
+
+/// The live load's step-to-step gaps while `beside` runs (or for `secs` without it):
+/// chains one after the other until `beside` ends. Returns (p50, p99) in ms.
+async fn gaps<F: std::future::Future<Output = ()>>(
+    engine: &Engine,
+    secs: u64,
+    beside: Option<F>,
+) -> (f64, f64) {
+    *flows::GAPS.lock().unwrap_or_else(|p| p.into_inner()) = (None, Vec::new());
+    let done = AtomicBool::new(false);
+    let endless = beside.is_some();
+    let load = async {
+        let started = Instant::now();
+        while !done.load(Ordering::Acquire) && (endless || started.elapsed().as_secs() < secs) {
+            chain(engine).await;
+        }
+    };
+    match beside {
+        Some(beside) => {
+            let beside = async {
+                beside.await;
+                done.store(true, Ordering::Release);
+            };
+            tokio::join!(load, beside);
+        }
+        None => load.await,
+    }
+    let mut gaps = std::mem::take(&mut flows::GAPS.lock().unwrap_or_else(|p| p.into_inner()).1);
+    gaps.sort_unstable();
+    let at = |q: f64| {
+        gaps.get(((gaps.len() as f64 * q) as usize).min(gaps.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    (at(0.5), at(0.99))
+}
+
+/// The process's resident set in bytes.
+fn resident() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+async fn bench(label: &str, store: Arc<dyn Store>, finished: usize, secs: u64) {
+    eprintln!("{label}: measuring the empty store");
+    let empty = measures(&store, secs).await;
+    let at = now();
+    eprintln!("{label}: writing {finished} finished runs");
+    let filled = Instant::now();
+    let rows = fill(&store, finished, at).await;
+    let fill_secs = filled.elapsed().as_secs_f64();
+    eprintln!("{label}: measuring the big store");
+    let big = measures(&store, secs).await;
+
+    eprintln!("{label}: checking the store");
+    let before = resident();
+    let peak = Arc::new(AtomicU64::new(before));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Acquire) {
+                peak.fetch_max(resident(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let checked = Instant::now();
+    let verification = ok(store.verify().await, "verify");
+    let check_secs = checked.elapsed().as_secs_f64();
+    sampling.store(false, Ordering::Release);
+    let _ = sampler.join();
+    let grew = peak.load(Ordering::Relaxed).saturating_sub(before);
+    assert!(verification.is_clean(), "{verification:?}");
+
+    eprintln!("{label}: the live load without, then with, the purge");
+    let engine = worker(Arc::clone(&store));
+    chain(&engine).await;
+    let (alone50, alone99) = gaps(&engine, secs, None::<std::future::Ready<()>>).await;
+    let purged = Arc::new(AtomicU64::new(0));
+    let purge_started = Instant::now();
+    let purge = {
+        let (store, purged) = (Arc::clone(&store), Arc::clone(&purged));
+        async move {
+            let filter = PurgeFilter {
+                before: at + 1,
+                workflow: None,
+                except: Vec::new(),
+                after: None,
+                limit: DEFAULT_BATCH,
+                dry_run: false,
+            };
+            ok(
+                purge_all(&*store, filter, None, |batch| {
+                    purged.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                })
+                .await,
+                "purge",
+            );
+        }
+    };
+    let (with50, with99) = gaps(&engine, secs, Some(purge)).await;
+    let purge_secs = purge_started.elapsed().as_secs_f64();
+    let purged = purged.load(Ordering::Relaxed);
+
+    println!("\n### {label}: {finished} finished runs, {rows} journal rows (written in {fill_secs:.0} s)\n");
+    println!("| measure | empty store | big store | ratio | target |");
+    println!("|---|---:|---:|---:|---|");
+    for (name, e, b) in [
+        ("starts/s (enqueue, 32 in flight)", empty[0], big[0]),
+        ("B3 steps/s (one run at a time)", empty[1], big[1]),
+        ("B9 steps/s (32 runs in flight)", empty[2], big[2]),
+    ] {
+        println!("| {name} | {e:.0} | {b:.0} | {:.2} | ≥ 0.80 |", b / e);
+    }
+    println!("\n| purge with a live load beside it | value |\n|---|---:|");
+    println!(
+        "| runs purged | {purged} in {purge_secs:.1} s ({:.0} runs/s) |",
+        purged as f64 / purge_secs
+    );
+    println!(
+        "| live step-to-step gap without the purge, p50 / p99 | {alone50:.2} / {alone99:.2} ms |"
+    );
+    println!("| with the purge, p50 / p99 | {with50:.2} / {with99:.2} ms |");
+    println!(
+        "| p99 with ÷ without (target ≤ 2) | {:.2} |",
+        with99 / alone99.max(f64::EPSILON)
+    );
+    println!(
+        "\n`Store::verify` (`workflow check`) of the big store: {check_secs:.1} s, {} rows, resident memory grew {:.1} MiB while it ran.",
+        verification.rows,
+        grew as f64 / (1 << 20) as f64
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let finished = env("BIG_FINISHED", 1_000_000);
+    let secs = env("BIG_SECS", 10) as u64;
+    let stores = std::env::var("BIG_STORES").unwrap_or_else(|_| "sqlite,postgres".to_owned());
+    let runtime = ok(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        "a runtime",
+    );
+    runtime.block_on(async {
+        if stores.contains("sqlite") {
+            let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+            let path = dir.join(format!("bigstore-{}.db", std::process::id()));
+            let store: Arc<dyn Store> = Arc::new(ok(SqliteStore::open(&path), "open"));
+            bench("SQLite", store, finished, secs).await;
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+        if stores.contains("postgres") {
+            let Some(url) = pg::server().await else {
+                return;
+            };
+            let schema = pg::Schema::new(&url, "big");
+            eprintln!("PostgreSQL: schema {}", schema.name());
+            let store: Arc<dyn Store> = Arc::new(schema.store_with(PgOptions::default()).await);
+            bench("PostgreSQL", store, finished, secs).await;
+            schema.drop().await;
+        }
+    });
+}
