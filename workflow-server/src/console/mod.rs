@@ -40,6 +40,7 @@ mod pages;
 mod run;
 mod runs;
 mod states;
+mod workers;
 
 pub use evidence::MAX_EVIDENCE;
 pub use flow::RUNNING;
@@ -111,7 +112,7 @@ pub(crate) fn routes() -> Router<Shared> {
             post(pages::change_schedule),
         )
         .route("/console/flow", get(flow::flow))
-        .route("/console/workers", get(flow::workers))
+        .route("/console/workers", get(workers::workers))
         .layer(DefaultBodyLimit::max(MAX_FORM))
 }
 
