@@ -17,7 +17,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::RunStatus;
+use workflow_core::store::{Claimant, Heartbeat, RunStatus};
 use workflow_core::{Approval, Engine, RunId, StepContext};
 use workflow_server::{Csrf, Identity};
 
@@ -891,6 +891,79 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
     assert_eq!(flow.status, StatusCode::OK, "{}", flow.body);
     let schedules = get(addr, "/console/schedules", Some(OPERATOR)).await;
     assert_eq!(schedules.status, StatusCode::OK, "{}", schedules.body);
+}
+
+/// The row of the workers' table that names `name`.
+fn worker_row<'a>(page: &'a str, name: &str) -> &'a str {
+    let table = &page[page.find("id=\"workers\"").unwrap_or_else(|| panic!("{page}"))..];
+    let start = table
+        .find(&format!("<code>{name}</code>"))
+        .unwrap_or_else(|| panic!("no row for {name}: {table}"));
+    let row = &table[start..];
+    &row[..row.find("</tr>").unwrap_or(row.len())]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_page_shows_each_workers_renewal_lease_and_whether_it_drains_or_lapsed() {
+    let (engine, _desk) = engine(true);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let running = waiting(&engine, "T-1").await;
+    let store = engine.store().clone();
+    let now = engine.now();
+    // What each engine sharing the store records with its renewals.
+    let beat = |owner: &str, at: u64, draining: Option<u64>| {
+        let store = store.clone();
+        let owner = owner.to_owned();
+        async move {
+            store
+                .heartbeat(Heartbeat {
+                    claimant: Claimant {
+                        owner: &owner,
+                        lease_ms: 30_000,
+                        now: at,
+                    },
+                    started: at.saturating_sub(60_000),
+                    draining,
+                })
+                .await
+                .unwrap();
+        }
+    };
+    beat(engine.owner(), now, None).await;
+    beat("drainer", now, Some(now - 2_000)).await;
+    beat("gone-away", now - 120_000, None).await;
+    beat("leaver", now, None).await;
+    store.release("leaver", None).await.unwrap();
+    let probe = format!("w{SCRIPT}{BREAKOUT}");
+    beat(&probe, now, Some(now)).await;
+
+    let page = get(addr, "/console/workers", Some(VIEWER)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    let own = worker_row(body, engine.owner());
+    assert!(own.contains("working"), "{own}");
+    assert!(own.contains(&format!("/console/runs/{running}\"")), "{own}");
+    assert!(own.contains("<td>1</td>"), "one run held: {own}");
+    assert!(own.contains(" ms ago)") || own.contains(" s ago)"), "{own}");
+    let drainer = worker_row(body, "drainer");
+    assert!(drainer.contains("draining</strong> since"), "{drainer}");
+    let gone = worker_row(body, "gone-away");
+    assert!(gone.contains("lease lapsed"), "{gone}");
+    assert!(gone.contains("(1 min "), "lapsed 90 s before now: {gone}");
+    assert!(!gone.contains("draining"), "{gone}");
+    let leaver = worker_row(body, "leaver");
+    assert!(leaver.contains("stopped"), "{leaver}");
+    assert!(!leaver.contains("lapsed"), "{leaver}");
+    // The running run is listed under its worker, not among owners without one.
+    assert!(!body.contains("id=\"owners\""), "{body}");
+    // A worker's name is text.
+    assert_escaped(body, "a worker's name");
+    assert!(
+        body.contains("w&lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img"),
+        "{body}"
+    );
+    let anonymous = get(addr, "/console/workers", None).await;
+    assert_eq!(outcome(&anonymous), (401, "unauthenticated".into()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

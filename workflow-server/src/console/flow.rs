@@ -24,7 +24,10 @@ pub const RUNNING: usize = 1000;
 /// The runs a row links to.
 pub(super) const LINKED: usize = 10;
 
-pub(super) async fn running(app: &App, caller: &Caller) -> Result<(Vec<(RunRecord, bool)>, bool), ApiError> {
+pub(super) async fn running(
+    app: &App,
+    caller: &Caller,
+) -> Result<(Vec<(RunRecord, bool)>, bool), ApiError> {
     let (runs, next) = scan(
         app,
         caller,
