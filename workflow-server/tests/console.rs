@@ -19,7 +19,9 @@ use workflow_core::journal::Event;
 use workflow_core::prelude::*;
 use workflow_core::store::{Claimant, Heartbeat, RunStatus};
 use workflow_core::{Approval, Engine, RunId, StepContext};
+use workflow_postgres::testing::{self as pg_testing, Schema};
 use workflow_server::{Csrf, Identity};
+use workflow_sqlite::SqliteStore;
 
 fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
     pairs
@@ -493,11 +495,14 @@ async fn events_until(
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
-    let (engine, _desk) = engine(true);
-    let addr = serve(server(&engine, standard()).router()).await;
-    let run = waiting(&engine, "T-1").await;
+/// A running run's page hears of a commit within a second, then of the run's end. The
+/// commit is made once the stream is open and `followed` is over.
+async fn hears_of_commits_within_a_second<F: std::future::Future<Output = ()>>(
+    engine: &Engine,
+    followed: impl FnOnce(RunId) -> F,
+) {
+    let addr = serve(server(engine, standard()).router()).await;
+    let run = waiting(engine, "T-1").await;
     let seen = engine.events(run).await.unwrap().len();
     let path = format!("/console/runs/{run}/live?seen={seen}");
     let decider = engine.clone();
@@ -509,6 +514,7 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
         "change",
         Duration::from_secs(1),
         async move {
+            followed(run).await;
             decider
                 .decide(
                     run,
@@ -527,7 +533,7 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
         started.elapsed()
     );
     // Once the run finished, the stream says so and ends.
-    wait_for_status(&engine, run, RunStatus::Completed).await;
+    wait_for_status(engine, run, RunStatus::Completed).await;
     let ended = events_until(
         addr,
         &path,
@@ -543,6 +549,49 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
     assert_eq!(outcome(&hidden), (404, "unknown_run".into()));
     let anonymous = get(addr, &path, None).await;
     assert_eq!(outcome(&anonymous), (401, "unauthenticated".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
+    let dir = std::env::temp_dir().join(format!("console-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let _ = std::fs::remove_file(&path);
+    let (on_file, _desk) = engine_on(SqliteStore::open(&path).unwrap(), true);
+    hears_of_commits_within_a_second(&on_file, |_| async {}).await;
+    let (in_memory, _desk) = engine(true);
+    hears_of_commits_within_a_second(&in_memory, |_| async {}).await;
+}
+
+/// On PostgreSQL the page is told of the commit by a notification: the run is marked
+/// watched while the page follows it, and nothing polls faster than the mark's renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_running_runs_page_hears_of_its_commits_by_notification() {
+    let Some(url) = pg_testing::server("a_running_runs_page_hears_by_notification").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "console_live");
+    let (engine, _desk) = engine_on(schema.store().await, true);
+    // The commit is made once the page follows the run (it marked the run watched), so
+    // only a notification can tell the page of it within the second: the mark holds for
+    // half a minute and the page reads the run again only after half of it otherwise.
+    let schema_ref = &schema;
+    let marked = |run: RunId| async move {
+        let check = format!(
+            "DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM runs WHERE id = {} AND watched_until > now()) THEN
+                    RAISE EXCEPTION 'not watched';
+                END IF;
+             END $$;",
+            run.0
+        );
+        while schema_ref.execute(&check).await.is_err() {
+            tokio::task::yield_now().await;
+        }
+    };
+    hears_of_commits_within_a_second(&engine, marked).await;
+    drop(engine);
+    schema.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -895,7 +944,9 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
 
 /// The row of the workers' table that names `name`.
 fn worker_row<'a>(page: &'a str, name: &str) -> &'a str {
-    let table = &page[page.find("id=\"workers\"").unwrap_or_else(|| panic!("{page}"))..];
+    let table = &page[page
+        .find("id=\"workers\"")
+        .unwrap_or_else(|| panic!("{page}"))..];
     let start = table
         .find(&format!("<code>{name}</code>"))
         .unwrap_or_else(|| panic!("no row for {name}: {table}"));
