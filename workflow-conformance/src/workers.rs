@@ -96,6 +96,12 @@ pub(super) async fn heartbeats_record_their_worker(store: Arc<dyn Store>) {
         "a stopped worker has not lapsed"
     );
     assert!(!row(&*store, "b").await.stopped);
+    // A draining engine's beat that lands after its release leaves it stopped.
+    store
+        .heartbeat(beat("a", 60_000, started, Some(draining)))
+        .await
+        .expect("heartbeat");
+    assert!(row(&*store, "a").await.stopped);
 
     // The same name beating again (a new process under it) is what its beat says.
     let restarted = wall_clock();

@@ -45,7 +45,8 @@ pub(super) async fn heartbeat(conn: &mut PgConnection, beat: Heartbeat<'_>) -> A
             SELECT $1, $3, ms, ms + $2, $4, false FROM clock
             ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
                 renewed_at = excluded.renewed_at, lease_until = excluded.lease_until,
-                draining_since = excluded.draining_since, stopped = false),
+                draining_since = excluded.draining_since,
+                stopped = excluded.draining_since IS NOT NULL AND workers.stopped),
          gone AS (
             DELETE FROM workers
             WHERE name <> $1 AND renewed_at < (SELECT ms FROM clock) - $5)

@@ -198,7 +198,8 @@ pub(super) fn heartbeat(db: &Db, beat: &Beat) -> Result<(Vec<RunId>, u64), Store
              VALUES (?1, ?2, ?3, ?4, ?5, 0)
              ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
                  renewed_at = excluded.renewed_at, lease_until = excluded.lease_until,
-                 draining_since = excluded.draining_since, stopped = 0",
+                 draining_since = excluded.draining_since,
+                 stopped = excluded.draining_since IS NOT NULL AND workers.stopped",
         )
         .and_then(|mut s| s.execute(params![beat.owner, beat.started, beat.now, until, beat.draining]))
         .and_then(|_| {

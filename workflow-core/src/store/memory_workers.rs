@@ -23,13 +23,16 @@ impl Inner {
         let name = beat.claimant.owner;
         self.workers
             .retain(|other, row| other == name || kept(row, now));
+        // A draining engine's beat that arrives after its release leaves it stopped.
+        let stopped =
+            beat.draining.is_some() && self.workers.get(name).is_some_and(|row| row.stopped);
         let row = WorkerRow {
             name: name.to_owned(),
             started_at: beat.started,
             renewed_at: now,
             lease_until: now.saturating_add(beat.claimant.lease_ms),
             draining_since: beat.draining,
-            stopped: false,
+            stopped,
         };
         self.workers.insert(name.to_owned(), row);
         held

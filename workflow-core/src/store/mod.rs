@@ -363,7 +363,9 @@ pub trait Store: Send + Sync + 'static {
     /// Renews `beat.claimant`'s leases as [`Store::renew`] does and, in the same
     /// transaction, writes its worker row ([`WorkerRow`]) as the beat says: when it
     /// started and since when it drains, its renewal and lease expiry on the store's clock
-    /// (the claimant's `now` for stores that keep leases by it), not stopped. Rows of other
+    /// (the claimant's `now` for stores that keep leases by it), not stopped (unless the
+    /// beat says it drains: a draining engine's last beat may land after the release that
+    /// stopped it, and leaves it stopped). Rows of other
     /// workers not renewed for [`WORKER_KEPT_MS`] are deleted. Returns the runs it holds.
     /// The default renews only, for stores without worker rows.
     fn heartbeat<'a>(
