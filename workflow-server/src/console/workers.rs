@@ -84,13 +84,13 @@ pub(super) async fn workers(
             table id="workers" {
                 thead { tr {
                     th scope="col" { "Worker" } th scope="col" { "State" } th scope="col" { "Runs held" }
-                    th scope="col" { "Last renewal" } th scope="col" { "Lease until" } th scope="col" { "Started" } th scope="col" { "Runs" }
+                    th scope="col" { "Last renewal" } th scope="col" { "Lease until" } th scope="col" { "Runs" }
                 } }
                 tbody {
                     @for row in &rows {
                         @let held = owners.remove(&Some(row.name.clone())).unwrap_or_default();
                         tr {
-                            th scope="row" { code { (row.name) } }
+                            th scope="row" { code { (row.name) } br; span class="meta" { "started " (time(row.started_at)) } }
                             td { (state(row, now)) }
                             td { (held.len()) }
                             td { (time(row.renewed_at)) " (" (duration(now.saturating_sub(row.renewed_at))) " ago)" }
@@ -98,7 +98,6 @@ pub(super) async fn workers(
                                 (time(row.lease_until))
                                 @if row.lease_until >= now { " (in " (duration(row.lease_until - now)) ")" }
                             }
-                            td { (time(row.started_at)) }
                             td { (links(base, &held)) }
                         }
                     }
