@@ -6,6 +6,7 @@
 //! cargo bench -p benches --bench postgres -- takeover [--trials 5] [--leases 1000,2000,5000]
 //! cargo bench -p benches --bench postgres -- b5       [--runs 200] [--concurrency 32] [--warmup 10]
 //! cargo bench -p benches --bench postgres -- b19      --database-url URL [--runs 1000] [--concurrency 32] [--warmup 20]
+//! cargo bench -p benches --bench postgres -- watch    [--commits 500] [--rounds 7]
 //! ```
 //!
 //! The server comes from `WORKFLOW_TEST_DATABASE_URL` (default
@@ -28,6 +29,10 @@
 //!   its `xact_commit` in `pg_stat_database` counts this phase's commits alone (read once
 //!   every connection to it has closed); round trips by the store's count of statements;
 //!   the server's autocommit insert (the floor) before and after, on the default server.
+//! - `watch`: what watched runs cost a step's commit (one statement either way): commits
+//!   per second to a run nobody watches, to a run a console watches (each commit then
+//!   notifies), and through `workflow_commit` without the watch's lines (the baseline: the
+//!   function before watched runs), one run each on its own store, each first in turn.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, Executor};
 use workflow_core::journal::Event;
-use workflow_core::store::Store;
+use workflow_core::store::{Claim, Claimable, Claimant, Commit, Fence, NewRun, Store};
 use workflow_postgres::{PgOptions, PgStore};
 
 #[path = "common/pg.rs"]
@@ -516,6 +521,169 @@ async fn b19(url: &str) {
     schema.drop().await;
 }
 
+/// `workflow_commit` without the watch's lines: the function as it was before.
+fn commit_without_watch() -> String {
+    let mut sql =
+        include_str!("../../workflow-postgres/sql/functions/workflow_commit.sql").to_owned();
+    for (with, without) in [
+        ("    v_watched timestamptz;\n", ""),
+        (
+            "RETURNING r.status, r.watched_until INTO v_status, v_watched;",
+            "RETURNING r.status INTO v_status;",
+        ),
+        (", r.watched_until\n", "\n"),
+        (", v_status, v_watched\n", ", v_status\n"),
+        (
+            "        IF v_watched > now() THEN\n            PERFORM pg_notify(p_channel, 'commit ' || p_run);\n        END IF;\n",
+            "",
+        ),
+        (
+            "    IF v_watched > now() THEN\n        PERFORM pg_notify(p_channel, 'commit ' || p_run);\n    END IF;\n",
+            "",
+        ),
+    ] {
+        assert!(sql.contains(with), "the function changed: update the baseline");
+        sql = sql.replace(with, without);
+    }
+    assert!(!sql.contains("v_watched"), "{sql}");
+    sql
+}
+
+/// One run, claimed, on its own store: `seq` is its journal's length.
+struct Target {
+    store: PgStore,
+    run: workflow_core::RunId,
+    token: u64,
+    seq: u64,
+}
+
+impl Target {
+    async fn new(schema: &Schema) -> Target {
+        let store = store(schema, 2).await;
+        let events = [Event::RunStarted {
+            workflow: "w".into(),
+            fingerprint: "fp".into(),
+            input: serde_json::json!({}),
+            seed: 1,
+            trace_id: "t".into(),
+            parent_span: None,
+            dry_run: false,
+            deadline: None,
+            at: 1,
+        }];
+        let run = store
+            .create_run(NewRun {
+                workflow: "w",
+                fingerprint: "fp",
+                idempotency_key: None,
+                events: &events,
+                parent: None,
+                owner: None,
+                supersedes: None,
+                at: 1,
+                search: &[],
+            })
+            .await
+            .expect("create")
+            .id();
+        let lease = store
+            .claim(Claim {
+                claimant: Claimant {
+                    owner: "b",
+                    lease_ms: 3_600_000,
+                    now: 1,
+                },
+                workflows: &["w"],
+                run: Some(run),
+                reclaim_own: false,
+                limit: None,
+                claimable: Claimable::Any,
+                versions: None,
+            })
+            .await
+            .expect("claim")[0];
+        Target {
+            store,
+            run,
+            token: lease.token,
+            seq: 1,
+        }
+    }
+
+    /// Commits per second over `n` step commits, one after another.
+    async fn rate(&mut self, n: usize) -> f64 {
+        let started = Instant::now();
+        for _ in 0..n {
+            let events = [Event::AttemptStarted {
+                step: 0,
+                attempt: 1,
+                at: 2,
+            }];
+            self.store
+                .commit(Commit {
+                    fence: Some(Fence {
+                        owner: "b",
+                        token: self.token,
+                    }),
+                    ..Commit::events(self.run, self.seq, &events, 2)
+                })
+                .await
+                .expect("commit");
+            self.seq += 1;
+        }
+        n as f64 / started.elapsed().as_secs_f64()
+    }
+}
+
+async fn watch_cost(url: &str) {
+    let (commits, rounds) = (number("--commits", 500), number("--rounds", 7));
+    let schemas = [
+        Schema::new(url, "unwatched"),
+        Schema::new(url, "watched"),
+        Schema::new(url, "before"),
+    ];
+    let mut targets = Vec::new();
+    for schema in &schemas {
+        targets.push(Target::new(schema).await);
+    }
+    let baseline = format!(
+        "SET search_path TO {};\n{}",
+        schemas[2].name(),
+        commit_without_watch()
+    );
+    schemas[2]
+        .execute(&baseline)
+        .await
+        .expect("the baseline function");
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        // The console's mark, made again each round as a watching page would.
+        let _watch = targets[1].store.watch(targets[1].run).await.expect("watch");
+        // Each contender goes first in turn.
+        for i in (0..3).map(|k| (k + round) % 3) {
+            rates[i].push(targets[i].rate(commits).await);
+        }
+    }
+    let median = |rates: &mut Vec<f64>| {
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    let [unwatched, watched, before] = rates.each_mut().map(median);
+    println!("step commits/s, median of {rounds} rounds of {commits}:");
+    println!("  before watched runs (baseline)   {before:8.0}");
+    println!(
+        "  a run nobody watches             {unwatched:8.0}   {:.3} of the baseline",
+        unwatched / before
+    );
+    println!(
+        "  a run a console watches          {watched:8.0}   {:.3} of the baseline",
+        watched / before
+    );
+    for schema in &schemas {
+        schema.drop().await;
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -524,7 +692,9 @@ fn main() {
         .expect("a tokio runtime");
     let mode = std::env::args()
         .skip(1)
-        .find(|a| !a.starts_with("--") && ["b9", "takeover", "b5", "b19"].contains(&a.as_str()))
+        .find(|a| {
+            !a.starts_with("--") && ["b9", "takeover", "b5", "b19", "watch"].contains(&a.as_str())
+        })
         .unwrap_or_else(|| "b9".to_owned());
     runtime.block_on(async {
         let Some(url) = server().await else {
@@ -534,6 +704,7 @@ fn main() {
             "takeover" => takeover(&url).await,
             "b5" => b5(&url).await,
             "b19" => b19(&url).await,
+            "watch" => watch_cost(&url).await,
             _ => b9(&url).await,
         }
     });

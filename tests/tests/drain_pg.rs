@@ -4,7 +4,8 @@
 //! outlasts a step); the keyed external effect, sent to a service that applies once per
 //! key, was applied once per run; and each handed-over run was taken up by another worker
 //! well before its lease would have lapsed. The handover times (release → the next
-//! owner's first journal entry) are printed: p50, p99, max.
+//! owner's first journal entry) are printed: p50, p99, max. Each drained worker's row
+//! (`Store::workers`) says it drained and stopped.
 //!
 //! The server comes from `WORKFLOW_TEST_DATABASE_URL` (see `pg_testing::server`).
 
@@ -110,6 +111,13 @@ async fn a_rolling_deploy_hands_every_run_over_without_losing_or_repeating_work(
         let drained = workers[round].drain(Duration::from_secs(5)).await;
         assert!(drained.stopped.is_empty(), "{drained:?}");
         assert!(drained.released, "{drained:?}");
+        // Its worker row says it drained, then stopped.
+        let rows = reader.workers().await.unwrap();
+        let row = rows
+            .iter()
+            .find(|row| row.name == format!("w{round}"))
+            .unwrap_or_else(|| panic!("no worker row for w{round}: {rows:?}"));
+        assert!(row.stopped && row.draining_since.is_some(), "{row:?}");
         handovers.extend(drained.handed_over.iter().copied());
         workers[round] = worker(&url, &schema, &format!("w{round}-{}", round + 1), &ledger).await;
     }

@@ -33,6 +33,7 @@ mod schedules_due;
 mod search;
 mod subject;
 mod tasks;
+mod workers;
 
 pub use subject::{DamageEntry, Subject};
 
@@ -85,6 +86,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("renewed leases hold and released runs are free", |s| {
         Box::pin(owners::renew_and_release(s.store))
     }),
+    (
+        "heartbeats record their worker; a release of all its runs stops it",
+        |s| Box::pin(workers::heartbeats_record_their_worker(s.store)),
+    ),
     ("a run created claimed is its creator's", |s| {
         Box::pin(owners::created_claimed(s.store))
     }),

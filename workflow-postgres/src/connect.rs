@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::conns::{Conn, Conns};
 use super::error::{classify, Class, Target};
 use super::hosts::Hosts;
+use super::workers::Watchers;
 use super::{listen, schema, PgStore, Stats};
 use workflow_core::store::StoreError;
 use workflow_core::BoxFuture;
@@ -113,6 +114,7 @@ pub(super) fn open(
         );
         let channel = channel_for(&options.schema);
         let (wake, _) = watch::channel(0);
+        let watchers = Arc::new(Watchers::default());
         let listener = options.listen.then(|| {
             let hosts = Arc::clone(&hosts);
             let wait = options.connect_timeout;
@@ -132,7 +134,14 @@ pub(super) fn open(
                         .connect_lazy_with(hosts.current().clone())
                 }
             };
-            tokio::spawn(listen::listen(pools, channel.clone(), wake.clone())).abort_handle()
+            let watchers = Arc::clone(&watchers);
+            tokio::spawn(listen::listen(
+                pools,
+                channel.clone(),
+                wake.clone(),
+                watchers,
+            ))
+            .abort_handle()
         });
         tracing::debug!(target = %target, schema = options.schema.as_str(), "opened the PostgreSQL store");
         // As many commits (alone or in groups) on their way as there are connections: a
@@ -147,6 +156,7 @@ pub(super) fn open(
             options,
             wake,
             listener,
+            watchers,
             nonce_prefix: nonce_prefix(),
             stats: Stats::default(),
             known: super::known::Known::default(),

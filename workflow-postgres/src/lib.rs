@@ -27,6 +27,7 @@ mod sql;
 mod tasks;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod workers;
 mod write;
 
 use std::fmt;
@@ -41,8 +42,9 @@ use self::error::Target;
 use self::sql::{Answer, Failure};
 use workflow_core::journal::Timestamp;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
-    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, Heartbeat, InboxItem, Lease, Message, NewRun,
+    PurgeFilter, RunFilter, RunRecord, RunWatch, SpecRecord, Store, StoreError, StoredRun,
+    Submitted, Verification, WorkerRow, WATCH_POLL,
 };
 use workflow_core::BoxFuture;
 use workflow_core::RunId;
@@ -114,6 +116,8 @@ pub struct PgStore {
     options: PgOptions,
     wake: watch::Sender<u64>,
     listener: Option<tokio::task::AbortHandle>,
+    /// The watchers of runs, told of their commits by the listener.
+    watchers: std::sync::Arc<workers::Watchers>,
     nonce_prefix: String,
     stats: Stats,
     known: known::Known,
@@ -358,6 +362,39 @@ impl Store for PgStore {
         Box::pin(self.idempotent(move |mut conn| {
             Box::pin(async move { sql::renew(&mut conn, claimant.owner, claimant.lease_ms).await })
         }))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        beat: Heartbeat<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        Box::pin(self.idempotent(move |mut conn| {
+            Box::pin(async move { workers::heartbeat(&mut conn, beat).await })
+        }))
+    }
+
+    fn workers(&self) -> BoxFuture<'_, Result<Vec<WorkerRow>, StoreError>> {
+        Box::pin(
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { workers::workers(&mut conn).await })
+            }),
+        )
+    }
+
+    /// Without a listener ([`PgOptions::listen`] off), the default poll.
+    fn watch(&self, run: RunId) -> BoxFuture<'_, Result<RunWatch, StoreError>> {
+        Box::pin(async move {
+            if self.listener.is_none() {
+                return Ok(RunWatch::polling(WATCH_POLL));
+            }
+            // Subscribed first, so a commit right after the mark is not missed.
+            let signal = self.watchers.subscribe(run);
+            self.idempotent(move |mut conn| {
+                Box::pin(async move { workers::mark_watched(&mut conn, run).await })
+            })
+            .await?;
+            Ok(RunWatch::signalled(signal, workers::WATCH_HOLDS))
+        })
     }
 
     fn release<'a>(

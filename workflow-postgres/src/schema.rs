@@ -162,6 +162,8 @@ ALTER TABLE workflow_schema ADD COLUMN functions integer NOT NULL DEFAULT 0;
     // Admission by key: each key's waiting runs in admission order, the keys' holders and
     // debounced runs indexed, and queued runs claimed without the gated ones.
     super::limits::QUEUE_MIGRATION,
+    // Worker rows, written by heartbeats, and the mark of a watched run.
+    super::workers::MIGRATION,
 ];
 
 /// The newest schema version this library knows.

@@ -583,11 +583,13 @@ pub(super) async fn release(
     channel: &str,
 ) -> Answer<()> {
     let ids: Option<Vec<i64>> = runs.map(|runs| runs.iter().map(|r| int(r.0)).collect());
+    // Releasing all of them (the engine stops) marks its worker row stopped.
     sqlx::query(
         "WITH freed AS (
             UPDATE runs SET owner = NULL
             WHERE owner = $1 AND ($2::bigint[] IS NULL OR id = ANY($2))
-            RETURNING 1)
+            RETURNING 1),
+         stopped AS (UPDATE workers SET stopped = true WHERE name = $1 AND $2::bigint[] IS NULL)
          SELECT pg_notify($3, 'run') FROM (SELECT count(*) AS n FROM freed) f WHERE f.n > 0",
     )
     .bind(owner)

@@ -742,6 +742,22 @@ async fn the_console_in_the_browser_lists_follows_and_retries_runs() {
         )
         .await
         .unwrap();
+    // Two workers as their heartbeats record them, one draining, for the workers page.
+    for (owner, draining) in [
+        (engine.owner().to_owned(), None),
+        ("w2".to_owned(), Some(engine.now())),
+    ] {
+        let beat = workflow_core::store::Heartbeat {
+            claimant: workflow_core::store::Claimant {
+                owner: &owner,
+                lease_ms: 30_000,
+                now: engine.now(),
+            },
+            started: engine.now(),
+            draining,
+        };
+        engine.store().heartbeat(beat).await.unwrap();
+    }
     let ask = format!("runs/{}/retry", broken[0]);
     let backfill = "schedules/nightly-report/backfill?from=2026-01-01&to=2026-01-02";
     for page in [

@@ -17,9 +17,11 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::RunStatus;
+use workflow_core::store::{Claimant, Heartbeat, RunStatus};
 use workflow_core::{Approval, Engine, RunId, StepContext};
+use workflow_postgres::testing::{self as pg_testing, Schema};
 use workflow_server::{Csrf, Identity};
+use workflow_sqlite::SqliteStore;
 
 fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
     pairs
@@ -493,11 +495,14 @@ async fn events_until(
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
-    let (engine, _desk) = engine(true);
-    let addr = serve(server(&engine, standard()).router()).await;
-    let run = waiting(&engine, "T-1").await;
+/// A running run's page hears of a commit within a second, then of the run's end. The
+/// commit is made once the stream is open and `followed` is over.
+async fn hears_of_commits_within_a_second<F: std::future::Future<Output = ()>>(
+    engine: &Engine,
+    followed: impl FnOnce(RunId) -> F,
+) {
+    let addr = serve(server(engine, standard()).router()).await;
+    let run = waiting(engine, "T-1").await;
     let seen = engine.events(run).await.unwrap().len();
     let path = format!("/console/runs/{run}/live?seen={seen}");
     let decider = engine.clone();
@@ -509,6 +514,7 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
         "change",
         Duration::from_secs(1),
         async move {
+            followed(run).await;
             decider
                 .decide(
                     run,
@@ -527,7 +533,7 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
         started.elapsed()
     );
     // Once the run finished, the stream says so and ends.
-    wait_for_status(&engine, run, RunStatus::Completed).await;
+    wait_for_status(engine, run, RunStatus::Completed).await;
     let ended = events_until(
         addr,
         &path,
@@ -543,6 +549,49 @@ async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
     assert_eq!(outcome(&hidden), (404, "unknown_run".into()));
     let anonymous = get(addr, &path, None).await;
     assert_eq!(outcome(&anonymous), (401, "unauthenticated".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_runs_page_hears_of_its_commits_within_a_second() {
+    let dir = std::env::temp_dir().join(format!("console-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let _ = std::fs::remove_file(&path);
+    let (on_file, _desk) = engine_on(SqliteStore::open(&path).unwrap(), true);
+    hears_of_commits_within_a_second(&on_file, |_| async {}).await;
+    let (in_memory, _desk) = engine(true);
+    hears_of_commits_within_a_second(&in_memory, |_| async {}).await;
+}
+
+/// On PostgreSQL the page is told of the commit by a notification: the run is marked
+/// watched while the page follows it, and nothing polls faster than the mark's renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_running_runs_page_hears_of_its_commits_by_notification() {
+    let Some(url) = pg_testing::server("a_running_runs_page_hears_by_notification").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "console_live");
+    let (engine, _desk) = engine_on(schema.store().await, true);
+    // The commit is made once the page follows the run (it marked the run watched), so
+    // only a notification can tell the page of it within the second: the mark holds for
+    // half a minute and the page reads the run again only after half of it otherwise.
+    let schema_ref = &schema;
+    let marked = |run: RunId| async move {
+        let check = format!(
+            "DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM runs WHERE id = {} AND watched_until > now()) THEN
+                    RAISE EXCEPTION 'not watched';
+                END IF;
+             END $$;",
+            run.0
+        );
+        while schema_ref.execute(&check).await.is_err() {
+            tokio::task::yield_now().await;
+        }
+    };
+    hears_of_commits_within_a_second(&engine, marked).await;
+    drop(engine);
+    schema.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -891,6 +940,81 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
     assert_eq!(flow.status, StatusCode::OK, "{}", flow.body);
     let schedules = get(addr, "/console/schedules", Some(OPERATOR)).await;
     assert_eq!(schedules.status, StatusCode::OK, "{}", schedules.body);
+}
+
+/// The row of the workers' table that names `name`.
+fn worker_row<'a>(page: &'a str, name: &str) -> &'a str {
+    let table = &page[page
+        .find("id=\"workers\"")
+        .unwrap_or_else(|| panic!("{page}"))..];
+    let start = table
+        .find(&format!("<code>{name}</code>"))
+        .unwrap_or_else(|| panic!("no row for {name}: {table}"));
+    let row = &table[start..];
+    &row[..row.find("</tr>").unwrap_or(row.len())]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_page_shows_each_workers_renewal_lease_and_whether_it_drains_or_lapsed() {
+    let (engine, _desk) = engine(true);
+    let addr = serve(server(&engine, standard()).router()).await;
+    let running = waiting(&engine, "T-1").await;
+    let store = engine.store().clone();
+    let now = engine.now();
+    // What each engine sharing the store records with its renewals.
+    let beat = |owner: &str, at: u64, draining: Option<u64>| {
+        let store = store.clone();
+        let owner = owner.to_owned();
+        async move {
+            store
+                .heartbeat(Heartbeat {
+                    claimant: Claimant {
+                        owner: &owner,
+                        lease_ms: 30_000,
+                        now: at,
+                    },
+                    started: at.saturating_sub(60_000),
+                    draining,
+                })
+                .await
+                .unwrap();
+        }
+    };
+    beat(engine.owner(), now, None).await;
+    beat("drainer", now, Some(now - 2_000)).await;
+    beat("gone-away", now - 120_000, None).await;
+    beat("leaver", now, None).await;
+    store.release("leaver", None).await.unwrap();
+    let probe = format!("w{SCRIPT}{BREAKOUT}");
+    beat(&probe, now, Some(now)).await;
+
+    let page = get(addr, "/console/workers", Some(VIEWER)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    let own = worker_row(body, engine.owner());
+    assert!(own.contains("working"), "{own}");
+    assert!(own.contains(&format!("/console/runs/{running}\"")), "{own}");
+    assert!(own.contains("<td>1</td>"), "one run held: {own}");
+    assert!(own.contains(" ms ago)") || own.contains(" s ago)"), "{own}");
+    let drainer = worker_row(body, "drainer");
+    assert!(drainer.contains("draining</strong> since"), "{drainer}");
+    let gone = worker_row(body, "gone-away");
+    assert!(gone.contains("lease lapsed"), "{gone}");
+    assert!(gone.contains("(1 min "), "lapsed 90 s before now: {gone}");
+    assert!(!gone.contains("draining"), "{gone}");
+    let leaver = worker_row(body, "leaver");
+    assert!(leaver.contains("stopped"), "{leaver}");
+    assert!(!leaver.contains("lapsed"), "{leaver}");
+    // The running run is listed under its worker, not among owners without one.
+    assert!(!body.contains("id=\"owners\""), "{body}");
+    // A worker's name is text.
+    assert_escaped(body, "a worker's name");
+    assert!(
+        body.contains("w&lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img"),
+        "{body}"
+    );
+    let anonymous = get(addr, "/console/workers", None).await;
+    assert_eq!(outcome(&anonymous), (401, "unauthenticated".into()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

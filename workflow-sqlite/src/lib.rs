@@ -56,8 +56,9 @@ use self::sql::{CommitRow, NewRunRow};
 use self::writer::{Job, Request, Writer};
 use workflow_core::journal::Timestamp;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, PurgeFilter,
-    RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, Heartbeat, InboxItem, Lease, Message, NewRun,
+    PurgeFilter, RunFilter, RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    Verification, WorkerRow,
 };
 use workflow_core::BoxFuture;
 use workflow_core::RunId;
@@ -462,6 +463,18 @@ impl Store for SqliteStore {
         let owner = claimant.owner.to_owned();
         let until = claimant.now.saturating_add(claimant.lease_ms);
         self.write(move |db| sql::renew(db, &owner, until))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        beat: Heartbeat<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        let beat = sql::Beat::from(beat);
+        self.write(move |db| sql::heartbeat(db, &beat))
+    }
+
+    fn workers(&self) -> BoxFuture<'_, Result<Vec<WorkerRow>, StoreError>> {
+        self.read(sql::workers)
     }
 
     fn release<'a>(

@@ -14,7 +14,7 @@ use workflow_core::store::{
 };
 use workflow_core::RunId;
 
-pub(super) use super::leases::{claim, release, renew};
+pub(super) use super::leases::{claim, heartbeat, release, renew, workers, Beat};
 
 pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)

@@ -5,8 +5,9 @@
 use tokio::sync::OnceCell;
 use workflow_core::journal::Timestamp;
 use workflow_core::store::{
-    Claim, Claimant, Commit, Created, DeadLetter, InboxItem, Lease, Message, NewRun, RunFilter,
-    RunRecord, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, Heartbeat, InboxItem, Lease, Message, NewRun,
+    RunFilter, RunRecord, RunWatch, SpecRecord, Store, StoreError, StoredRun, Submitted,
+    Verification, WorkerRow,
 };
 use workflow_core::{BoxFuture, RunId};
 use workflow_postgres::PgStore;
@@ -122,6 +123,21 @@ impl Store for LazyPgStore {
         claimant: Claimant<'a>,
     ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
         Box::pin(async move { self.get().await?.renew(claimant).await })
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        beat: Heartbeat<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        Box::pin(async move { self.get().await?.heartbeat(beat).await })
+    }
+
+    fn workers(&self) -> BoxFuture<'_, Result<Vec<WorkerRow>, StoreError>> {
+        Box::pin(async move { self.get().await?.workers().await })
+    }
+
+    fn watch(&self, run: RunId) -> BoxFuture<'_, Result<RunWatch, StoreError>> {
+        Box::pin(async move { self.get().await?.watch(run).await })
     }
 
     fn release<'a>(

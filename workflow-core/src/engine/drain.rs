@@ -74,6 +74,13 @@ impl Engine {
         let until = tokio::time::Instant::now() + deadline;
         self.inner.draining.send_replace(true);
         metrics::gauge!("workflow_draining").set(1.0);
+        lock(&self.inner.drain_began).get_or_insert(self.now());
+        if self.inner.store.multi_worker() {
+            // Its worker row says it drains from now on (each heartbeat after says so too).
+            if let Err(error) = self.inner.store.heartbeat(self.heartbeat()).await {
+                tracing::warn!(error = %error, "cannot record that this engine drains");
+            }
+        }
         tracing::info!(
             deadline_ms = deadline.as_millis() as u64,
             "draining: no more work is taken; runs are handed over as their attempts finish"

@@ -162,6 +162,10 @@ struct Inner {
     /// Told once the engine drains ([`Engine::drain`]): it claims, admits, wakes and
     /// fires nothing more, and its drivers hand their runs over.
     draining: watch::Sender<bool>,
+    /// When the engine was built and when it began to drain, by its clock: what its
+    /// heartbeats say of it.
+    started: Timestamp,
+    drain_began: Mutex<Option<Timestamp>>,
     /// The runs drivers handed over while draining, and when.
     handed_over: Mutex<Vec<drain::Handover>>,
     /// The most live runs before this engine stops admitting queued ones.
@@ -231,7 +235,8 @@ impl Engine {
     }
 
     fn from_builder(builder: EngineBuilder) -> Engine {
-        let seed = builder.seed.unwrap_or_else(|| builder.clock.now());
+        let seed_now = builder.clock.now();
+        let seed = builder.seed.unwrap_or(seed_now);
         let lease_ms = if builder.store.multi_worker() {
             builder.lease.as_millis() as u64
         } else {
@@ -274,6 +279,8 @@ impl Engine {
                 compiled_schedules: Mutex::new(scheduler::Compiled::default()),
                 worker: builder.worker,
                 draining: watch::channel(false).0,
+                started: seed_now,
+                drain_began: Mutex::new(None),
                 handed_over: Mutex::new(Vec::new()),
                 max_live_runs: builder.max_live_runs,
                 claiming: tokio::sync::Mutex::new(()),
@@ -329,6 +336,15 @@ impl Engine {
             owner: &self.inner.owner,
             lease_ms: self.inner.lease_ms,
             now: self.now(),
+        }
+    }
+
+    /// A lease renewal with what this engine says of itself.
+    fn heartbeat(&self) -> crate::store::Heartbeat<'_> {
+        crate::store::Heartbeat {
+            claimant: self.claimant(),
+            started: self.inner.started,
+            draining: *lock(&self.inner.drain_began),
         }
     }
 

@@ -122,7 +122,8 @@ impl Engine {
         }
     }
 
-    /// Renews this engine's leases; runs it no longer holds are dropped. Runs it holds but
+    /// Renews this engine's leases with its worker row (`Store::heartbeat`); runs it no
+    /// longer holds are dropped. Runs it holds but
     /// does not drive (a driver stopped by a store failure, a claim whose answer was lost
     /// with its connection) are taken up again when two renewals in a row find them so: a
     /// run just created or claimed is launched a moment after its lease is written.
@@ -131,7 +132,7 @@ impl Engine {
         // created or claimed while the renewal ran is missing from its answer but held.
         let driven_before: HashSet<RunId> = self.driven().into_iter().collect();
         let sent = self.inner.lease.now_ms();
-        let held = match self.inner.store.renew(self.claimant()).await {
+        let held = match self.inner.store.heartbeat(self.heartbeat()).await {
             Ok(held) => {
                 self.inner.lease.renewed(sent);
                 held

@@ -5,9 +5,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
-    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, InboxItem, Lease, Message,
-    MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange, ScheduleRow,
-    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Heartbeat, InboxItem, Lease,
+    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
+    ScheduleRow, ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
+    WorkerRow,
 };
 use crate::error::RunId;
 use crate::future::BoxFuture;
@@ -17,6 +18,8 @@ use crate::journal::Timestamp;
 mod limits;
 #[path = "memory_run.rs"]
 mod run;
+#[path = "memory_workers.rs"]
+mod workers;
 
 use self::run::Run;
 
@@ -60,6 +63,8 @@ struct Inner {
     damaged: BTreeSet<(RunId, u64)>,
     /// Gates, slots, buckets and waits.
     flow: limits::Flow,
+    /// Worker rows, by name.
+    workers: BTreeMap<String, WorkerRow>,
 }
 
 impl MemoryStore {
@@ -397,17 +402,18 @@ impl Store for MemoryStore {
         &'a self,
         claimant: Claimant<'a>,
     ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
-        let mut inner = self.lock();
-        let held = inner
-            .runs
-            .values_mut()
-            .filter(|run| run.stored.record.owner.as_deref() == Some(claimant.owner))
-            .map(|run| {
-                run.lease_until = claimant.now.saturating_add(claimant.lease_ms);
-                run.stored.record.id
-            })
-            .collect();
-        ready(Ok(held))
+        ready(Ok(self.lock().renew(claimant)))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        beat: Heartbeat<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        ready(Ok(self.lock().heartbeat(beat)))
+    }
+
+    fn workers(&self) -> BoxFuture<'_, Result<Vec<WorkerRow>, StoreError>> {
+        ready(Ok(self.lock().workers.values().cloned().collect()))
     }
 
     fn release<'a>(
@@ -415,14 +421,7 @@ impl Store for MemoryStore {
         owner: &'a str,
         runs: Option<&'a [RunId]>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut inner = self.lock();
-        for run in inner.runs.values_mut() {
-            let record = &mut run.stored.record;
-            if record.owner.as_deref() == Some(owner) && runs.is_none_or(|r| r.contains(&record.id))
-            {
-                record.owner = None;
-            }
-        }
+        self.lock().release(owner, runs);
         ready(Ok(()))
     }
 

@@ -54,6 +54,11 @@
 //!   them, each batch in one transaction: a run is there whole or gone whole. It is the
 //!   one exception to "entries are never removed".
 //!
+//! - **Workers record themselves with their renewals.** [`Store::heartbeat`] renews an
+//!   engine's leases and writes its worker row in one transaction; a release of all of an
+//!   owner's runs marks its row stopped in the same transaction; [`Store::workers`] lists
+//!   the rows, as [`WorkerRow`] says.
+//!
 //! - **Limits hold in the store.** Gated runs are admitted, and step slots and rate tokens
 //!   taken, each in one transaction that checks and takes together, as [`limits`] says.
 //!
@@ -70,6 +75,7 @@ mod records;
 mod rows;
 mod schedules;
 pub mod tasks;
+mod workers;
 
 pub use crate::error::StoreError;
 pub use crate::inbox::{InboxItem, Message, RunStatus};
@@ -87,6 +93,7 @@ pub use memory::MemoryStore;
 pub use records::{queued_journal, DeadLetter, PurgeFilter, RunFilter, RunRecord, StoredRun};
 pub use rows::{Damage, SpecRecord, Submitted, Verification};
 pub use tasks::{OpenTask, TaskCount, TaskFilter, TaskKey};
+pub use workers::{Heartbeat, RunWatch, WorkerRow, WATCH_POLL, WORKER_KEPT_MS};
 
 use crate::error::RunId;
 use crate::future::BoxFuture;
@@ -345,12 +352,43 @@ pub trait Store: Send + Sync + 'static {
         -> BoxFuture<'a, Result<Vec<RunId>, StoreError>>;
 
     /// Gives up `owner`'s runs (all of them, or the ones listed) so others may claim them
-    /// at once, as an engine does when it stops.
+    /// at once, as an engine does when it stops. Releasing all of them marks `owner`'s
+    /// worker row stopped ([`Store::heartbeat`]) in the same transaction.
     fn release<'a>(
         &'a self,
         owner: &'a str,
         runs: Option<&'a [RunId]>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Renews `beat.claimant`'s leases as [`Store::renew`] does and, in the same
+    /// transaction, writes its worker row ([`WorkerRow`]) as the beat says: when it
+    /// started and since when it drains, its renewal and lease expiry on the store's clock
+    /// (the claimant's `now` for stores that keep leases by it), not stopped (unless the
+    /// beat says it drains: a draining engine's last beat may land after the release that
+    /// stopped it, and leaves it stopped). Rows of other
+    /// workers not renewed for [`WORKER_KEPT_MS`] are deleted. Returns the runs it holds.
+    /// The default renews only, for stores without worker rows.
+    fn heartbeat<'a>(
+        &'a self,
+        beat: Heartbeat<'a>,
+    ) -> BoxFuture<'a, Result<Vec<RunId>, StoreError>> {
+        self.renew(beat.claimant)
+    }
+
+    /// The worker rows ([`Store::heartbeat`]), by name. The default has none.
+    fn workers(&self) -> BoxFuture<'_, Result<Vec<WorkerRow>, StoreError>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    /// A subscription to `run`'s commits, for a page that follows a running run: its
+    /// [`RunWatch::changed`] resolves soon after a commit to the run (and may resolve
+    /// without one); once it [needs renewal](RunWatch::needs_renewal), call `watch`
+    /// again. A store may make commits of watched runs tell their watchers, so that only
+    /// watched runs pay for it. The default looks again every [`WATCH_POLL`].
+    fn watch(&self, run: RunId) -> BoxFuture<'_, Result<RunWatch, StoreError>> {
+        let _ = run;
+        Box::pin(std::future::ready(Ok(RunWatch::polling(WATCH_POLL))))
+    }
 
     /// Puts a message in a run's inbox. Refused with [`StoreError::Finished`] when the run
     /// is finished, [`StoreError::UnknownRun`] when there is none.

@@ -5,7 +5,9 @@
 -- cursor changes. It keeps the open-task index itself when a commit only closes tasks
 -- (the steps of p_close, when the run was running; all of the run's, when it ends). A
 -- step's commit (entries only: no status, inbox cursor or dead letter) checks the run's
--- owner, token and length and counts its entries in one UPDATE of the run's row.
+-- owner, token and length and counts its entries in one UPDATE of the run's row. A commit
+-- to a run a console watches (watched_until still ahead) notifies p_channel with
+-- `commit <id>`; the mark is read with the row, so other commits pay nothing for it.
 CREATE OR REPLACE FUNCTION workflow_commit(
     p_run bigint, p_seq bigint, p_events text[], p_inboxes bigint[], p_crcs bigint[],
     p_fence_owner text, p_fence_token bigint, p_status text, p_note text,
@@ -21,6 +23,7 @@ DECLARE
     v_len bigint;
     v_crc bigint;
     v_status text;
+    v_watched timestamptz;
     v_count bigint := coalesce(cardinality(p_events), 0);
 BEGIN
     IF p_status IS NULL AND p_run_crc IS NULL AND p_cursor IS NULL AND p_letter = 0 THEN
@@ -30,7 +33,7 @@ BEGIN
         WHERE r.id = p_run AND r.journal_len = p_seq
           AND (p_fence_owner IS NULL
                OR (r.owner IS NOT DISTINCT FROM p_fence_owner AND r.lease_token = p_fence_token))
-        RETURNING r.status INTO v_status;
+        RETURNING r.status, r.watched_until INTO v_status, v_watched;
         IF NOT FOUND THEN
             SELECT r.owner, r.lease_token INTO v_owner, v_token FROM runs r WHERE r.id = p_run;
             IF NOT FOUND THEN
@@ -50,10 +53,13 @@ BEGIN
         IF v_status = 'running' AND cardinality(p_close) > 0 THEN
             DELETE FROM open_tasks WHERE run_id = p_run AND step = ANY(p_close);
         END IF;
+        IF v_watched > now() THEN
+            PERFORM pg_notify(p_channel, 'commit ' || p_run);
+        END IF;
         RETURN 'ok';
     END IF;
-    SELECT r.owner, r.lease_token, r.journal_len, r.crc, r.status
-    INTO v_owner, v_token, v_len, v_crc, v_status
+    SELECT r.owner, r.lease_token, r.journal_len, r.crc, r.status, r.watched_until
+    INTO v_owner, v_token, v_len, v_crc, v_status, v_watched
     FROM runs r WHERE r.id = p_run FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN 'unknown';
@@ -90,6 +96,9 @@ BEGIN
     IF p_status = 'running' AND v_owner IS NULL THEN
         -- An operator put the run back to work: any worker may claim it.
         PERFORM pg_notify(p_channel, 'run');
+    END IF;
+    IF v_watched > now() THEN
+        PERFORM pg_notify(p_channel, 'commit ' || p_run);
     END IF;
     IF p_letter = 1 THEN
         INSERT INTO dead_letters (run_id, workflow, step, attempts, kind, message,

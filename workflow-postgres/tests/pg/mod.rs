@@ -11,6 +11,7 @@ mod queue_migrate;
 mod schedules;
 mod schedules_migrate;
 mod tasks;
+mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

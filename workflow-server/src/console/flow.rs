@@ -1,4 +1,4 @@
-//! The console's flow-control and workers pages, drawn from the running runs the caller
+//! The console's flow-control page, drawn from the running runs the caller
 //! may see (up to [`RUNNING`] of them, newest first).
 
 use std::collections::BTreeMap;
@@ -22,9 +22,12 @@ use crate::{App, Shared};
 pub const RUNNING: usize = 1000;
 
 /// The runs a row links to.
-const LINKED: usize = 10;
+pub(super) const LINKED: usize = 10;
 
-async fn running(app: &App, caller: &Caller) -> Result<(Vec<(RunRecord, bool)>, bool), ApiError> {
+pub(super) async fn running(
+    app: &App,
+    caller: &Caller,
+) -> Result<(Vec<(RunRecord, bool)>, bool), ApiError> {
     let (runs, next) = scan(
         app,
         caller,
@@ -143,47 +146,5 @@ pub(super) async fn flow(
         }
     };
     let html = crate::html::shell("Flow control", Some(who.name()), base, body, false);
-    Ok(HtmlBody(html).into_response())
-}
-
-pub(super) async fn workers(
-    State(app): State<Shared>,
-    PageCaller(caller): PageCaller,
-) -> Result<Response, PageError> {
-    let who = caller.identity();
-    let fail = failing(&app, who);
-    let (runs, more) = running(&app, &caller).await.map_err(&fail)?;
-    let mut owners: BTreeMap<Option<String>, Vec<&RunRecord>> = BTreeMap::new();
-    for (record, _) in &runs {
-        owners.entry(record.owner.clone()).or_default().push(record);
-    }
-    let base = &app.base;
-    let body = html! {
-        p class="meta" { "Who drives the " (runs.len()) " running runs you may see" @if more { " (the newest " (RUNNING) ")" } "." }
-        @if owners.is_empty() {
-            p id="empty" { "No running runs." }
-        } @else {
-            table id="workers" {
-                thead { tr { th scope="col" { "Owner" } th scope="col" { "Runs held" } th scope="col" { "Oldest run" } th scope="col" { "Runs" } } }
-                tbody {
-                    @for (owner, held) in &owners {
-                        tr {
-                            td { @match owner { Some(owner) => code { (owner) }, None => em { "nobody: queued or between owners" } } }
-                            td { (held.len()) }
-                            td { @if let Some(oldest) = held.iter().map(|r| r.created_at).min() { (time(oldest)) } }
-                            td {
-                                @for record in held.iter().take(LINKED) {
-                                    a href={ (base) "/console/runs/" (record.id) } { (record.id) } " "
-                                }
-                                @if held.len() > LINKED { "…" }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        p class="meta" { "Leases and their renewals are not shown yet: the store does not list them." }
-    };
-    let html = crate::html::shell("Workers", Some(who.name()), base, body, false);
     Ok(HtmlBody(html).into_response())
 }

@@ -1,6 +1,10 @@
 //! `GET /console/runs/{run}/live`: a running run's page follows its journal over
 //! Server-Sent Events, `change` when the journal grows and `end` once the run finished,
-//! read from the store every [`POLL`] (on every store, so a commit shows within a second).
+//! read from the store whenever its [`RunWatch`] says the run may have changed: a
+//! notification of a commit to the run on PostgreSQL, a poll every [`WATCH_POLL`]
+//! elsewhere, so a commit shows within a second.
+//!
+//! [`WATCH_POLL`]: workflow_core::store::WATCH_POLL
 
 use std::convert::Infallible;
 
@@ -8,7 +12,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use workflow_core::store::{RunStatus, Store};
+use workflow_core::store::{RunStatus, RunWatch, Store};
 use workflow_core::RunId;
 
 use super::{failing, POLL};
@@ -21,12 +25,33 @@ pub(super) struct LiveQuery {
     seen: Option<usize>,
 }
 
-/// What a live stream last saw of its run.
+/// What a live stream last saw of its run, and its subscription to the run's commits.
 struct Watch {
     store: std::sync::Arc<dyn Store>,
     run: RunId,
     seen: usize,
     ended: bool,
+    commits: Option<RunWatch>,
+}
+
+impl Watch {
+    /// Waits until the run may have changed: its subscription says so (made, or made
+    /// again, first when it lapses), or [`POLL`] passed without one.
+    async fn next_change(&mut self) {
+        if self.commits.as_ref().is_none_or(RunWatch::needs_renewal) {
+            match self.store.watch(self.run).await {
+                Ok(commits) => self.commits = Some(commits),
+                Err(error) => {
+                    tracing::debug!(run = %self.run, %error, "live page: cannot watch the run");
+                    self.commits = None;
+                }
+            }
+        }
+        match &mut self.commits {
+            Some(commits) => commits.changed().await,
+            None => tokio::time::sleep(POLL).await,
+        }
+    }
 }
 
 pub(super) async fn live(
@@ -45,6 +70,7 @@ pub(super) async fn live(
         run,
         seen: known.unwrap_or(seen.stored.events.len()),
         ended: false,
+        commits: None,
     };
     let stream = futures_util::stream::unfold(watch, |mut watch| async move {
         if watch.ended {
@@ -71,7 +97,7 @@ pub(super) async fn live(
                 let event = SseEvent::default().event("change").data(count.to_string());
                 return Some((Ok(event), watch));
             }
-            tokio::time::sleep(POLL).await;
+            watch.next_change().await;
         }
     });
     Ok(Sse::new(stream)

@@ -23,13 +23,16 @@
 //! | `GET /console/schedules/{id}/backfill?from=&to=` | a backfill's dry run: the ticks of the range it would start | `operator` of its workflow |
 //! | `POST /console/schedules/{id}/backfill` | starts them, each under its tick's key (CSRF token) | `operator` of its workflow |
 //! | `GET /console/flow` | concurrency keys in use, their holders, queued runs and the oldest wait | viewers; key values with `payloads` |
-//! | `GET /console/workers` | who drives the running runs: owners and the runs they hold, runs queued for a worker | viewers |
+//! | `GET /console/workers` | the workers that keep leases in the store: runs held, last renewal, lease expiry, draining, lapsed or stopped; owners of running runs without a worker row; runs queued for a worker | viewers |
 //!
 //! A run the caller may not view answers as one that does not exist (404), an action it
 //! may not take 403, as on the API; errors are pages with the API's status and code.
 //!
-//! The live updates poll the store every [`POLL`] on the server, for every store, so a
-//! commit shows within a second.
+//! The live updates follow the store's changes ([`Store::watch`]): on PostgreSQL a commit
+//! to a watched run notifies the console (only watched runs pay for it), elsewhere the
+//! store is read every [`POLL`], so a commit shows within a second either way.
+//!
+//! [`Store::watch`]: workflow_core::store::Store::watch
 
 mod bulk;
 mod change;
@@ -40,6 +43,7 @@ mod pages;
 mod run;
 mod runs;
 mod states;
+mod workers;
 
 pub use evidence::MAX_EVIDENCE;
 pub use flow::RUNNING;
@@ -60,7 +64,8 @@ use crate::error::ApiError;
 use crate::inbox::PageError;
 use crate::{App, Shared};
 
-/// How often a live page's stream reads the run from the store.
+/// How often a live page's stream reads the run from the store when the store cannot
+/// tell it of commits (or its subscription failed).
 pub const POLL: Duration = Duration::from_millis(250);
 
 /// The most runs one bulk action takes (the preview says when the filter finds more).
@@ -111,7 +116,7 @@ pub(crate) fn routes() -> Router<Shared> {
             post(pages::change_schedule),
         )
         .route("/console/flow", get(flow::flow))
-        .route("/console/workers", get(flow::workers))
+        .route("/console/workers", get(workers::workers))
         .layer(DefaultBodyLimit::max(MAX_FORM))
 }
 
