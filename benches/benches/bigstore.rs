@@ -325,6 +325,16 @@ async fn bench(label: &str, store: Arc<dyn Store>, finished: usize, secs: u64) {
     let fill_secs = filled.elapsed().as_secs_f64();
     eprintln!("{label}: measuring the big store");
     let big = measures(&store, secs).await;
+    println!("\n### {label}: {finished} finished runs, {rows} journal rows (written in {fill_secs:.0} s)\n");
+    println!("| measure | empty store | big store | ratio | target |");
+    println!("|---|---:|---:|---:|---|");
+    for (name, e, b) in [
+        ("starts/s (enqueue, 32 in flight)", empty[0], big[0]),
+        ("B3 steps/s (one run at a time)", empty[1], big[1]),
+        ("B9 steps/s (32 runs in flight)", empty[2], big[2]),
+    ] {
+        println!("| {name} | {e:.0} | {b:.0} | {:.2} | ≥ 0.80 |", b / e);
+    }
 
     eprintln!("{label}: checking the store");
     let before = resident();
@@ -346,6 +356,11 @@ async fn bench(label: &str, store: Arc<dyn Store>, finished: usize, secs: u64) {
     let _ = sampler.join();
     let grew = peak.load(Ordering::Relaxed).saturating_sub(before);
     assert!(verification.is_clean(), "{verification:?}");
+    println!(
+        "\n`Store::verify` (`workflow check`) of the big store: {check_secs:.1} s, {} rows, resident memory grew {:.1} MiB while it ran.",
+        verification.rows,
+        grew as f64 / (1 << 20) as f64
+    );
 
     eprintln!("{label}: the live load without, then with, the purge");
     let engine = worker(Arc::clone(&store));
@@ -377,16 +392,6 @@ async fn bench(label: &str, store: Arc<dyn Store>, finished: usize, secs: u64) {
     let purge_secs = purge_started.elapsed().as_secs_f64();
     let purged = purged.load(Ordering::Relaxed);
 
-    println!("\n### {label}: {finished} finished runs, {rows} journal rows (written in {fill_secs:.0} s)\n");
-    println!("| measure | empty store | big store | ratio | target |");
-    println!("|---|---:|---:|---:|---|");
-    for (name, e, b) in [
-        ("starts/s (enqueue, 32 in flight)", empty[0], big[0]),
-        ("B3 steps/s (one run at a time)", empty[1], big[1]),
-        ("B9 steps/s (32 runs in flight)", empty[2], big[2]),
-    ] {
-        println!("| {name} | {e:.0} | {b:.0} | {:.2} | ≥ 0.80 |", b / e);
-    }
     println!("\n| purge with a live load beside it | value |\n|---|---:|");
     println!(
         "| runs purged | {purged} in {purge_secs:.1} s ({:.0} runs/s) |",
@@ -399,11 +404,6 @@ async fn bench(label: &str, store: Arc<dyn Store>, finished: usize, secs: u64) {
     println!(
         "| p99 with ÷ without (target ≤ 2) | {:.2} |",
         with99 / alone99.max(f64::EPSILON)
-    );
-    println!(
-        "\n`Store::verify` (`workflow check`) of the big store: {check_secs:.1} s, {} rows, resident memory grew {:.1} MiB while it ran.",
-        verification.rows,
-        grew as f64 / (1 << 20) as f64
     );
 }
 

@@ -57,11 +57,13 @@ pub(super) fn purgeable(db: &Db, filter: &PurgeFilter) -> Result<Vec<RunId>, Sto
     let limit = i64::try_from(filter.limit.max(1)).unwrap_or(i64::MAX);
     db.conn
         .prepare_cached(
+            // Walked in id order from `after` (`+status`: not through the status
+            // index, which would read every finished run and sort them for each batch).
             "SELECT id FROM runs r
-             WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?1
+             WHERE +status IN ('completed', 'failed', 'cancelled') AND updated_at < ?1
                AND (?2 IS NULL OR workflow = ?2)
                AND workflow NOT IN (SELECT value FROM json_each(?3))
-               AND (?4 IS NULL OR id > ?4)
+               AND id > coalesce(?4, 0)
                AND (parent IS NULL OR NOT EXISTS (
                     SELECT 1 FROM runs p WHERE p.id = r.parent
                       AND p.status NOT IN ('completed', 'failed', 'cancelled')))
