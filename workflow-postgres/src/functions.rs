@@ -50,11 +50,15 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
         "workflow_commit_group",
         include_str!("../sql/functions/workflow_commit_group.sql"),
     ),
+    (
+        "workflow_renew",
+        include_str!("../sql/functions/workflow_renew.sql"),
+    ),
 ];
 
 /// The revision of the functions this library defines: raised with every change of a
 /// file in `sql/functions/` (a test holds the files' checksums of this revision).
-pub(super) const REVISION: u32 = 2;
+pub(super) const REVISION: u32 = 3;
 
 /// The checksum a function is recorded with: FNV-1a (64 bits) of its file, as a bigint.
 pub(super) fn checksum(sql: &str) -> i64 {

@@ -560,20 +560,13 @@ pub(super) async fn renew(
     owner: &str,
     lease_ms: u64,
 ) -> Answer<Vec<RunId>> {
-    let rows = sqlx::query(
-        "UPDATE runs SET lease_until = now() + $2 * interval '1 millisecond'
-         WHERE owner = $1 AND lease_token >= (SELECT workflow_epoch()) RETURNING id",
-    )
-    .bind(owner)
-    .bind(int(lease_ms))
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut runs = rows
-        .iter()
-        .map(|row| row.try_get(0).map(|id| RunId(uint(id))))
-        .collect::<Result<Vec<RunId>, sqlx::Error>>()?;
-    runs.sort_unstable();
-    Ok(runs)
+    let ids: Vec<i64> = sqlx::query("SELECT workflow_renew($1, $2)")
+        .bind(owner)
+        .bind(int(lease_ms))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+    Ok(ids.into_iter().map(|id| RunId(uint(id))).collect())
 }
 
 pub(super) async fn release(
@@ -585,7 +578,8 @@ pub(super) async fn release(
     let ids: Option<Vec<i64>> = runs.map(|runs| runs.iter().map(|r| int(r.0)).collect());
     sqlx::query(
         "WITH freed AS (
-            UPDATE runs SET owner = NULL
+            UPDATE runs SET owner = NULL, journal_len = greatest(journal_len,
+                (SELECT coalesce(max(j.seq) + 1, 0) FROM journal j WHERE j.run_id = runs.id))
             WHERE owner = $1 AND ($2::bigint[] IS NULL OR id = ANY($2))
             RETURNING 1)
          SELECT pg_notify($3, 'run') FROM (SELECT count(*) AS n FROM freed) f WHERE f.n > 0",

@@ -11,7 +11,7 @@ use super::{create, wall_clock};
 /// The checksums of `sql/functions/` at revision `PgStore::FUNCTIONS_REVISION`: a change
 /// of a file fails here until the revision is raised (and these are the new files').
 const REVISION_FILES: (u32, &[(&str, i64)]) = (
-    2,
+    3,
     &[
         ("workflow_epoch", -410125944881296319),
         ("workflow_next_token", -6396684635617779057),
@@ -19,8 +19,9 @@ const REVISION_FILES: (u32, &[(&str, i64)]) = (
         ("workflow_keyed_crc", -7079766244109822052),
         ("workflow_create", -6115547653405591731),
         ("workflow_submit", 1923068452474088257),
-        ("workflow_commit", 2853384446966799601),
+        ("workflow_commit", -5167680475598217689),
         ("workflow_commit_group", 7791752268390478304),
+        ("workflow_renew", -2816748065241208505),
     ],
 );
 
