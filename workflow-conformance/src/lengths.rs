@@ -197,7 +197,10 @@ pub(super) async fn a_released_run_is_begun(store: Arc<dyn Store>) {
         })
         .await
         .expect("claim queued runs");
-    assert!(queued.is_empty(), "a run with steps is not queued: {queued:?}");
+    assert!(
+        queued.is_empty(),
+        "a run with steps is not queued: {queued:?}"
+    );
     let begun = store
         .claim(Claim {
             claimable: Claimable::Begun,

@@ -297,7 +297,9 @@ pub(super) async fn verify(conn: &mut PgConnection) -> Answer<Verification> {
             "runs",
             Some(run),
             format!("run-{}", run.0),
-            &format!("its row says the journal has at least {said} entries; the journal holds {held}"),
+            &format!(
+                "its row says the journal has at least {said} entries; the journal holds {held}"
+            ),
         );
     }
     tx.commit().await?;
