@@ -473,8 +473,9 @@ async fn claim_queued(
 }
 
 /// A claim of begun runs (a lapsed lease, or nobody's after having begun): read from the
-/// runs somebody owns (an index as large as the runs in flight) and the unowned runs that
-/// wait for no admission, never from the runs queued behind a concurrency key. The
+/// runs somebody owns (an index as large as the runs in flight) and the begun runs nobody
+/// owns (`runs_idle_begun`: more than their first entry, by the row's length, which is
+/// exact while nobody owns a run), never from queued runs. The
 /// conditions are those of [`claim`] with `Claimable::Begun`, the gate's by the run's
 /// `waiting` flag.
 async fn claim_begun(
@@ -488,7 +489,8 @@ async fn claim_begun(
         "WITH candidates AS (
             SELECT id FROM runs WHERE owner IS NOT NULL AND status = 'running'
             UNION ALL
-            SELECT id FROM runs WHERE status = 'running' AND owner IS NULL AND NOT waiting),
+            SELECT id FROM runs
+            WHERE status = 'running' AND owner IS NULL AND NOT waiting AND journal_len >= 2),
          picked AS (
             SELECT r.id FROM runs r JOIN candidates c ON c.id = r.id
             WHERE r.status = 'running' AND r.workflow = ANY($3) AND NOT r.waiting

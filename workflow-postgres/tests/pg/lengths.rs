@@ -8,7 +8,7 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, Row};
 use workflow_core::journal::Event;
-use workflow_core::store::{Commit, Fence, RunStatus, Store, StoreError};
+use workflow_core::store::{Claim, Claimable, Commit, Fence, RunStatus, Store, StoreError};
 use workflow_core::RunId;
 use workflow_postgres::testing::{self as pg_testing, Schema};
 
@@ -22,21 +22,23 @@ fn attempt(step: usize) -> Event {
     }
 }
 
-/// The run's `journal_len` as its row holds it.
-async fn row_length(schema: &Schema, url: &str, run: RunId) -> i64 {
+/// The first column of the first row `sql` reads in the schema.
+async fn one(schema: &Schema, url: &str, sql: &str) -> i64 {
     let mut conn = PgConnectOptions::from_str(url)
         .unwrap()
         .options([("search_path", schema.name())])
         .connect()
         .await
         .unwrap();
-    let row = sqlx::query("SELECT journal_len FROM runs WHERE id = $1")
-        .bind(run.0 as i64)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let row = sqlx::query(sql).fetch_one(&mut conn).await.unwrap();
     let _ = conn.close().await;
     row.try_get(0).unwrap()
+}
+
+/// The run's `journal_len` as its row holds it.
+async fn row_length(schema: &Schema, url: &str, run: RunId) -> i64 {
+    let sql = format!("SELECT journal_len FROM runs WHERE id = {}", run.0);
+    one(schema, url, &sql).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,5 +158,102 @@ async fn a_lost_tail_is_found_at_the_next_renewal_status_change_load_and_check()
         5,
         "nothing was rewritten"
     );
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_from_before_lazy_lengths_opens_and_goes_on() {
+    let Some(url) = pg_testing::server("a_store_from_before_lazy_lengths").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "lengths_before");
+    let store = schema.store().await;
+    let queued = create(&store, None).await.id();
+    let begun = create(&store, None).await.id();
+    let owned = create(&store, None).await.id();
+    let now = wall_clock();
+    let b = store
+        .claim(claim_all(claimant("b", 60_000, now), Some(begun)))
+        .await
+        .unwrap();
+    let a = store
+        .claim(claim_all(claimant("a", 60_000, now), Some(owned)))
+        .await
+        .unwrap();
+    for (run, token, owner, steps) in [(begun, b[0].token, "b", 3), (owned, a[0].token, "a", 4)] {
+        for seq in 1..steps {
+            store
+                .commit(Commit {
+                    fence: Some(Fence { owner, token }),
+                    ..Commit::events(run, seq, &[attempt(seq as usize)], 2_000)
+                })
+                .await
+                .unwrap();
+        }
+    }
+    store.release("b", None).await.unwrap();
+    drop(store);
+    // As the previous version left a database: every row's length exact (each commit
+    // wrote it), no index of begun runs nobody owns, the functions of revision 2.
+    let version = one(&schema, &url, "SELECT version::bigint FROM workflow_schema").await;
+    schema
+        .execute(&format!(
+            "UPDATE runs SET journal_len = (SELECT count(*) FROM journal WHERE run_id = runs.id);
+             DROP INDEX runs_idle_begun;
+             DROP FUNCTION workflow_renew(text, bigint);
+             DELETE FROM workflow_functions WHERE name = 'workflow_renew';
+             UPDATE workflow_functions SET checksum = 0 WHERE name = 'workflow_commit';
+             UPDATE workflow_schema SET version = {}, functions = 2;",
+            version - 1
+        ))
+        .await
+        .unwrap();
+
+    let store = schema.store().await;
+    assert_eq!(
+        one(&schema, &url, "SELECT version::bigint FROM workflow_schema").await,
+        version
+    );
+    let fence = Fence {
+        owner: "a",
+        token: a[0].token,
+    };
+    store
+        .commit(Commit {
+            fence: Some(fence),
+            ..Commit::events(owned, 4, &[attempt(4)], 2_000)
+        })
+        .await
+        .expect("the owner's next step");
+    store
+        .commit(Commit {
+            fence: Some(fence),
+            status: Some((RunStatus::Completed, None)),
+            ..Commit::events(owned, 5, &[], 2_000)
+        })
+        .await
+        .expect("the owner's status change");
+    let stored = store.load(owned).await.unwrap().unwrap();
+    assert_eq!(stored.record.status, RunStatus::Completed);
+    assert_eq!(stored.events.len(), 5);
+    assert_eq!(row_length(&schema, &url, owned).await, 5);
+    let now = wall_clock();
+    let taken = store
+        .claim(Claim {
+            claimable: Claimable::Begun,
+            ..claim_all(claimant("c", 60_000, now), None)
+        })
+        .await
+        .unwrap();
+    assert_eq!(taken.iter().map(|l| l.run).collect::<Vec<_>>(), [begun]);
+    let taken = store
+        .claim(Claim {
+            claimable: Claimable::Queued,
+            ..claim_all(claimant("c", 60_000, now), None)
+        })
+        .await
+        .unwrap();
+    assert_eq!(taken.iter().map(|l| l.run).collect::<Vec<_>>(), [queued]);
+    assert!(store.verify().await.unwrap().is_clean());
     schema.drop().await;
 }
