@@ -222,8 +222,8 @@ async fn fill(conn: &mut PgConnection) -> Answer<u64> {
     Ok(rows)
 }
 
-/// Every row's checksum, every journal without gaps, and every run's journal length as
-/// its row says it, in one read-only snapshot. Reads only.
+/// Every row's checksum, every journal without gaps, and every journal at least as long
+/// as its run's row last recorded, in one read-only snapshot. Reads only.
 pub(super) async fn verify(conn: &mut PgConnection) -> Answer<Verification> {
     let mut tx = conn.begin().await?;
     tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
