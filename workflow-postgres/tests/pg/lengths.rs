@@ -257,3 +257,80 @@ async fn a_store_from_before_lazy_lengths_opens_and_goes_on() {
     assert!(store.verify().await.unwrap().is_clean());
     schema.drop().await;
 }
+
+/// A takeover racing the old owner's steps: the old owner's commits are either in the
+/// journal before the claim (the claim waits for a commit holding the row's share lock)
+/// or refused whole after it, never written behind the new owner's back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_racing_the_old_owners_steps_never_lets_one_in_after_it() {
+    let Some(url) = pg_testing::server("a_takeover_racing_the_old_owners_steps").await else {
+        return;
+    };
+    let schema = Schema::new(&url, "lengths_race");
+    let store = std::sync::Arc::new(schema.store().await);
+    for round in 0..20 {
+        let run = create(&*store, None).await.id();
+        // A lease of 1 ms: lapsed at once, still `a`'s until somebody claims it.
+        let a = store
+            .claim(claim_all(claimant("a", 1, wall_clock()), Some(run)))
+            .await
+            .unwrap();
+        let fence_a = Fence {
+            owner: "a",
+            token: a[0].token,
+        };
+        let old = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut seq = 1;
+                loop {
+                    let step = [attempt(1_000 + seq as usize)];
+                    match store
+                        .commit(Commit {
+                            fence: Some(fence_a),
+                            ..Commit::events(run, seq, &step, 2_000)
+                        })
+                        .await
+                    {
+                        Ok(()) => seq += 1,
+                        Err(StoreError::Fenced { .. }) => return seq - 1,
+                        Err(other) => panic!("round {round}: the old owner got {other}"),
+                    }
+                }
+            })
+        };
+        // Let the old owner write a few steps (a varying number) before the takeover.
+        while (store.load(run).await.unwrap().unwrap().events.len() as u64) < 2 + round % 5 {
+            tokio::task::yield_now().await;
+        }
+        let b = loop {
+            let taken = store
+                .claim(claim_all(claimant("b", 60_000, wall_clock()), Some(run)))
+                .await
+                .unwrap();
+            if let Some(lease) = taken.first() {
+                break *lease;
+            }
+        };
+        let length = store.load(run).await.unwrap().unwrap().events.len() as u64;
+        store
+            .commit(Commit {
+                fence: Some(Fence {
+                    owner: "b",
+                    token: b.token,
+                }),
+                ..Commit::events(run, length, &[attempt(9_999)], 2_000)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the new owner's first step: {e}"));
+        let written = old.await.unwrap();
+        let events = store.load(run).await.unwrap().unwrap().events;
+        assert_eq!(
+            events.len() as u64,
+            written + 2,
+            "round {round}: the start, the old owner's accepted steps, the new owner's"
+        );
+        assert_eq!(events.last(), Some(&attempt(9_999)), "round {round}");
+    }
+    schema.drop().await;
+}
