@@ -25,6 +25,7 @@
 
 mod damage;
 mod inbox;
+mod lengths;
 mod limits;
 mod owners;
 mod runs;
@@ -70,6 +71,20 @@ pub const CHECKS: &[(&str, Check)] = &[
     }),
     ("a refused commit writes nothing", |s| {
         Box::pin(runs::refused_commits_write_nothing(s.store))
+    }),
+    ("a stale token's commit is refused whole", |s| {
+        Box::pin(lengths::a_stale_tokens_commit_is_refused_whole(s.store))
+    }),
+    ("a commit after a gap is refused", |s| {
+        Box::pin(lengths::a_commit_after_a_gap_is_refused(s.store))
+    }),
+    ("a status change is checked against the journal", |s| {
+        Box::pin(lengths::a_status_change_is_checked_against_the_journal(
+            s.store,
+        ))
+    }),
+    ("a released run with steps is begun, not queued", |s| {
+        Box::pin(lengths::a_released_run_is_begun(s.store))
     }),
     ("statuses, notes and dead letters", |s| {
         Box::pin(runs::statuses_and_dead_letters(s.store))

@@ -50,6 +50,10 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
         "workflow_commit_group",
         include_str!("../sql/functions/workflow_commit_group.sql"),
     ),
+    (
+        "workflow_renew",
+        include_str!("../sql/functions/workflow_renew.sql"),
+    ),
 ];
 
 /// The revision of the functions this library defines: raised with every change of a

@@ -36,10 +36,10 @@ pub(super) const MIGRATION: &str = r#"
 -- workflow_commit_group, and workflow_commit closing open tasks itself: sql/functions/.
 "#;
 
-/// The migration that lets a step's commit (entries only: no status, inbox cursor or dead
+/// The migration that let a step's commit (entries only: no status, inbox cursor or dead
 /// letter) check the run's owner, token and length and count its entries in one `UPDATE`
-/// of the run's row, instead of locking the row with a `SELECT` first and updating it
-/// after: one row version and one statement less per step. Everything else is as before.
+/// of the run's row. (A step's commit by the run's owner now writes no row at all: see
+/// `sql/functions/workflow_commit.sql`.)
 pub(super) const STEP_COMMIT_MIGRATION: &str = r#"
 -- A change of workflow_commit alone: sql/functions/workflow_commit.sql holds it.
 "#;

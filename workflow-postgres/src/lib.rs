@@ -60,7 +60,14 @@ use workflow_core::RunId;
 ///   the next worker that looks, with a new fencing token.
 /// - **Fenced writes.** Every commit runs in one server-side function that locks the run's
 ///   row, checks owner, token and journal length, and appends, so a worker whose run was
-///   taken over cannot write to it ([`StoreError::Fenced`]).
+///   taken over cannot write to it ([`StoreError::Fenced`]). The journal's length is the
+///   journal's own (one past its last entry): a step's commit by the run's owner takes the
+///   row's share lock (which a claim waits for) and inserts its entries, without writing
+///   the row. The row's `journal_len` records the length whenever the row is written
+///   anyway (a status change, an inbox cursor, a release) and at every lease renewal; a
+///   journal shorter than it lost entries from its end, which a load, a status change, a
+///   renewal (the lease is not renewed) and [`Store::verify`] report. Entries lost after
+///   that record, from a running run, are found by the owner's next commit.
 /// - **Group commit.** A commit alone is sent at once, by the task that makes it, on a
 ///   connection of the store's own (one round trip, a prepared statement). Commits of
 ///   different runs that are ready while others are on their way go to the server

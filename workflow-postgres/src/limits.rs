@@ -122,7 +122,9 @@ pub(super) async fn cancel_with_note(
     }
     let (_, crc) = sql::cancelled(&raw, note, at);
     let done = sqlx::query(
-        "UPDATE runs SET status = 'cancelled', note = $2, updated_at = $3, owner = NULL, crc = $4
+        "UPDATE runs SET status = 'cancelled', note = $2, updated_at = $3, owner = NULL, crc = $4,
+                journal_len = greatest(journal_len,
+                    (SELECT coalesce(max(seq) + 1, 0) FROM journal WHERE run_id = $1))
          WHERE id = $1 AND status = 'running'",
     )
     .bind(int(run.0))

@@ -223,9 +223,11 @@ fn decode_run(run: RunId, rows: &[PgRow]) -> Answer<(StoredRun, RawRun)> {
         })?;
         events.push(event);
     }
-    if events.len() as u64 != length {
-        // Entries are missing from the end (or there are more than the row says).
-        let seq = length.min(events.len() as u64);
+    if (events.len() as u64) < length {
+        // Entries are missing from the end. The row's length is the journal's as its
+        // row was last written (a status change, an inbox cursor, a lease renewal): a
+        // running run's steps append after it without writing the row.
+        let seq = events.len() as u64;
         return Err(Failure::Store(StoreError::Corrupt { run, seq }));
     }
     Ok((StoredRun { record, events }, raw))

@@ -164,6 +164,13 @@ ALTER TABLE workflow_schema ADD COLUMN functions integer NOT NULL DEFAULT 0;
     super::limits::QUEUE_MIGRATION,
     // Worker rows, written by heartbeats, and the mark of a watched run.
     super::workers::MIGRATION,
+    // Begun runs nobody owns, indexed: a takeover claim reads them here instead of every
+    // queued run. (A step's commit no longer writes the row's `journal_len`, so the
+    // predicate costs commits nothing; the length is exact while nobody owns the run.)
+    r#"
+CREATE INDEX runs_idle_begun ON runs (id)
+    WHERE status = 'running' AND owner IS NULL AND NOT waiting AND journal_len >= 2;
+"#,
 ];
 
 /// The newest schema version this library knows.

@@ -473,8 +473,9 @@ async fn claim_queued(
 }
 
 /// A claim of begun runs (a lapsed lease, or nobody's after having begun): read from the
-/// runs somebody owns (an index as large as the runs in flight) and the unowned runs that
-/// wait for no admission, never from the runs queued behind a concurrency key. The
+/// runs somebody owns (an index as large as the runs in flight) and the begun runs nobody
+/// owns (`runs_idle_begun`: more than their first entry, by the row's length, which is
+/// exact while nobody owns a run), never from queued runs. The
 /// conditions are those of [`claim`] with `Claimable::Begun`, the gate's by the run's
 /// `waiting` flag.
 async fn claim_begun(
@@ -488,7 +489,8 @@ async fn claim_begun(
         "WITH candidates AS (
             SELECT id FROM runs WHERE owner IS NOT NULL AND status = 'running'
             UNION ALL
-            SELECT id FROM runs WHERE status = 'running' AND owner IS NULL AND NOT waiting),
+            SELECT id FROM runs
+            WHERE status = 'running' AND owner IS NULL AND NOT waiting AND journal_len >= 2),
          picked AS (
             SELECT r.id FROM runs r JOIN candidates c ON c.id = r.id
             WHERE r.status = 'running' AND r.workflow = ANY($3) AND NOT r.waiting
@@ -560,20 +562,13 @@ pub(super) async fn renew(
     owner: &str,
     lease_ms: u64,
 ) -> Answer<Vec<RunId>> {
-    let rows = sqlx::query(
-        "UPDATE runs SET lease_until = now() + $2 * interval '1 millisecond'
-         WHERE owner = $1 AND lease_token >= (SELECT workflow_epoch()) RETURNING id",
-    )
-    .bind(owner)
-    .bind(int(lease_ms))
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut runs = rows
-        .iter()
-        .map(|row| row.try_get(0).map(|id| RunId(uint(id))))
-        .collect::<Result<Vec<RunId>, sqlx::Error>>()?;
-    runs.sort_unstable();
-    Ok(runs)
+    let ids: Vec<i64> = sqlx::query("SELECT workflow_renew($1, $2)")
+        .bind(owner)
+        .bind(int(lease_ms))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+    Ok(ids.into_iter().map(|id| RunId(uint(id))).collect())
 }
 
 pub(super) async fn release(
@@ -586,7 +581,8 @@ pub(super) async fn release(
     // Releasing all of them (the engine stops) marks its worker row stopped.
     sqlx::query(
         "WITH freed AS (
-            UPDATE runs SET owner = NULL
+            UPDATE runs SET owner = NULL, journal_len = greatest(journal_len,
+                (SELECT coalesce(max(j.seq) + 1, 0) FROM journal j WHERE j.run_id = runs.id))
             WHERE owner = $1 AND ($2::bigint[] IS NULL OR id = ANY($2))
             RETURNING 1),
          stopped AS (UPDATE workers SET stopped = true WHERE name = $1 AND $2::bigint[] IS NULL)

@@ -1,4 +1,5 @@
-//! Worker rows and watched runs. A heartbeat renews its engine's leases and writes its
+//! Worker rows and watched runs. A heartbeat renews its engine's leases (through
+//! `workflow_renew`, which checks and records each run's journal length) and writes its
 //! worker row in one statement; a watch marks a run watched for [`WATCH_HOLDS`], and
 //! while it is, each commit to the run notifies the store's channel (`commit <id>`), which
 //! every store's listener hands to its watchers of that run. A commit to a run nobody
@@ -37,9 +38,6 @@ pub(super) const COMMIT: &str = "commit ";
 pub(super) async fn heartbeat(conn: &mut PgConnection, beat: Heartbeat<'_>) -> Answer<Vec<RunId>> {
     let rows = sqlx::query(
         "WITH clock AS (SELECT (extract(epoch FROM now()) * 1000)::bigint AS ms),
-         renewed AS (
-            UPDATE runs SET lease_until = now() + $2 * interval '1 millisecond'
-            WHERE owner = $1 AND lease_token >= (SELECT workflow_epoch()) RETURNING id),
          beat AS (
             INSERT INTO workers (name, started_at, renewed_at, lease_until, draining_since, stopped)
             SELECT $1, $3, ms, ms + $2, $4, false FROM clock
@@ -50,7 +48,7 @@ pub(super) async fn heartbeat(conn: &mut PgConnection, beat: Heartbeat<'_>) -> A
          gone AS (
             DELETE FROM workers
             WHERE name <> $1 AND renewed_at < (SELECT ms FROM clock) - $5)
-         SELECT id FROM renewed",
+         SELECT unnest(workflow_renew($1, $2))",
     )
     .bind(beat.claimant.owner)
     .bind(int(beat.claimant.lease_ms))

@@ -144,6 +144,12 @@ impl PgStore {
                 run: commit.run,
                 seq: commit.seq,
             }),
+            // The journal is `seq` long, shorter than the run's row says: its first
+            // missing entry is at `seq`.
+            "corrupt" => Err(StoreError::Corrupt {
+                run: commit.run,
+                seq: commit.seq,
+            }),
             other => Err(unknown_outcome(&self.target, "workflow_commit", other)),
         }
     }

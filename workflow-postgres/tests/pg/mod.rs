@@ -7,6 +7,7 @@ mod functions;
 mod group;
 mod hosts;
 mod leases;
+mod lengths;
 mod queue_migrate;
 mod schedules;
 mod schedules_migrate;
