@@ -138,6 +138,14 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("runs are found by their search values", |s| {
         Box::pin(search::runs_are_found_by_search_values(s.store))
     }),
+    (
+        "every combination of the listing's filters lists what it names",
+        |s| {
+            Box::pin(search::every_filter_combination_lists_what_it_names(
+                s.store,
+            ))
+        },
+    ),
     ("purges take finished runs whole", |s| {
         Box::pin(search::purges_take_finished_runs_whole(s.store))
     }),

@@ -115,6 +115,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Admission by key: each key's waiting runs in admission order, the keys' holders and
     // debounced runs indexed, and queued runs claimed without the gated ones.
     super::limits::QUEUE_MIGRATION,
+    // Runs by status and by workflow, newest first, for the listing.
+    super::read::LIST_MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.
