@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use workflow_core::journal::Event;
+use workflow_core::machine::StepState;
 use workflow_core::prelude::*;
 use workflow_core::store::RunStatus;
 use workflow_core::{Approval, Engine, RunId, StepContext};
@@ -447,6 +448,85 @@ async fn a_run_page_shows_each_steps_state_and_asks_before_cancelling() {
     )
     .await;
     assert!(page.body.contains("page 1 of 1"), "{}", page.body);
+}
+
+mod slow {
+    use super::*;
+
+    /// Works for an hour, unless its run is cancelled (its future is dropped).
+    pub async fn work() -> Result<u32, StepError> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(1)
+    }
+}
+
+workflow! {
+    /// A quick step, then one that works for an hour.
+    pub workflow Stalled(ticket: Ticket) env Desk {
+        step classify -> bool {
+            action: desk::classify(ticket),
+        }
+        step long -> u32 {
+            action: slow::work(),
+            depends_on: [classify],
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_a_cancel_stopped_is_shown_cancelled_not_failed() {
+    let (engine, desk) = engine(true);
+    engine.register::<Stalled>(desk).expect("registers");
+    let addr = serve(server(&engine, standard()).router()).await;
+    let run = engine
+        .start::<Stalled>(StalledInput {
+            ticket: ticket("T-1", "slow").ticket,
+        })
+        .await
+        .unwrap()
+        .id();
+    let mut started = false;
+    for _ in 0..500 {
+        let view = engine.inspect(run).await.unwrap();
+        if matches!(view.steps[1].state, StepState::Running { .. }) {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started, "the long step never started");
+    engine.cancel(run, "lee").await.unwrap();
+    wait_for_status(&engine, run, RunStatus::Cancelled).await;
+    assert_eq!(
+        engine.inspect(run).await.unwrap().steps[1].state.name(),
+        "cancelled"
+    );
+    let page = get(addr, &format!("/console/runs/{run}"), Some(LEAD)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    // The diagram, the steps' table, the attempt and the timeline say cancelled, with
+    // its symbol beside its class; nothing says failed.
+    assert!(body.contains("class=\"step cs-succeeded\""), "{body}");
+    assert!(body.contains("class=\"step cs-cancelled\""), "{body}");
+    assert!(body.contains("long: ⊘ cancelled"), "{body}");
+    let row = &body[body.find("id=\"row-long\"").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("<span class=\"state cs-cancelled\">⊘ cancelled</span>"),
+        "{row}"
+    );
+    let detail = &body[body.find("id=\"detail-long\"").unwrap()..];
+    assert!(
+        detail.contains("<span class=\"state cs-cancelled\">⊘ cancelled</span>"),
+        "{detail}"
+    );
+    assert!(body.contains("class=\"bar cs-cancelled\""), "{body}");
+    assert!(!body.contains("step cs-failed"), "{body}");
+    assert!(!body.contains("bar cs-failed"), "{body}");
+    // The legend names the state too.
+    let legend = &body[body.find("class=\"legend\"").unwrap()..];
+    let legend = &legend[..legend.find("</figcaption>").unwrap()];
+    assert!(legend.contains("cs-cancelled\">⊘ cancelled"), "{legend}");
 }
 
 /// Reads `path`'s Server-Sent Events until one named `name` arrives (or `within` passes);

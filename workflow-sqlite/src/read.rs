@@ -9,8 +9,7 @@ use super::sql::{damaged_spec, raw_run, run_record, RawRun, RUN_COLUMNS};
 use workflow_core::journal::Event;
 use workflow_core::store::checksum;
 use workflow_core::store::{
-    DeadLetter, InboxItem, Message, RunFilter, RunRecord, RunStatus, SpecRecord, StoreError,
-    StoredRun,
+    DeadLetter, InboxItem, Message, RunFilter, RunRecord, SpecRecord, StoreError, StoredRun,
 };
 use workflow_core::{ErrorKind, RunId};
 
@@ -329,7 +328,7 @@ pub(super) fn specs(db: &Db, workflow: &str) -> Result<Vec<SpecRecord>, StoreErr
 mod tests {
     use super::*;
     use crate::SqliteStore;
-    use workflow_core::store::Store;
+    use workflow_core::store::{RunStatus, Store};
 
     /// What SQLite plans for the listing by `filter` on the file at `path`.
     fn plan(path: &std::path::Path, filter: &RunFilter) -> String {
