@@ -183,6 +183,9 @@ pub const CHECKS: &[(&str, Check)] = &[
         "a slot and a rate token are taken together or not at all",
         |s| Box::pin(limits::rate_tokens_and_slots_are_taken_together(s.store)),
     ),
+    ("rate buckets are listed by scope and key", |s| {
+        Box::pin(limits::rate_buckets_are_listed_by_scope_and_key(s.store))
+    }),
 ];
 
 /// Runs every check, each on a fresh store from `make` (with its damage hook), and panics
