@@ -973,6 +973,102 @@ async fn dead_letters_group_and_workers_and_flow_show_running_runs() {
     assert_eq!(schedules.status, StatusCode::OK, "{}", schedules.body);
 }
 
+workflow! {
+    /// Classifies a ticket at most once an hour per ticket (two at once), then once more
+    /// through a shared gateway (an hour a token, five at most).
+    pub workflow Paced(ticket: Ticket) env Desk {
+        step notify -> bool {
+            action: desk::classify(ticket),
+            rate: { key: ticket.ticket_id, limit: 1, per: 1h, burst: 2 },
+        }
+        step gateway -> bool {
+            action: desk::classify(ticket),
+            rate: { key: "sms-gateway", limit: 1, per: 1h, burst: 5 },
+            depends_on: [notify],
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_shows_each_rate_bucket_by_who_may_see_it() {
+    let (engine, desk) = engine(true);
+    engine.register::<Paced>(desk).expect("registers");
+    let roles = workflow_server::Roles::parse(&format!(
+        "{LEAD} operator:* payloads:*\n{VIEWER} viewer:Paced\n{OPERATOR} operator:Triage"
+    ))
+    .unwrap();
+    let router = workflow_server::Server::new(engine.clone())
+        .authenticator(workflow_server::TrustedHeader::new())
+        .permissions(roles)
+        .router();
+    let addr = serve(router).await;
+    // Three tickets, two of them named to break out of the page.
+    for id in ["T-1", SCRIPT, BREAKOUT] {
+        let run = engine
+            .start::<Paced>(PacedInput {
+                ticket: ticket(id, "paced").ticket,
+            })
+            .await
+            .unwrap()
+            .id();
+        wait_for_status(&engine, run, RunStatus::Completed).await;
+    }
+    let lead = get(addr, "/console/flow", Some(LEAD)).await;
+    assert_eq!(lead.status, StatusCode::OK, "{}", lead.body);
+    assert_escaped(&lead.body, "a rate key");
+    let table = &lead.body[lead.body.find("id=\"rates\"").expect("a table of buckets")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    // Each ticket's bucket: one token of two taken, the next due within the hour.
+    let ticket_row = rows
+        .iter()
+        .find(|row| row.contains("<code>T-1</code>"))
+        .expect("T-1's bucket");
+    assert!(ticket_row.contains("<td>Paced.notify</td>"), "{ticket_row}");
+    assert!(
+        ticket_row.contains("1 per 1 h 0 min, at most 2"),
+        "{ticket_row}"
+    );
+    assert!(
+        ticket_row.contains("<td class=\"tokens\">1 of 2</td><td class=\"used\">1</td>"),
+        "{ticket_row}"
+    );
+    assert!(
+        ticket_row.contains("<td class=\"next\">in 59 min"),
+        "{ticket_row}"
+    );
+    assert!(
+        rows.iter().any(|row| row.contains("&lt;script&gt;")),
+        "{table}"
+    );
+    // The shared gateway: three tokens of five taken, one per run.
+    let gateway = rows
+        .iter()
+        .find(|row| row.contains("<code>sms-gateway</code>"))
+        .expect("the gateway's bucket");
+    assert!(gateway.contains("<td>Paced.gateway</td>"), "{gateway}");
+    assert!(
+        gateway.contains("<td class=\"tokens\">2 of 5</td><td class=\"used\">3</td>"),
+        "{gateway}"
+    );
+    // A viewer without payloads sees the buckets, not their keys.
+    let viewer = get(addr, "/console/flow", Some(VIEWER)).await;
+    assert!(viewer.body.contains("id=\"rates\""), "{}", viewer.body);
+    assert!(!viewer.body.contains("T-1"), "{}", viewer.body);
+    assert!(!viewer.body.contains("sms-gateway"), "{}", viewer.body);
+    assert_escaped(&viewer.body, "a rate key");
+    assert_eq!(viewer.body.matches("<code>(redacted)</code>").count(), 4);
+    // Who may not view the workflow sees none of them.
+    for who in [OPERATOR, OUTSIDER] {
+        let page = get(addr, "/console/flow", Some(who)).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        assert!(!page.body.contains("id=\"rates\""), "{}", page.body);
+        assert!(page.body.contains("id=\"no-rates\""), "{}", page.body);
+        assert!(!page.body.contains("Paced.notify"), "{}", page.body);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backfill_shows_its_ticks_then_starts_them() {
     let (engine, _desk) = engine(false);
