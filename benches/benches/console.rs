@@ -1,17 +1,21 @@
-//! B20: the console on a large store. 1 000 000 finished and 10 000 running runs (each
-//! with a search value `customer`), and one running run with a journal of 10 000
-//! entries (a map of 5 000 items); the median latency of the console's runs page and of `GET /api/runs`, each
-//! filtered by status and by a search key, and of that run's page, over loopback HTTP,
-//! on SQLite and on PostgreSQL.
+//! B20: the console on a large store. 1 000 000 finished runs (one in 1 000 cancelled, the
+//! rest completed) and 10 000 running runs, each with a search value `customer`, and one
+//! running run with a journal of 10 000 entries (a map of 5 000 items); the median latency
+//! of the console's runs page and of `GET /api/runs`, each unfiltered, filtered by status
+//! (a common one, a rare one, one no run has) and by a search key, and of that run's page,
+//! over loopback HTTP, on SQLite and on PostgreSQL; then what exact counts per status
+//! would cost (one `GROUP BY status` over the runs).
 //!
-//! The store is filled through the `Store` API directly (each run created with its
-//! journal, a finished one finished in the same batch of concurrent writes), not by running
-//! the workflows. The server's engine registers no workflow (as `workflow serve`).
+//! SQLite is filled through the `Store` API directly (each run created with its journal,
+//! a finished one finished in the same batch of concurrent writes), not by running the
+//! workflows. PostgreSQL is filled by `COPY` with the rows the store writes, checked
+//! against runs created through the API (see [`fill_pg`]), then analyzed. The server's
+//! engine registers no workflow (as `workflow serve`).
 //!
 //! Run with `cargo bench -p benches --bench console`. Environment: `B20_FINISHED`
 //! (default 1000000), `B20_RUNNING` (10000), `B20_JOURNAL` (10000 entries in the long
-//! run), `B20_REQUESTS` (25 per measure), `B20_STORES` (`sqlite,postgres`),
-//! `WORKFLOW_TEST_DATABASE_URL` (PostgreSQL, default
+//! run), `B20_REQUESTS` (25 per measure), `B20_STORES` (`sqlite,postgres`; one of them
+//! alone, e.g. `B20_STORES=postgres`), `WORKFLOW_TEST_DATABASE_URL` (PostgreSQL, default
 //! `postgres://postgres@127.0.0.1:5432/test`; a schema of its own, dropped after).
 //! Targets: each list ≤ 50 ms median, the run page ≤ 100 ms.
 
@@ -551,6 +555,17 @@ async fn measure(label: &str, store: Arc<dyn Store>, long: RunId, requests: usiz
     engine.shutdown();
 }
 
+/// What exact counts per status would cost: the median of 5 counts of every run by status
+/// (`GROUP BY status`, the statement a store would need), printed beside the pages.
+fn print_counts_cost(label: &str, samples: Vec<std::time::Duration>, counts: &[(String, i64)]) {
+    println!(
+        "B20 {label}: exact counts per status ({counts:?}) by one GROUP BY: {:.1} ms (median of 5)",
+        ms(median(samples))
+    );
+}
+
+const COUNT_BY_STATUS: &str = "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status";
+
 async fn sqlite(finished: usize, running: usize, long: usize, requests: usize) {
     let dir = option_env!("CARGO_TARGET_TMPDIR")
         .map(std::path::PathBuf::from)
@@ -569,6 +584,22 @@ async fn sqlite(finished: usize, running: usize, long: usize, requests: usize) {
     };
     let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("reopen the store: {e}"));
     measure("SQLite", Arc::new(store), run, requests).await;
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| panic!("open: {e}"));
+        let (mut samples, mut counts) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let started = Instant::now();
+            let mut statement = conn
+                .prepare(COUNT_BY_STATUS)
+                .unwrap_or_else(|e| panic!("count: {e}"));
+            counts = statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<(String, i64)>>>())
+                .unwrap_or_else(|e| panic!("count: {e}"));
+            samples.push(started.elapsed());
+        }
+        print_counts_cost("SQLite", samples, &counts);
+    }
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.as_os_str().to_owned();
         file.push(suffix);
@@ -595,8 +626,18 @@ async fn postgres(finished: usize, running: usize, long: usize, requests: usize)
                 .await
                 .unwrap_or_else(|e| panic!("search_path: {e}"));
             let run = fill_pg(Arc::clone(&store), &mut conn, finished, running, long).await;
-            let _ = conn.close().await;
             measure("PostgreSQL", store, run, requests).await;
+            let (mut samples, mut counts) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                let started = Instant::now();
+                counts = sqlx::query_as::<_, (String, i64)>(COUNT_BY_STATUS)
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap_or_else(|e| panic!("count: {e}"));
+                samples.push(started.elapsed());
+            }
+            print_counts_cost("PostgreSQL", samples, &counts);
+            let _ = conn.close().await;
         }
         Err(error) => eprintln!("B20 PostgreSQL skipped: no server at {url}: {error}"),
     }
