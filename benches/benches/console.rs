@@ -521,6 +521,9 @@ async fn timed(addr: SocketAddr, path: &str, requests: usize, check: &dyn Fn(&st
     ms(median(samples))
 }
 
+/// What an answer must hold to count.
+type Check<'a> = &'a dyn Fn(&str) -> bool;
+
 async fn measure(label: &str, store: Arc<dyn Store>, long: RunId, requests: usize) {
     let engine = Engine::builder().shared_store(store).intake_only().build();
     let addr = serve(&engine).await;
@@ -532,7 +535,7 @@ async fn measure(label: &str, store: Arc<dyn Store>, long: RunId, requests: usiz
     // What is measured: a path, what its answer holds, the target (ms). Cancelled runs are
     // one in 1 000 of the finished ones, spread over the store; no run failed, so a
     // listing of failed runs finds none.
-    let cases: [(&str, &dyn Fn(&str) -> bool, f64); 10] = [
+    let cases: [(&str, Check<'_>, f64); 10] = [
         ("/console/runs", &page, 50.0),
         ("/console/runs?status=completed", &page, 50.0),
         ("/console/runs?status=cancelled", &page, 50.0),
