@@ -158,6 +158,14 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("runs are found by their search values", |s| {
         Box::pin(search::runs_are_found_by_search_values(s.store))
     }),
+    (
+        "every combination of the listing's filters lists what it names",
+        |s| {
+            Box::pin(search::every_filter_combination_lists_what_it_names(
+                s.store,
+            ))
+        },
+    ),
     ("purges take finished runs whole", |s| {
         Box::pin(search::purges_take_finished_runs_whole(s.store))
     }),
@@ -195,6 +203,9 @@ pub const CHECKS: &[(&str, Check)] = &[
         "a slot and a rate token are taken together or not at all",
         |s| Box::pin(limits::rate_tokens_and_slots_are_taken_together(s.store)),
     ),
+    ("rate buckets are listed by scope and key", |s| {
+        Box::pin(limits::rate_buckets_are_listed_by_scope_and_key(s.store))
+    }),
 ];
 
 /// Runs every check, each on a fresh store from `make` (with its damage hook), and panics

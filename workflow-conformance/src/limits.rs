@@ -398,3 +398,65 @@ pub(super) async fn rate_tokens_and_slots_are_taken_together(store: Arc<dyn Stor
         "a step waiting for a token holds no slot"
     );
 }
+
+pub(super) async fn rate_buckets_are_listed_by_scope_and_key(store: Arc<dyn Store>) {
+    assert!(store.rate_buckets(10).await.expect("buckets").is_empty());
+    let (run, token) = owned(&*store, "a", 60_000).await;
+    let fence = Fence { owner: "a", token };
+    // An hour a token, two at most: the buckets barely refill while the check runs.
+    let path = |key| RateLimit {
+        name: "charge.pay.rate",
+        scope: "charge.pay.rate",
+        key,
+        limit: 1,
+        per_ms: 3_600_000,
+        burst: 2,
+    };
+    let shared = RateLimit {
+        name: "refund.pay.rate",
+        scope: "",
+        key: "psp",
+        ..path("psp")
+    };
+    for (holder, rate) in [
+        ("pay-1", path("k2")),
+        ("pay-2", path("k1")),
+        ("pay-3", path("k2")),
+        ("pay-4", shared),
+    ] {
+        let request = SlotRequest {
+            run,
+            holder,
+            fence,
+            concurrency: None,
+            rate: Some(rate),
+            now: wall_clock(),
+        };
+        assert_eq!(
+            store.acquire_slot(request).await.expect("acquire"),
+            Acquired::Granted
+        );
+    }
+    let buckets = store.rate_buckets(10).await.expect("buckets");
+    let keys: Vec<(&str, &str)> = buckets
+        .iter()
+        .map(|b| (b.scope.as_str(), b.key.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("", "psp"),
+            ("charge.pay.rate", "k1"),
+            ("charge.pay.rate", "k2")
+        ]
+    );
+    // What is left in each, as of its last take: one token, one, none.
+    let left: Vec<u64> = buckets
+        .iter()
+        .map(|b| b.bucket.level(&path("k1"), b.bucket.at).0)
+        .collect();
+    assert_eq!(left, [1, 1, 0]);
+    assert!(buckets.iter().all(|b| b.bucket.at > 0));
+    let first = store.rate_buckets(2).await.expect("buckets");
+    assert_eq!(first, buckets[..2]);
+}

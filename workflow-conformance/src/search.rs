@@ -180,3 +180,95 @@ pub(super) async fn purges_take_finished_runs_whole(store: Arc<dyn Store>) {
     let verification = s.verify().await.expect("verify");
     assert!(verification.is_clean(), "{verification:?}");
 }
+
+/// What a run of [`every_filter_combination_lists_what_it_names`] is.
+struct Listed {
+    id: RunId,
+    workflow: &'static str,
+    status: RunStatus,
+    search: Vec<(String, String)>,
+}
+
+pub(super) async fn every_filter_combination_lists_what_it_names(store: Arc<dyn Store>) {
+    let statuses = [
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+    let mut runs = Vec::new();
+    for i in 0..12 {
+        let workflow = if i % 5 < 2 { "a" } else { "b" };
+        let status = statuses[i % statuses.len()];
+        let customer = format!("c-{}", i % 3);
+        let region = format!("r-{}", i % 2);
+        let id = searched(
+            &*store,
+            workflow,
+            &[("customer", &customer), ("region", &region)],
+        )
+        .await;
+        if status != RunStatus::Running {
+            store
+                .commit(with_status(id, 1, status, None))
+                .await
+                .expect("finish");
+        }
+        let search = vec![("customer".into(), customer), ("region".into(), region)];
+        runs.push(Listed {
+            id,
+            workflow,
+            status,
+            search,
+        });
+    }
+    let pair = |name: &str, value: &str| (name.to_owned(), value.to_owned());
+    let searches = [
+        vec![],
+        vec![pair("customer", "c-0")],
+        vec![pair("customer", "c-1"), pair("region", "r-1")],
+        vec![pair("customer", "c-9")],
+    ];
+    let mut asked = 0;
+    for workflow in [None, Some("a"), Some("b"), Some("c")] {
+        for status in [None, Some(RunStatus::Parked)]
+            .into_iter()
+            .chain(statuses.map(Some))
+        {
+            for search in &searches {
+                for before in [None, Some(runs[7].id)] {
+                    for limit in [None, Some(2)] {
+                        let filter = RunFilter {
+                            workflow: workflow.map(str::to_owned),
+                            status,
+                            before,
+                            limit,
+                            search: search.clone(),
+                        };
+                        let expected: Vec<RunId> = runs
+                            .iter()
+                            .rev()
+                            .filter(|r| workflow.is_none_or(|w| r.workflow == w))
+                            .filter(|r| status.is_none_or(|s| r.status == s))
+                            .filter(|r| before.is_none_or(|b| r.id < b))
+                            .filter(|r| search.iter().all(|p| r.search.contains(p)))
+                            .take(limit.unwrap_or(usize::MAX))
+                            .map(|r| r.id)
+                            .collect();
+                        let listed: Vec<RunId> = store
+                            .runs(filter.clone())
+                            .await
+                            .expect("runs")
+                            .into_iter()
+                            .map(|r| r.id)
+                            .collect();
+                        assert_eq!(listed, expected, "{filter:?}");
+                        asked += usize::from(!expected.is_empty());
+                    }
+                }
+            }
+        }
+    }
+    // The combinations above find runs often enough to tell a store that finds none.
+    assert!(asked > 100, "only {asked} listings found runs");
+}

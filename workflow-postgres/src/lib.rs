@@ -678,6 +678,13 @@ impl Store for PgStore {
         Box::pin(self.flow(run))
     }
 
+    fn rate_buckets(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::limits::RateBucket>, StoreError>> {
+        Box::pin(self.buckets(limit))
+    }
+
     fn shared(&self) -> bool {
         true
     }

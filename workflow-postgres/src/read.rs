@@ -233,24 +233,58 @@ fn decode_run(run: RunId, rows: &[PgRow]) -> Answer<(StoredRun, RawRun)> {
     Ok((StoredRun { record, events }, raw))
 }
 
+/// A parameter of the listing.
+enum Param<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// The listing's statement for the filters `filter` has, and its parameters: one condition
+/// per filter given and none for the others. A `$n IS NULL OR status = $n` condition left
+/// the plan to the parameters' values, which a generic plan (prepared statements switch
+/// to one after five executions) does not know: each combination is its own statement.
+fn listing(filter: &RunFilter) -> (String, Vec<Param<'_>>) {
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE true");
+    let mut params = Vec::new();
+    let mut condition = |sql: &mut String, column: &str, param| {
+        params.push(param);
+        sql.push_str(&format!(" AND {column} ${}", params.len()));
+    };
+    if let Some(workflow) = &filter.workflow {
+        condition(&mut sql, "r.workflow =", Param::Text(workflow));
+    }
+    if let Some(status) = filter.status {
+        condition(&mut sql, "r.status =", Param::Text(status.as_str()));
+    }
+    if let Some(before) = filter.before {
+        condition(&mut sql, "r.id <", Param::Int(int(before.0)));
+    }
+    sql.push_str(&super::search::clause(
+        filter.search.len(),
+        params.len() + 1,
+    ));
+    for (name, value) in &filter.search {
+        params.extend([Param::Text(name), Param::Text(value)]);
+    }
+    sql.push_str(" ORDER BY r.id DESC");
+    if let Some(limit) = filter.limit {
+        params.push(Param::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ${}", params.len()));
+    }
+    (sql, params)
+}
+
 pub(super) async fn list_runs(
     conn: &mut PgConnection,
     filter: &RunFilter,
 ) -> Answer<Vec<RunRecord>> {
-    let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM runs r
-         WHERE ($1::text IS NULL OR r.workflow = $1) AND ($2::text IS NULL OR r.status = $2)
-           AND ($3::bigint IS NULL OR r.id < $3){}
-         ORDER BY r.id DESC LIMIT $4",
-        super::search::clause(filter.search.len(), 5)
-    );
-    let mut query = sqlx::query(&sql)
-        .bind(filter.workflow.as_deref())
-        .bind(filter.status.map(RunStatus::as_str))
-        .bind(filter.before.map(|r| int(r.0)))
-        .bind(filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)));
-    for (name, value) in &filter.search {
-        query = query.bind(name.as_str()).bind(value.as_str());
+    let (sql, params) = listing(filter);
+    let mut query = sqlx::query(&sql);
+    for param in params {
+        query = match param {
+            Param::Text(text) => query.bind(text),
+            Param::Int(n) => query.bind(n),
+        };
     }
     let rows = query.fetch_all(&mut *conn).await?;
     rows.iter()

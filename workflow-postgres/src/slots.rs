@@ -9,7 +9,7 @@ use super::sql::{int, uint, Answer, Failure};
 use super::PgStore;
 use workflow_core::journal::Timestamp;
 use workflow_core::store::limits::{
-    self, Acquired, Bucket, GateState, KeyUsage, RunFlow, SlotRequest, StepWait,
+    self, Acquired, Bucket, GateState, KeyUsage, RateBucket, RunFlow, SlotRequest, StepWait,
 };
 use workflow_core::store::StoreError;
 use workflow_core::RunId;
@@ -186,6 +186,36 @@ impl PgStore {
     pub(super) async fn flow(&self, run: RunId) -> Result<RunFlow, StoreError> {
         self.idempotent(move |mut conn| Box::pin(async move { flow_of(&mut conn, run).await }))
             .await
+    }
+
+    /// [`Store::rate_buckets`](workflow_core::store::Store::rate_buckets).
+    pub(super) async fn buckets(&self, limit: usize) -> Result<Vec<RateBucket>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.idempotent(move |mut conn| {
+            Box::pin(async move {
+                let rows = sqlx::query(
+                    "SELECT scope, key, units, at FROM flow_buckets
+                     ORDER BY scope COLLATE \"C\", key COLLATE \"C\" LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&mut *conn)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok(RateBucket {
+                            scope: row.try_get(0)?,
+                            key: row.try_get(1)?,
+                            bucket: Bucket {
+                                units: uint(row.try_get(2)?),
+                                at: uint(row.try_get(3)?),
+                            },
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()
+                    .map_err(Failure::from)
+            })
+        })
+        .await
     }
 }
 

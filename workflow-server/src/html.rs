@@ -51,6 +51,7 @@ g.cs-waiting-person>rect,g.cs-waiting-person>polygon,g.cs-waiting-event>rect,g.c
 g.cs-succeeded>rect,g.cs-succeeded>polygon{fill:#d3f4dc;stroke:#2f855a;stroke-width:2}\
 g.cs-failed>rect,g.cs-failed>polygon{fill:#fed7d7;stroke:#c53030;stroke-width:5}\
 g.cs-skipped>rect,g.cs-skipped>polygon{fill:#edf2f7;stroke:#718096;stroke-dasharray:3 3}\
+.cs-cancelled{background:#e2e8f0;border:2px dashed #1a202c}g.cs-cancelled>rect,g.cs-cancelled>polygon{fill:#e2e8f0;stroke:#1a202c;stroke-width:3;stroke-dasharray:9 3 2 3}rect.bar.cs-cancelled{fill:#4a5568}\
 g.cs-compensated>rect,g.cs-compensated>polygon{fill:#e9d8fd;stroke:#553c9a;stroke-width:4;stroke-dasharray:12 2 2 2}\
 .state-done>rect,.state-done>polygon{fill:#d3f4dc;stroke:#2f855a}.state-failed>rect,.state-failed>polygon{fill:#fed7d7;stroke:#c53030}\
 .state-running>rect,.state-running>polygon{fill:#bee3f8;stroke:#2b6cb0}.state-waiting>rect,.state-waiting>polygon{fill:#fbd38d;stroke:#c05621}\

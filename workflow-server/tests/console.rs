@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use workflow_core::journal::Event;
+use workflow_core::machine::StepState;
 use workflow_core::prelude::*;
 use workflow_core::store::{Claimant, Heartbeat, RunStatus};
 use workflow_core::{Approval, Engine, RunId, StepContext};
@@ -449,6 +450,85 @@ async fn a_run_page_shows_each_steps_state_and_asks_before_cancelling() {
     )
     .await;
     assert!(page.body.contains("page 1 of 1"), "{}", page.body);
+}
+
+mod slow {
+    use super::*;
+
+    /// Works for an hour, unless its run is cancelled (its future is dropped).
+    pub async fn work() -> Result<u32, StepError> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(1)
+    }
+}
+
+workflow! {
+    /// A quick step, then one that works for an hour.
+    pub workflow Stalled(ticket: Ticket) env Desk {
+        step classify -> bool {
+            action: desk::classify(ticket),
+        }
+        step long -> u32 {
+            action: slow::work(),
+            depends_on: [classify],
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_a_cancel_stopped_is_shown_cancelled_not_failed() {
+    let (engine, desk) = engine(true);
+    engine.register::<Stalled>(desk).expect("registers");
+    let addr = serve(server(&engine, standard()).router()).await;
+    let run = engine
+        .start::<Stalled>(StalledInput {
+            ticket: ticket("T-1", "slow").ticket,
+        })
+        .await
+        .unwrap()
+        .id();
+    let mut started = false;
+    for _ in 0..500 {
+        let view = engine.inspect(run).await.unwrap();
+        if matches!(view.steps[1].state, StepState::Running { .. }) {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started, "the long step never started");
+    engine.cancel(run, "lee").await.unwrap();
+    wait_for_status(&engine, run, RunStatus::Cancelled).await;
+    assert_eq!(
+        engine.inspect(run).await.unwrap().steps[1].state.name(),
+        "cancelled"
+    );
+    let page = get(addr, &format!("/console/runs/{run}"), Some(LEAD)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    // The diagram, the steps' table, the attempt and the timeline say cancelled, with
+    // its symbol beside its class; nothing says failed.
+    assert!(body.contains("class=\"step cs-succeeded\""), "{body}");
+    assert!(body.contains("class=\"step cs-cancelled\""), "{body}");
+    assert!(body.contains("long: ⊘ cancelled"), "{body}");
+    let row = &body[body.find("id=\"row-long\"").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("<span class=\"state cs-cancelled\">⊘ cancelled</span>"),
+        "{row}"
+    );
+    let detail = &body[body.find("id=\"detail-long\"").unwrap()..];
+    assert!(
+        detail.contains("<span class=\"state cs-cancelled\">⊘ cancelled</span>"),
+        "{detail}"
+    );
+    assert!(body.contains("class=\"bar cs-cancelled\""), "{body}");
+    assert!(!body.contains("step cs-failed"), "{body}");
+    assert!(!body.contains("bar cs-failed"), "{body}");
+    // The legend names the state too.
+    let legend = &body[body.find("class=\"legend\"").unwrap()..];
+    let legend = &legend[..legend.find("</figcaption>").unwrap()];
+    assert!(legend.contains("cs-cancelled\">⊘ cancelled"), "{legend}");
 }
 
 /// Reads `path`'s Server-Sent Events until one named `name` arrives (or `within` passes);
@@ -1015,6 +1095,102 @@ async fn the_workers_page_shows_each_workers_renewal_lease_and_whether_it_drains
     );
     let anonymous = get(addr, "/console/workers", None).await;
     assert_eq!(outcome(&anonymous), (401, "unauthenticated".into()));
+}
+
+workflow! {
+    /// Classifies a ticket at most once an hour per ticket (two at once), then once more
+    /// through a shared gateway (an hour a token, five at most).
+    pub workflow Paced(ticket: Ticket) env Desk {
+        step notify -> bool {
+            action: desk::classify(ticket),
+            rate: { key: ticket.ticket_id, limit: 1, per: 1h, burst: 2 },
+        }
+        step gateway -> bool {
+            action: desk::classify(ticket),
+            rate: { key: "sms-gateway", limit: 1, per: 1h, burst: 5 },
+            depends_on: [notify],
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_shows_each_rate_bucket_by_who_may_see_it() {
+    let (engine, desk) = engine(true);
+    engine.register::<Paced>(desk).expect("registers");
+    let roles = workflow_server::Roles::parse(&format!(
+        "{LEAD} operator:* payloads:*\n{VIEWER} viewer:Paced\n{OPERATOR} operator:Triage"
+    ))
+    .unwrap();
+    let router = workflow_server::Server::new(engine.clone())
+        .authenticator(workflow_server::TrustedHeader::new())
+        .permissions(roles)
+        .router();
+    let addr = serve(router).await;
+    // Three tickets, two of them named to break out of the page.
+    for id in ["T-1", SCRIPT, BREAKOUT] {
+        let run = engine
+            .start::<Paced>(PacedInput {
+                ticket: ticket(id, "paced").ticket,
+            })
+            .await
+            .unwrap()
+            .id();
+        wait_for_status(&engine, run, RunStatus::Completed).await;
+    }
+    let lead = get(addr, "/console/flow", Some(LEAD)).await;
+    assert_eq!(lead.status, StatusCode::OK, "{}", lead.body);
+    assert_escaped(&lead.body, "a rate key");
+    let table = &lead.body[lead.body.find("id=\"rates\"").expect("a table of buckets")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    // Each ticket's bucket: one token of two taken, the next due within the hour.
+    let ticket_row = rows
+        .iter()
+        .find(|row| row.contains("<code>T-1</code>"))
+        .expect("T-1's bucket");
+    assert!(ticket_row.contains("<td>Paced.notify</td>"), "{ticket_row}");
+    assert!(
+        ticket_row.contains("1 per 1 h 0 min, at most 2"),
+        "{ticket_row}"
+    );
+    assert!(
+        ticket_row.contains("<td class=\"tokens\">1 of 2</td><td class=\"used\">1</td>"),
+        "{ticket_row}"
+    );
+    assert!(
+        ticket_row.contains("<td class=\"next\">in 59 min"),
+        "{ticket_row}"
+    );
+    assert!(
+        rows.iter().any(|row| row.contains("&lt;script&gt;")),
+        "{table}"
+    );
+    // The shared gateway: three tokens of five taken, one per run.
+    let gateway = rows
+        .iter()
+        .find(|row| row.contains("<code>sms-gateway</code>"))
+        .expect("the gateway's bucket");
+    assert!(gateway.contains("<td>Paced.gateway</td>"), "{gateway}");
+    assert!(
+        gateway.contains("<td class=\"tokens\">2 of 5</td><td class=\"used\">3</td>"),
+        "{gateway}"
+    );
+    // A viewer without payloads sees the buckets, not their keys.
+    let viewer = get(addr, "/console/flow", Some(VIEWER)).await;
+    assert!(viewer.body.contains("id=\"rates\""), "{}", viewer.body);
+    assert!(!viewer.body.contains("T-1"), "{}", viewer.body);
+    assert!(!viewer.body.contains("sms-gateway"), "{}", viewer.body);
+    assert_escaped(&viewer.body, "a rate key");
+    assert_eq!(viewer.body.matches("<code>(redacted)</code>").count(), 4);
+    // Who may not view the workflow sees none of them.
+    for who in [OPERATOR, OUTSIDER] {
+        let page = get(addr, "/console/flow", Some(who)).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        assert!(!page.body.contains("id=\"rates\""), "{}", page.body);
+        assert!(page.body.contains("id=\"no-rates\""), "{}", page.body);
+        assert!(!page.body.contains("Paced.notify"), "{}", page.body);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -378,6 +378,13 @@ impl Store for SqliteStore {
         self.read(move |db| limits::flow_of(db, run))
     }
 
+    fn rate_buckets(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<workflow_core::store::limits::RateBucket>, StoreError>> {
+        self.read(move |db| limits::rate_buckets(db, limit))
+    }
+
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         match CommitRow::new(&commit) {
             Ok(row) => self.write(move |db| sql::commit(db, &row)),

@@ -7,8 +7,8 @@ use rusqlite::{params, OptionalExtension};
 use super::schema::{db_error, Db};
 use workflow_core::journal::Timestamp;
 use workflow_core::store::limits::{
-    self, Acquired, Bucket, DebounceStart, Gate, GateState, KeyUsage, RateLimit, RunFlow,
-    SlotLimit, SlotRequest, StepWait,
+    self, Acquired, Bucket, DebounceStart, Gate, GateState, KeyUsage, RateBucket, RateLimit,
+    RunFlow, SlotLimit, SlotRequest, StepWait,
 };
 use workflow_core::store::{Fence, StoreError};
 use workflow_core::RunId;
@@ -442,6 +442,28 @@ pub(super) fn release(db: &Db, run: RunId, holder: &str) -> Result<((), u64), St
 }
 
 /// What a run waits for or holds.
+/// [`Store::rate_buckets`](workflow_core::store::Store::rate_buckets).
+pub(super) fn rate_buckets(db: &Db, limit: usize) -> Result<Vec<RateBucket>, StoreError> {
+    db.conn
+        .prepare_cached(
+            "SELECT scope, key, units, at FROM flow_buckets ORDER BY scope, key LIMIT ?1",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
+                Ok(RateBucket {
+                    scope: row.get(0)?,
+                    key: row.get(1)?,
+                    bucket: Bucket {
+                        units: row.get(2)?,
+                        at: row.get(3)?,
+                    },
+                })
+            })?
+            .collect()
+        })
+        .map_err(db_error(db))
+}
+
 pub(super) fn flow_of(db: &Db, run: RunId) -> Result<RunFlow, StoreError> {
     let fail = db_error(db);
     type GateRead = (Option<String>, Option<String>, i64, u64, bool, u64);

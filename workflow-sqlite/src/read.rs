@@ -9,8 +9,7 @@ use super::sql::{damaged_spec, raw_run, run_record, RawRun, RUN_COLUMNS};
 use workflow_core::journal::Event;
 use workflow_core::store::checksum;
 use workflow_core::store::{
-    DeadLetter, InboxItem, Message, RunFilter, RunRecord, RunStatus, SpecRecord, StoreError,
-    StoredRun,
+    DeadLetter, InboxItem, Message, RunFilter, RunRecord, SpecRecord, StoreError, StoredRun,
 };
 use workflow_core::{ErrorKind, RunId};
 
@@ -155,32 +154,60 @@ fn load_in(db: &Db, run: RunId) -> Result<Option<StoredRun>, StoreError> {
     Ok(Some(StoredRun { record, events }))
 }
 
-pub(super) fn list_runs(db: &Db, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-    let fail = db_error(db);
-    let limit = filter
-        .limit
-        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-    let text = |value: Option<&str>| value.map_or(Value::Null, |v| Value::Text(v.to_owned()));
-    let mut values = vec![
-        text(filter.workflow.as_deref()),
-        text(filter.status.map(RunStatus::as_str)),
-        filter
-            .before
-            .map_or(Value::Null, |r| Value::Integer(r.0 as i64)),
-        Value::Integer(limit),
-    ];
+/// Runs indexed for the listing in its order: by status and by workflow, each newest
+/// first (`runs_status` orders a status's runs by workflow first, so a listing by status
+/// alone sorted every run of the status).
+pub(super) const LIST_MIGRATION: &str = "CREATE INDEX runs_status_id ON runs (status, id);
+    CREATE INDEX runs_workflow_id ON runs (workflow, id);";
+
+/// The listing's statement for the filters `filter` has, and its parameters: one condition
+/// per filter given and none for the others, so SQLite plans each combination on its
+/// index (`runs_status_id`, `runs_workflow_id`, `runs_status` for both, `run_search_value`
+/// for search values). A `?n IS NULL OR status = ?n` condition, one statement for every
+/// combination, used none of them: a listing of a rare status read the whole table.
+pub(super) fn listing(filter: &RunFilter) -> (String, Vec<Value>) {
+    let mut conditions = Vec::new();
+    let mut values = Vec::new();
+    let mut condition = |column: &str, value: Value| {
+        values.push(value);
+        conditions.push(format!("{column} ?{}", values.len()));
+    };
+    if let Some(workflow) = &filter.workflow {
+        condition("workflow =", Value::Text(workflow.clone()));
+    }
+    if let Some(status) = filter.status {
+        condition("status =", Value::Text(status.as_str().to_owned()));
+    }
+    if let Some(before) = filter.before {
+        condition("id <", Value::Integer(before.0 as i64));
+    }
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs");
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
+    }
+    let search = super::search::clause(filter.search.len(), values.len() + 1);
+    match (conditions.is_empty(), search.strip_prefix(" AND ")) {
+        (true, Some(first)) => sql.push_str(&format!(" WHERE {first}")),
+        _ => sql.push_str(&search),
+    }
     for (name, value) in &filter.search {
         values.extend([Value::Text(name.clone()), Value::Text(value.clone())]);
     }
+    let limit = filter
+        .limit
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    values.push(Value::Integer(limit));
+    sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", values.len()));
+    (sql, values)
+}
+
+pub(super) fn list_runs(db: &Db, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+    let fail = db_error(db);
+    let (sql, values) = listing(filter);
     let raws = db
         .conn
-        .prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs
-             WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
-               AND (?3 IS NULL OR id < ?3){}
-             ORDER BY id DESC LIMIT ?4",
-            super::search::clause(filter.search.len(), 5)
-        ))
+        .prepare_cached(&sql)
         .and_then(|mut s| {
             s.query_map(rusqlite::params_from_iter(values), raw_run)?
                 .collect::<rusqlite::Result<Vec<RawRun>>>()
@@ -295,4 +322,88 @@ pub(super) fn specs(db: &Db, workflow: &str) -> Result<Vec<SpecRecord>, StoreErr
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SqliteStore;
+    use workflow_core::store::{RunStatus, Store};
+
+    /// What SQLite plans for the listing by `filter` on the file at `path`.
+    fn plan(path: &std::path::Path, filter: &RunFilter) -> String {
+        let conn = rusqlite::Connection::open(path).expect("open");
+        let (sql, values) = listing(filter);
+        let mut statement = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(values), |row| {
+                row.get::<_, String>(3)
+            })
+            .expect("plan")
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .expect("plan rows");
+        rows.join("; ")
+    }
+
+    #[tokio::test]
+    async fn the_listing_migration_indexes_runs_by_status_and_by_workflow_newest_first() {
+        let (path, conn) = crate::schema::file_before(LIST_MIGRATION, "workflow-list-migrate");
+        // A file as the version before this migration left it: runs of two workflows,
+        // one in three failed.
+        for id in 1..=30_u64 {
+            let workflow = if id % 2 == 0 { "even" } else { "odd" };
+            let status = if id % 3 == 0 { "failed" } else { "completed" };
+            let crc = checksum::RunRow {
+                id: RunId(id),
+                workflow,
+                fingerprint: "fp",
+                status,
+                idempotency_key: None,
+                note: None,
+                parent: None,
+                created_at: id,
+                updated_at: id,
+                inbox_cursor: 0,
+            }
+            .checksum();
+            conn.execute(
+                "INSERT INTO runs (id, workflow, fingerprint, status, created_at, updated_at, crc)
+                 VALUES (?1, ?2, 'fp', ?3, ?1, ?1, ?4)",
+                params![id, workflow, status, crc],
+            )
+            .expect("a run");
+        }
+        drop(conn);
+        let store = SqliteStore::open(&path).expect("open and migrate");
+        let by_status = RunFilter {
+            status: Some(RunStatus::Failed),
+            limit: Some(3),
+            ..RunFilter::default()
+        };
+        let by_workflow = RunFilter {
+            workflow: Some("even".into()),
+            before: Some(RunId(20)),
+            limit: Some(3),
+            ..RunFilter::default()
+        };
+        let ids = |runs: Vec<RunRecord>| runs.into_iter().map(|r| r.id.0).collect::<Vec<_>>();
+        let listed = store.runs(by_status.clone()).await.expect("by status");
+        assert_eq!(ids(listed), [30, 27, 24]);
+        let listed = store.runs(by_workflow.clone()).await.expect("by workflow");
+        assert_eq!(ids(listed), [18, 16, 14]);
+        drop(store);
+        // Each read in the listing's order from its index: no sort of every match.
+        let status_plan = plan(&path, &by_status);
+        assert!(status_plan.contains("runs_status_id"), "{status_plan}");
+        let workflow_plan = plan(&path, &by_workflow);
+        assert!(
+            workflow_plan.contains("runs_workflow_id"),
+            "{workflow_plan}"
+        );
+        for plan in [status_plan, workflow_plan] {
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+    }
 }

@@ -117,6 +117,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::limits::QUEUE_MIGRATION,
     // Worker rows, written by heartbeats.
     super::leases::WORKERS_MIGRATION,
+    // Runs by status and by workflow, newest first, for the listing.
+    super::read::LIST_MIGRATION,
 ];
 
 /// The schema version whose migration adds the checksums.

@@ -212,6 +212,27 @@ impl Bucket {
         }
     }
 
+    /// The bucket as of `now`, refilled, without taking a token: the whole tokens in it
+    /// (at most `burst`) and, unless it is full (or never refills), how long until its next
+    /// token.
+    pub fn level(self, rate: &RateLimit<'_>, now: Timestamp) -> (u64, Option<u64>) {
+        let per = rate.per_ms.max(1);
+        let cap = u64::from(rate.burst.max(1)).saturating_mul(per);
+        let units = self
+            .units
+            .saturating_add(
+                now.saturating_sub(self.at)
+                    .saturating_mul(u64::from(rate.limit)),
+            )
+            .min(cap);
+        let next = match rate.limit {
+            _ if units >= cap => None,
+            0 => None,
+            limit => Some((per - units % per).div_ceil(u64::from(limit))),
+        };
+        (units / per, next)
+    }
+
     /// Refills to `now` and takes one token: the new bucket, or how long until a token.
     pub fn take(self, rate: &RateLimit<'_>, now: Timestamp) -> (Bucket, Result<(), u64>) {
         let per = rate.per_ms.max(1);
@@ -348,5 +369,29 @@ mod tests {
         assert_eq!(taken.len(), 5, "{taken:?}");
         let (_, got) = Bucket { units: 0, at: 0 }.take(&rate, 0);
         assert_eq!(got, Err(334));
+    }
+
+    #[test]
+    fn a_buckets_level_counts_whole_tokens_and_the_wait_for_the_next() {
+        let rate = RateLimit {
+            name: "w.s.rate",
+            scope: "",
+            key: "k",
+            limit: 3,
+            per_ms: 1_000,
+            burst: 2,
+        };
+        let full = Bucket::full(&rate, 0);
+        assert_eq!(full.level(&rate, 0), (2, None));
+        let (one, _) = full.take(&rate, 0);
+        assert_eq!(one.level(&rate, 0), (1, Some(334)));
+        assert_eq!(one.level(&rate, 200), (1, Some(134)));
+        assert_eq!(one.level(&rate, 334), (2, None));
+        // Empty: the next token comes when a take would have it.
+        let empty = Bucket { units: 0, at: 0 };
+        assert_eq!(empty.level(&rate, 0), (0, Some(334)));
+        assert_eq!(empty.take(&rate, 0).1, Err(334));
+        let never = RateLimit { limit: 0, ..rate };
+        assert_eq!(empty.level(&never, 5_000), (0, None));
     }
 }

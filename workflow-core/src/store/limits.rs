@@ -306,6 +306,19 @@ pub enum Acquired {
     },
 }
 
+/// A rate bucket as the store keeps it: see
+/// [`Store::rate_buckets`](super::Store::rate_buckets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateBucket {
+    /// The key's scope: the limit's name (`{workflow}.{step}.rate`) for a path key, `""` for
+    /// a static key.
+    pub scope: String,
+    /// The key's value.
+    pub key: String,
+    /// Its units as of the last token taken ([`Bucket::level`] says what that means now).
+    pub bucket: Bucket,
+}
+
 /// Who holds the slots of a key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyUsage {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
+use super::limits::RateBucket;
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Heartbeat, InboxItem, Lease,
@@ -623,11 +624,7 @@ impl Store for MemoryStore {
             .filter(|spec| spec.workflow == workflow)
             .cloned()
             .collect();
-        specs.sort_by(|a, b| {
-            b.last_registered
-                .cmp(&a.last_registered)
-                .then(b.first_registered.cmp(&a.first_registered))
-        });
+        specs.sort_by_key(|s| std::cmp::Reverse((s.last_registered, s.first_registered)));
         ready(Ok(specs))
     }
 
@@ -669,6 +666,10 @@ impl Store for MemoryStore {
 
     fn flow_of(&self, run: RunId) -> BoxFuture<'_, Result<super::limits::RunFlow, StoreError>> {
         ready(Ok(self.lock().flow_of(run)))
+    }
+
+    fn rate_buckets(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RateBucket>, StoreError>> {
+        ready(Ok(self.lock().rate_buckets(limit)))
     }
 
     fn wake_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

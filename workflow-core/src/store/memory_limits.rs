@@ -8,7 +8,7 @@ use crate::error::RunId;
 use crate::journal::Timestamp;
 use crate::store::limits::{
     self, Acquired, Admission, Admit, AdmittedRun, Bucket, Candidate, Gate, GateState, KeyUsage,
-    Queue, RunFlow, SlotRequest, StepWait,
+    Queue, RateBucket, RunFlow, SlotRequest, StepWait,
 };
 use crate::store::{Created, NewRun, RunStatus, StoreError};
 
@@ -484,6 +484,22 @@ impl Inner {
             .slots
             .retain(|slot| !(slot.run == run && slot.holder == holder));
         self.flow.waits.remove(&(run, holder.to_owned()));
+    }
+
+    pub(super) fn rate_buckets(&self, limit: usize) -> Vec<RateBucket> {
+        let mut buckets: Vec<RateBucket> = self
+            .flow
+            .buckets
+            .iter()
+            .map(|((scope, key), bucket)| RateBucket {
+                scope: scope.clone(),
+                key: key.clone(),
+                bucket: *bucket,
+            })
+            .collect();
+        buckets.sort_by(|a, b| (&a.scope, &a.key).cmp(&(&b.scope, &b.key)));
+        buckets.truncate(limit);
+        buckets
     }
 
     pub(super) fn flow_of(&self, run: RunId) -> RunFlow {

@@ -584,6 +584,17 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(limits::RunFlow::default())))
     }
 
+    /// The rate buckets the store keeps (one per scope and key a token was ever taken
+    /// of, as [`acquire_slot`](Store::acquire_slot) last left it), by scope then key, at
+    /// most `limit`. A store without flow-control rows keeps none.
+    fn rate_buckets(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<limits::RateBucket>, StoreError>> {
+        let _ = limit;
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
     /// Verifies the store: every row's checksum (and, for a file, the database's own
     /// integrity check). Reads only; damaged rows are reported, not repaired.
     fn verify(&self) -> BoxFuture<'_, Result<Verification, StoreError>> {

@@ -107,6 +107,9 @@ pub(super) async fn flow(
             entry.oldest = Some(entry.oldest.map_or(wait.since, |o| o.min(wait.since)));
         }
     }
+    let rates = super::rates::section(&app, &caller, &runs)
+        .await
+        .map_err(&fail)?;
     let base = &app.base;
     let now = app.engine.now();
     let body = html! {
@@ -144,6 +147,7 @@ pub(super) async fn flow(
                 }
             }
         }
+        (rates)
     };
     let html = crate::html::shell("Flow control", Some(who.name()), base, body, false);
     Ok(HtmlBody(html).into_response())

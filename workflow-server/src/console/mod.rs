@@ -22,7 +22,7 @@
 //! | `POST /console/schedules/{id}/pause`, `.../resume`, `.../trigger` | pauses, resumes or triggers one (CSRF token) | `operator` of its workflow |
 //! | `GET /console/schedules/{id}/backfill?from=&to=` | a backfill's dry run: the ticks of the range it would start | `operator` of its workflow |
 //! | `POST /console/schedules/{id}/backfill` | starts them, each under its tick's key (CSRF token) | `operator` of its workflow |
-//! | `GET /console/flow` | concurrency keys in use, their holders, queued runs and the oldest wait | viewers; key values with `payloads` |
+//! | `GET /console/flow` | concurrency keys in use, their holders, queued runs and the oldest wait; rate buckets (up to [`BUCKETS`]): each step rate's tokens available and used, and when the next comes | viewers; key values with `payloads` |
 //! | `GET /console/workers` | the workers that keep leases in the store: runs held, last renewal, lease expiry, draining, lapsed or stopped; owners of running runs without a worker row; runs queued for a worker | viewers |
 //!
 //! A run the caller may not view answers as one that does not exist (404), an action it
@@ -40,6 +40,7 @@ mod evidence;
 mod flow;
 mod live;
 mod pages;
+mod rates;
 mod run;
 mod runs;
 mod states;
@@ -47,6 +48,7 @@ mod workers;
 
 pub use evidence::MAX_EVIDENCE;
 pub use flow::RUNNING;
+pub use rates::BUCKETS;
 pub use run::JOURNAL_PAGE;
 pub use runs::{COUNTED, PAGE};
 

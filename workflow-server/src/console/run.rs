@@ -12,7 +12,7 @@ use serde_json::Value;
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::spec::StepKind;
 use workflow_core::store::RunStatus;
-use workflow_core::RunId;
+use workflow_core::{ErrorKind, RunId};
 
 use super::failing;
 use super::runs::{status_badge, time};
@@ -34,7 +34,7 @@ struct Attempt {
     started: Timestamp,
     ended: Option<Timestamp>,
     /// `None` while it runs; `Ok` with the output, or the error's kind and message.
-    outcome: Option<Result<Value, (String, String)>>,
+    outcome: Option<Result<Value, (ErrorKind, String)>>,
 }
 
 /// The attempts of step `step`, in order.
@@ -62,7 +62,7 @@ fn attempts(events: &[Event], step: usize) -> Vec<Attempt> {
             } if *s == step => {
                 if let Some(a) = out.iter_mut().rev().find(|a| a.number == *attempt) {
                     a.ended = Some(*at);
-                    a.outcome = Some(Err((kind.to_string(), message.clone())));
+                    a.outcome = Some(Err((*kind, message.clone())));
                 }
             }
             Event::StepSucceeded {
@@ -347,7 +347,8 @@ fn render(
                                                     }
                                                 }
                                                 Some(Err((kind, message))) => {
-                                                    span class="state cs-failed" { "✗ " (kind) }
+                                                    @let state = Shown::of_error(*kind);
+                                                    span class={ "state cs-" (state.name()) } { (state.symbol()) " " (kind.as_str()) }
                                                     ": "
                                                     span class="message" { (if loaded.entitled { message.as_str() } else { REDACTED }) }
                                                     @if loaded.entitled {
@@ -463,7 +464,7 @@ fn gantt(loaded: &Loaded, now: Timestamp) -> Markup {
                 @let y = row * 22 + 4;
                 @let x = scale(attempt.started);
                 @let w = (scale(attempt.ended.unwrap_or(now)) - x).max(2.0);
-                @let class = match &attempt.outcome { None => "running", Some(Ok(_)) => "succeeded", Some(Err(_)) => "failed" };
+                @let class = match &attempt.outcome { None => "running", Some(Ok(_)) => "succeeded", Some(Err((kind, _))) => Shown::of_error(*kind).name() };
                 text x="0" y=(y + 14) { (step) " #" (attempt.number) }
                 rect x=(format!("{x:.1}")) y=(y) width=(format!("{w:.1}")) height="16" class={ "bar cs-" (class) } {
                     title { (step) " attempt " (attempt.number) ": " (class) ", " (duration(attempt.ended.unwrap_or(now).saturating_sub(attempt.started))) }

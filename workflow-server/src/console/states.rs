@@ -5,6 +5,7 @@
 use workflow_core::journal::{Event, Timestamp};
 use workflow_core::machine::StepState;
 use workflow_core::spec::Spec;
+use workflow_core::ErrorKind;
 
 /// What a step is doing, in the console's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub(crate) enum Shown {
     Succeeded,
     /// Failed for good.
     Failed,
+    /// Stopped by a cancel of its run (its error kind is `cancelled`).
+    Cancelled,
     /// Skipped.
     Skipped,
     /// Succeeded, then undone by its compensation.
@@ -33,7 +36,7 @@ pub(crate) enum Shown {
 
 impl Shown {
     /// Every state, in the legend's order.
-    pub(crate) const ALL: [Shown; 10] = [
+    pub(crate) const ALL: [Shown; 11] = [
         Shown::Queued,
         Shown::NotStarted,
         Shown::Running,
@@ -42,6 +45,7 @@ impl Shown {
         Shown::WaitingForEvent,
         Shown::Succeeded,
         Shown::Failed,
+        Shown::Cancelled,
         Shown::Skipped,
         Shown::Compensated,
     ];
@@ -57,6 +61,7 @@ impl Shown {
             Shown::WaitingForEvent => "waiting-event",
             Shown::Succeeded => "succeeded",
             Shown::Failed => "failed",
+            Shown::Cancelled => "cancelled",
             Shown::Skipped => "skipped",
             Shown::Compensated => "compensated",
         }
@@ -73,6 +78,7 @@ impl Shown {
             Shown::WaitingForEvent => "◌",
             Shown::Succeeded => "✓",
             Shown::Failed => "✗",
+            Shown::Cancelled => "⊘",
             Shown::Skipped => "⤼",
             Shown::Compensated => "↶",
         }
@@ -89,14 +95,26 @@ impl Shown {
             Shown::WaitingForEvent => "waiting for an event",
             Shown::Succeeded => "succeeded",
             Shown::Failed => "failed",
+            Shown::Cancelled => "cancelled",
             Shown::Skipped => "skipped",
             Shown::Compensated => "compensated",
+        }
+    }
+
+    /// How an attempt that failed with an error of `kind` is shown: cancelled when a
+    /// cancel stopped it, failed otherwise.
+    pub(crate) fn of_error(kind: ErrorKind) -> Shown {
+        if kind == ErrorKind::Cancelled {
+            Shown::Cancelled
+        } else {
+            Shown::Failed
         }
     }
 }
 
 /// The state of step `step` (`state` in the run's machine) as shown: a compensated step
-/// says so, a step that has not started in a queued run is queued.
+/// says so, a step that has not started in a queued run is queued, a step a cancel stopped
+/// is cancelled.
 pub(crate) fn shown(state: &StepState, step: usize, events: &[Event], queued: bool) -> Shown {
     let compensated = events.iter().any(
         |event| matches!(event, Event::Compensated { step: s, error: None, .. } if *s == step),
@@ -112,6 +130,10 @@ pub(crate) fn shown(state: &StepState, step: usize, events: &[Event], queued: bo
         StepState::Waiting { .. } => Shown::WaitingForPerson,
         StepState::Awaiting { .. } => Shown::WaitingForEvent,
         StepState::Succeeded => Shown::Succeeded,
+        StepState::Failed {
+            kind: ErrorKind::Cancelled,
+            ..
+        } => Shown::Cancelled,
         StepState::Failed { .. } => Shown::Failed,
         StepState::Skipped { .. } => Shown::Skipped,
     }
@@ -238,6 +260,21 @@ mod tests {
             shown(&StepState::Succeeded, 0, &compensated, false),
             Shown::Succeeded
         );
+        let stopped = |kind| StepState::Failed {
+            attempts: 1,
+            kind,
+            message: "stopped".into(),
+        };
+        assert_eq!(
+            shown(&stopped(ErrorKind::Cancelled), 0, &[], false),
+            Shown::Cancelled
+        );
+        assert_eq!(
+            shown(&stopped(ErrorKind::Internal), 0, &[], false),
+            Shown::Failed
+        );
+        assert_eq!(Shown::of_error(ErrorKind::Cancelled), Shown::Cancelled);
+        assert_eq!(Shown::of_error(ErrorKind::Timeout), Shown::Failed);
         assert_eq!(shown(&StepState::Pending, 0, &[], true), Shown::Queued);
         assert_eq!(shown(&StepState::Pending, 0, &[], false), Shown::NotStarted);
         assert_eq!(
