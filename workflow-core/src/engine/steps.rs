@@ -220,13 +220,14 @@ impl<W: Workflow> Driver<W> {
             .chain(extra.into_iter().flatten());
         let mut snapshot: Vec<(usize, Value)> = Vec::with_capacity(node.deps.len() + 1);
         for index in wanted {
-            if snapshot.iter().any(|(taken, _)| *taken == index) {
-                continue;
-            }
             if let Some(Some(value)) = outputs.get(index) {
                 snapshot.push((index, value.clone()));
             }
         }
+        // A step named twice (a dependency its compensation reads too) is read once; a
+        // sort, not a search per step, so a join of many steps costs no square.
+        snapshot.sort_unstable_by_key(|(index, _)| *index);
+        snapshot.dedup_by_key(|(index, _)| *index);
         snapshot
     }
 
