@@ -34,6 +34,14 @@ pub fn rfc3339(at: Timestamp) -> String {
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
     /// Now.
     fn now(&self) -> Timestamp;
+
+    /// The time at `instant` of tokio's clock, which the caller read just now: one read
+    /// of the monotonic clock then serves as both. A clock that does not follow tokio's
+    /// gives [`Clock::now`].
+    fn at(&self, instant: tokio::time::Instant) -> Timestamp {
+        let _ = instant;
+        self.now()
+    }
 }
 
 /// The default clock: the wall clock at creation, advanced by tokio's monotonic clock.
@@ -71,6 +79,10 @@ impl Default for TokioClock {
 impl Clock for TokioClock {
     fn now(&self) -> Timestamp {
         self.base + self.start.elapsed().as_millis() as u64
+    }
+
+    fn at(&self, instant: tokio::time::Instant) -> Timestamp {
+        self.base + instant.saturating_duration_since(self.start).as_millis() as u64
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::driver::Driver;
 use crate::engine::workflow::Workflow;
-use crate::journal::Event;
+use crate::journal::{Event, Timestamp};
 use crate::machine::Status;
 use crate::store::{Commit, DeadLetter, DeadLetterChange, Fence, StoreError};
 
@@ -23,6 +23,16 @@ impl<W: Workflow> Driver<W> {
     /// Commits the pending events (with the run's end, when it finished) under this
     /// engine's fence, then broadcasts them and starts the work they journaled.
     pub(super) async fn commit(&mut self, finish: Option<Status>) -> Result<(), StoreError> {
+        let now = self.now();
+        self.commit_at(finish, now).await
+    }
+
+    /// [`Self::commit`] at `now`, the clock as read just before.
+    pub(super) async fn commit_at(
+        &mut self,
+        finish: Option<Status>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         let cursor = self.pending.iter().filter_map(Event::inbox).max();
         if self.pending.is_empty() && finish.is_none() {
             return Ok(());
@@ -42,7 +52,7 @@ impl<W: Workflow> Driver<W> {
             kind,
             message,
             trace_id: self.trace_id.clone(),
-            at: self.now(),
+            at: now,
         });
         let note = letter.as_ref().map(|d| {
             format!(
@@ -81,11 +91,14 @@ impl<W: Workflow> Driver<W> {
                 .as_ref()
                 .map_or(DeadLetterChange::Keep, DeadLetterChange::Put),
             inbox_cursor: cursor,
-            at: self.now(),
+            at: now,
         };
         let started = tokio::time::Instant::now();
         self.commit_until_durable(commit).await?;
-        metrics::histogram!("workflow_store_commit_seconds", "workflow" => W::NAME)
+        self.commit_seconds
+            .get_or_insert_with(
+                || metrics::histogram!("workflow_store_commit_seconds", "workflow" => W::NAME),
+            )
             .record(started.elapsed().as_secs_f64());
         if results {
             self.engine.inner.fault("after_result_append");

@@ -18,7 +18,7 @@ use crate::clock::until;
 use crate::engine::workflow::Workflow;
 use crate::error::{DecisionError, EventError, RunError, RunId};
 use crate::journal::{Event, Timestamp, Value};
-use crate::machine::{Machine, Status, StepState};
+use crate::machine::{Command, Machine, Status, StepState};
 use crate::store::StoreError;
 
 /// How many turns in a row a driver may take without going through its `select!` (where
@@ -149,6 +149,8 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) pending: Vec<Event>,
     /// Work whose start is in `pending`.
     pub(super) starts: Vec<Start>,
+    /// The machine's answers while planning, kept from one plan to the next.
+    commands: Vec<Command>,
     pub(super) trace_id: String,
     /// The span the run's spans are children of, when journaled.
     pub(super) parent_span: Option<String>,
@@ -159,6 +161,8 @@ pub(super) struct Driver<W: Workflow> {
     pub(super) items: super::steps::Items,
     /// Metric handles, by step, shared by the workflow's runs.
     pub(super) metrics: Arc<[super::steps::StepMetrics]>,
+    /// `workflow_store_commit_seconds`, registered at the run's first commit.
+    pub(super) commit_seconds: Option<metrics::Histogram>,
     /// The run's lease had less than the self-fencing margin left: stop, commit nothing.
     pub(super) self_fenced: bool,
     /// Tells the run's attempts (`StepContext::cancelled`) that it was cancelled or that
@@ -191,6 +195,7 @@ impl<W: Workflow> Driver<W> {
             seq: launch.seq,
             pending: Vec::new(),
             starts: Vec::new(),
+            commands: Vec::new(),
             trace_id: launch.trace_id,
             parent_span: launch.parent_span,
             work: Default::default(),
@@ -198,6 +203,7 @@ impl<W: Workflow> Driver<W> {
             done,
             items: Default::default(),
             metrics: shared.metrics,
+            commit_seconds: None,
             self_fenced: false,
             cancel: crate::context::Cancellation::new().0,
             drain: engine_drain,
@@ -392,8 +398,10 @@ impl<W: Workflow> Driver<W> {
     /// decided in one transaction, then starts the work that commit journaled. Returns the
     /// terminal status once the run finished.
     pub(super) async fn step(&mut self) -> Result<Option<Status>, StoreError> {
-        let finish = self.plan();
-        self.commit(finish).await?;
+        // One read of the clock for the turn: the machine's time is the commit's.
+        let now = self.now();
+        let finish = self.plan(now);
+        self.commit_at(finish, now).await?;
         if self.machine.is_cancelling() && !self.cancel.is_cancelled() {
             tracing::info!("the run was cancelled: its attempts in flight are told");
             self.cancel.cancel();
@@ -401,15 +409,14 @@ impl<W: Workflow> Driver<W> {
         Ok(finish)
     }
 
-    fn plan(&mut self) -> Option<Status> {
-        let now = self.now();
+    fn plan(&mut self, now: Timestamp) -> Option<Status> {
         let from = self.pending.len();
         let finish = plan::<W>(
             &mut self.machine,
             &self.input,
             now,
-            &mut self.pending,
-            &mut self.starts,
+            (&mut self.pending, &mut self.starts),
+            &mut self.commands,
         );
         for event in &self.pending[from..] {
             self.note(event);

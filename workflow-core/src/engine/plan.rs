@@ -41,20 +41,20 @@ pub(super) enum Start {
 /// Asks the machine until it has nothing more to decide at `now`, applying each event it
 /// decides (and the start of each attempt and compensation) as it goes: the events are
 /// pushed to `events`, the work they start to `starts`. Returns the run's end, when it
-/// reached one.
+/// reached one. `commands` is a buffer for the machine's answers, kept by the caller.
 pub(super) fn plan<W: Workflow>(
     machine: &mut Machine<'static>,
     input: &W::Input,
     now: Timestamp,
-    events: &mut Vec<Event>,
-    starts: &mut Vec<Start>,
+    (events, starts): (&mut Vec<Event>, &mut Vec<Start>),
+    commands: &mut Vec<Command>,
 ) -> Option<Status> {
     loop {
-        let commands = machine.next(now, &WorkflowHooks::<W> { input });
+        machine.next_into(now, &WorkflowHooks::<W> { input }, commands);
         if commands.is_empty() {
             return None;
         }
-        for command in commands {
+        for command in commands.drain(..) {
             let event = match command {
                 Command::Journal(event) => event,
                 Command::Attempt {
@@ -244,7 +244,13 @@ pub(super) async fn create<W: Workflow>(
         events.push(initiated);
     }
     let mut starts = Vec::new();
-    plan::<W>(&mut machine, &typed, now, &mut events, &mut starts);
+    plan::<W>(
+        &mut machine,
+        &typed,
+        now,
+        (&mut events, &mut starts),
+        &mut Vec::new(),
+    );
     let search: Vec<(String, String)> = W::search(&typed)
         .into_iter()
         .filter_map(|(name, value)| Some((name.to_owned(), value?)))

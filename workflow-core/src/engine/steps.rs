@@ -135,7 +135,11 @@ impl<W: Workflow> Driver<W> {
             }
             None => None,
         };
+        // What only the step's own code reads (its key, the trace, the cancel signal, the
+        // lease) is built when one of its calls names `ctx`: nothing else reads it.
+        let named = names_ctx(spec);
         let key = match item {
+            _ if !named => String::new(),
             Some((index, _)) => StepContext::item_key_for(W::NAME, self.run, &spec.id, index),
             None => StepContext::key_for(W::NAME, self.run, &spec.id),
         };
@@ -150,10 +154,22 @@ impl<W: Workflow> Driver<W> {
                 idempotency_key: key,
                 deadline: spec.timeout.map(|t| self.now() + t.as_millis() as u64),
                 dry_run: self.machine.dry_run(),
-                trace_id: self.trace_id.clone(),
+                trace_id: if named {
+                    self.trace_id.clone()
+                } else {
+                    String::new()
+                },
                 fence: self.token,
-                cancel: self.cancel.cancellation(),
-                valid_until: self.engine.valid_until(self.run),
+                cancel: if named {
+                    self.cancel.cancellation()
+                } else {
+                    Default::default()
+                },
+                valid_until: if named {
+                    self.engine.valid_until(self.run)
+                } else {
+                    Default::default()
+                },
             },
             snapshot,
             flow: super::limits::StepFlow::for_step::<W>(
@@ -204,20 +220,25 @@ impl<W: Workflow> Driver<W> {
             .chain(extra.into_iter().flatten());
         let mut snapshot: Vec<(usize, Value)> = Vec::with_capacity(node.deps.len() + 1);
         for index in wanted {
-            if snapshot.iter().any(|(taken, _)| *taken == index) {
-                continue;
-            }
             if let Some(Some(value)) = outputs.get(index) {
                 snapshot.push((index, value.clone()));
             }
         }
+        // A step named twice (a dependency its compensation reads too) is read once; a
+        // sort, not a search per step, so a join of many steps costs no square.
+        snapshot.sort_unstable_by_key(|(index, _)| *index);
+        snapshot.dedup_by_key(|(index, _)| *index);
         snapshot
     }
 
     /// Records the outcome of an attempt, a child start or a compensation (committed with
     /// whatever the machine decides next).
     pub(super) fn settle(&mut self, done: Done) {
-        let now = self.now();
+        // An attempt's end was read when it ended: that read gives its time.
+        let now = match &done {
+            Done::Attempt { ended, .. } => self.engine.inner.clock.at(*ended),
+            _ => self.now(),
+        };
         match done {
             Done::Attempt {
                 step,
@@ -225,8 +246,8 @@ impl<W: Workflow> Driver<W> {
                 attempt,
                 result,
                 elapsed,
+                ended: _,
             } => {
-                self.work.finished((step, item));
                 self.count(step, &result, elapsed);
                 let event = match (result, item) {
                     // Logged as succeeded once its commit lands (`commit`).
@@ -302,10 +323,10 @@ impl<W: Workflow> Driver<W> {
                     attempt,
                     result: Err(error),
                     elapsed: std::time::Duration::ZERO,
+                    ended: tokio::time::Instant::now(),
                 }),
             },
             Done::Compensation { step, item, result } => {
-                self.work.finished((step, item));
                 let error = result.err().map(|e| e.to_string());
                 match &error {
                     None => tracing::info!(step = self.step_id(step), item, "compensated"),
@@ -356,6 +377,17 @@ impl<W: Workflow> Driver<W> {
         let kind = result.as_ref().err().map(StepError::kind);
         handles.counter(W::NAME, id, kind).increment(1);
         handles.duration(W::NAME, id).record(elapsed.as_secs_f64());
+    }
+}
+
+/// Whether a call of `step` (its action, compensation or reconciler) names `ctx`.
+fn names_ctx(step: &workflow_spec::Step) -> bool {
+    match &step.kind {
+        StepKind::Action(action) => std::iter::once(&action.call)
+            .chain(action.compensate.iter())
+            .chain(action.reconcile.iter())
+            .any(|call| call.args.iter().any(|arg| matches!(arg, Arg::Ctx))),
+        _ => false,
     }
 }
 

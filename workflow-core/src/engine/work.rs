@@ -8,14 +8,12 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use std::collections::HashMap;
-
-use futures_util::future::{abortable, AbortHandle};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::fence::{Guarded, LeaseWatch, SelfFenced};
@@ -32,7 +30,9 @@ pub(super) enum Done {
         item: Option<usize>,
         attempt: u32,
         result: Result<Value, StepError>,
+        /// How long it took, and when it ended: the one read of the clock gives both.
         elapsed: Duration,
+        ended: Instant,
     },
     /// A child step's child run was created (or found), or could not be.
     ChildStarted {
@@ -57,7 +57,34 @@ pub(super) enum Done {
 /// An attempt in flight: its step and, for a map step, its item.
 pub(super) type Unit = (usize, Option<usize>);
 
-type Job = Pin<Box<dyn Future<Output = Done> + Send>>;
+/// A piece of work in flight: its future, boxed once, and what a cancel needs to stop it.
+struct Job {
+    /// The attempt or compensation a cancel may stop (`None`: other work).
+    unit: Option<Unit>,
+    /// Whom to tell when a cancel stops it: the waker of its last poll that was pending.
+    waker: Option<Waker>,
+    work: Pin<Box<dyn Future<Output = Done> + Send>>,
+}
+
+impl Future for Job {
+    /// What it did, and the unit it ran for (`None` once a cancel stopped it).
+    type Output = (Option<Unit>, Done);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let job = &mut *self;
+        match job.work.as_mut().poll(cx) {
+            Poll::Ready(done) => Poll::Ready((job.unit, done)),
+            Poll::Pending => {
+                if job.unit.is_some()
+                    && !job.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    job.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
 
 /// A run's work in flight, polled by the run's driver task: attempts, compensations and
 /// child starts overlap their waiting without a task each. Dropping it drops every piece
@@ -68,8 +95,8 @@ type Job = Pin<Box<dyn Future<Output = Done> + Send>>;
 #[derive(Default)]
 pub(super) struct Work {
     jobs: std::sync::Mutex<FuturesUnordered<Job>>,
-    /// How to stop each attempt in flight (a cancel drops its future).
-    stops: HashMap<Unit, AbortHandle>,
+    /// How many attempts and compensations (user code) are in flight.
+    user: usize,
 }
 
 impl Work {
@@ -79,45 +106,57 @@ impl Work {
 
     /// Adds work polled by the driver.
     pub(super) fn push(&mut self, job: impl Future<Output = Done> + Send + 'static) {
-        self.jobs().push(Box::pin(job));
+        self.push_boxed(Box::pin(job));
     }
 
-    /// Adds an attempt that a cancel may stop: on its own task with `own_task`, else
-    /// polled by the driver.
+    fn push_boxed(&mut self, work: Pin<Box<dyn Future<Output = Done> + Send>>) {
+        self.jobs().push(Job {
+            unit: None,
+            waker: None,
+            work,
+        });
+    }
+
+    /// Adds an attempt or a compensation that a cancel may stop: on its own task with
+    /// `own_task`, else polled by the driver. The machine starts at most one per unit.
     fn push_attempt(
         &mut self,
         unit: Unit,
         own_task: bool,
-        job: impl Future<Output = Done> + Send + 'static,
+        work: Pin<Box<dyn Future<Output = Done> + Send>>,
     ) {
-        let (job, stop) = if own_task {
-            let task = Aborting(tokio::spawn(job));
-            stoppable(async move { task.await_done(unit.0).await })
+        let work: Pin<Box<dyn Future<Output = Done> + Send>> = if own_task {
+            let task = Aborting(tokio::spawn(work));
+            Box::pin(async move { task.await_done(unit.0).await })
         } else {
-            stoppable(job)
+            work
         };
-        if let Some(previous) = self.stops.insert(unit, stop) {
-            previous.abort();
-        }
-        self.jobs().push(job);
+        self.user += 1;
+        self.jobs().push(Job {
+            unit: Some(unit),
+            waker: None,
+            work,
+        });
     }
 
-    /// Stops the attempt of `unit`, if one runs here: its future is dropped at the next
-    /// poll, without being polled again (a task of its own is aborted with it).
+    /// Stops the attempt of `unit`, if one runs here: its future is dropped now, without
+    /// being polled again (a task of its own is aborted with it), and it reports
+    /// [`Done::Stopped`].
     pub(super) fn stop(&mut self, unit: Unit) {
-        if let Some(stop) = self.stops.remove(&unit) {
-            stop.abort();
+        let Some(job) = self.jobs().iter_mut().find(|job| job.unit == Some(unit)) else {
+            return;
+        };
+        job.unit = None;
+        job.work = Box::pin(std::future::ready(Done::Stopped));
+        if let Some(waker) = job.waker.take() {
+            waker.wake();
         }
-    }
-
-    /// The attempt of `unit` reported its outcome: it can no longer be stopped.
-    pub(super) fn finished(&mut self, unit: Unit) {
-        self.stops.remove(&unit);
+        self.user -= 1;
     }
 
     /// Whether an attempt or a compensation (user code) is in flight.
     pub(super) fn runs_user_code(&self) -> bool {
-        !self.stops.is_empty()
+        self.user > 0
     }
 
     pub(super) fn is_empty(&mut self) -> bool {
@@ -126,23 +165,30 @@ impl Work {
 
     /// The next piece of work to finish (`None` when there is none).
     pub(super) async fn next(&mut self) -> Option<Done> {
-        self.jobs().next().await
+        let next = self.jobs().next().await;
+        next.map(|finished| self.finished(finished))
     }
 
     /// A piece of work that finished already, without waiting.
     pub(super) fn try_next(&mut self) -> Option<Done> {
-        self.jobs().next().now_or_never().flatten()
+        let next = self.jobs().next().now_or_never().flatten();
+        next.map(|finished| self.finished(finished))
+    }
+
+    /// A piece of work finished: an attempt or compensation that did can no longer be
+    /// stopped.
+    fn finished(&mut self, (unit, done): (Option<Unit>, Done)) -> Done {
+        if unit.is_some() {
+            self.user -= 1;
+        }
+        done
     }
 }
 
-/// `job`, boxed, and what stops it: a stopped job is dropped at its next poll and reports
-/// [`Done::Stopped`].
-fn stoppable(job: impl Future<Output = Done> + Send + 'static) -> (Job, AbortHandle) {
-    let (job, stop) = abortable(job);
-    (
-        Box::pin(job.map(|done| done.unwrap_or(Done::Stopped))),
-        stop,
-    )
+/// How long since `started`, and the instant it ended: one read of the clock.
+fn since(started: Instant) -> (Duration, Instant) {
+    let now = Instant::now();
+    (now.saturating_duration_since(started), now)
 }
 
 /// A task's handle that aborts the task when dropped.
@@ -166,17 +212,22 @@ impl Drop for Aborting {
 /// The self-fencing guard of a run's user code: its engine's lease view and the run.
 pub(super) type Guard = (Option<Arc<LeaseWatch>>, RunId);
 
-/// `work` guarded: never polled once the run's lease has less than the margin left.
+/// `work` guarded, boxed once: never polled once the run's lease has less than the margin
+/// left (in stores without leases, `work` itself).
 fn guarded(
     guard: Guard,
     step: usize,
     work: impl Future<Output = Done> + Send + 'static,
-) -> impl Future<Output = Done> + Send + 'static {
-    let (watch, run) = guard;
-    Guarded::new(watch, run, work).map(move |outcome| match outcome {
-        SelfFenced::Ran(done) => done,
-        SelfFenced::Tripped => Done::SelfFenced { step },
-    })
+) -> Pin<Box<dyn Future<Output = Done> + Send>> {
+    match guard {
+        (None, _) => Box::pin(work),
+        (watch, run) => Box::pin(Guarded::new(watch, run, work).map(
+            move |outcome| match outcome {
+                SelfFenced::Ran(done) => done,
+                SelfFenced::Tripped => Done::SelfFenced { step },
+            },
+        )),
+    }
 }
 
 /// Everything one call needs, moved into its task.
@@ -274,14 +325,16 @@ pub(super) fn spawn_child_wait(
     child: RunId,
 ) {
     work.push(async move {
-        let started = tokio::time::Instant::now();
+        let started = Instant::now();
         let result = engine.child_result(child).await;
+        let (elapsed, ended) = since(started);
         Done::Attempt {
             step,
             item: None,
             attempt,
             result,
-            elapsed: started.elapsed(),
+            elapsed,
+            ended,
         }
     });
 }
@@ -321,13 +374,17 @@ pub(super) fn spawn_attempt<W: Workflow>(
         guard,
         step,
         async move {
-            let started = tokio::time::Instant::now();
-            let done = |result| Done::Attempt {
-                step,
-                item,
-                attempt,
-                result,
-                elapsed: started.elapsed(),
+            let started = Instant::now();
+            let done = |result| {
+                let (elapsed, ended) = since(started);
+                Done::Attempt {
+                    step,
+                    item,
+                    attempt,
+                    result,
+                    elapsed,
+                    ended,
+                }
             };
             let with_item = call.with_item();
             // A limited step's slot and rate token, held until the attempt ends.
@@ -395,7 +452,7 @@ pub(super) fn spawn_reconcile<W: Workflow>(
         guard,
         step,
         async move {
-            let started = tokio::time::Instant::now();
+            let started = Instant::now();
             let with_item = call.with_item();
             let unknown = |error: &dyn std::fmt::Display| {
                 StepError::new(
@@ -427,17 +484,19 @@ pub(super) fn spawn_reconcile<W: Workflow>(
                 },
                 Err(error) => Err(unknown(&error)),
             };
+            let (elapsed, ended) = since(started);
             Done::Attempt {
                 step,
                 item,
                 attempt,
                 result,
-                elapsed: started.elapsed(),
+                elapsed,
+                ended,
             }
         }
         .instrument(span),
     );
-    work.push(job);
+    work.push_boxed(job);
 }
 
 /// Spawns the compensation of `step`.

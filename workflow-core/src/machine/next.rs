@@ -15,9 +15,17 @@ impl Machine<'_> {
     /// `on_timeout: approve | reject` records) is reached through `hooks`.
     pub fn next(&self, now: Timestamp, hooks: &dyn Hooks) -> Vec<Command> {
         let mut commands = Vec::new();
+        self.next_into(now, hooks, &mut commands);
+        commands
+    }
+
+    /// [`Machine::next`] into `commands` (emptied first): a caller that asks at every step
+    /// boundary reuses one buffer.
+    pub fn next_into(&self, now: Timestamp, hooks: &dyn Hooks, commands: &mut Vec<Command>) {
+        commands.clear();
         if self.status.is_terminal() {
             commands.push(Command::Finish(self.status));
-            return commands;
+            return;
         }
         if self.status == Status::Compensating {
             // Child runs in flight are asked to stop: cancelling a run cancels its children.
@@ -27,7 +35,7 @@ impl Machine<'_> {
                 }
             }
             // A cancel stops the attempts in flight (external effects after their grace).
-            self.stop_commands(now, &mut commands);
+            self.stop_commands(now, commands);
             if !self.in_flight_any() {
                 match self.compensating {
                     // A compensation a crash interrupted runs again (at least once).
@@ -40,11 +48,11 @@ impl Machine<'_> {
                     }
                 }
             }
-            return commands;
+            return;
         }
         if self.deadline.is_some_and(|deadline| now >= deadline) {
             commands.push(Command::Journal(Event::DeadlinePassed { at: now }));
-            return commands;
+            return;
         }
         // Only orphans, ready steps and due timers can yield commands; they are taken in
         // declaration order, as a scan of every step would.
@@ -106,7 +114,7 @@ impl Machine<'_> {
         if only_ready {
             // The common case: ready steps alone, already in declaration order.
             for step in needing_slots {
-                consider(step, &mut commands);
+                consider(step, commands);
             }
         } else {
             let mut candidates: Vec<usize> = self
@@ -120,11 +128,10 @@ impl Machine<'_> {
             candidates.sort_unstable();
             candidates.dedup();
             for step in candidates {
-                consider(step, &mut commands);
+                consider(step, commands);
             }
         }
-        self.map_commands(now, &mut in_flight, &mut commands);
-        commands
+        self.map_commands(now, &mut in_flight, commands);
     }
 
     /// A pending step whose dependencies settled: skip it, open its task, propose it, or

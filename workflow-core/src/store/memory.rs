@@ -215,16 +215,15 @@ impl Inner {
                 self.dead.remove(&commit.run);
             }
         }
-        let changes = tasks::changes(commit.events, commit.status.map(|(s, _)| s), before);
+        let status = commit.status.map(|(s, _)| s);
         // Closing rows of a run that has none (a step's commit, mostly) changes nothing.
-        let changes_rows = self.tasks.contains_key(&commit.run)
-            || changes.iter().any(|c| {
-                !matches!(
-                    c,
-                    tasks::TaskChange::Close { .. } | tasks::TaskChange::CloseAll
-                )
-            });
-        if changes_rows && !changes.is_empty() {
+        let changes_rows =
+            self.tasks.contains_key(&commit.run) || tasks::opens(commit.events, status, before);
+        let changes = match changes_rows {
+            true => tasks::changes(commit.events, status, before),
+            false => Vec::new(),
+        };
+        if !changes.is_empty() {
             let journal = std::mem::take(&mut run.stored.events);
             self.index(commit.run, &changes, &journal);
             if let Some(run) = self.runs.get_mut(&commit.run) {

@@ -200,6 +200,19 @@ pub fn changes(events: &[Event], status: Option<RunStatus>, before: RunStatus) -
     events.iter().filter_map(change).collect()
 }
 
+/// Whether [`changes`] of the same commit would open or rebuild rows, not only close them.
+pub fn opens(events: &[Event], status: Option<RunStatus>, before: RunStatus) -> bool {
+    match status {
+        Some(status) if status != RunStatus::Running => false,
+        Some(_) if before != RunStatus::Running => true,
+        None if before != RunStatus::Running => false,
+        _ => events
+            .iter()
+            .filter_map(change)
+            .any(|c| !matches!(c, TaskChange::Close { .. } | TaskChange::CloseAll)),
+    }
+}
+
 fn change(event: &Event) -> Option<TaskChange> {
     match event {
         Event::TaskOpened {
