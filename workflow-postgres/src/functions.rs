@@ -39,6 +39,10 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/functions/workflow_create.sql"),
     ),
     (
+        "workflow_create_many",
+        include_str!("../sql/functions/workflow_create_many.sql"),
+    ),
+    (
         "workflow_submit",
         include_str!("../sql/functions/workflow_submit.sql"),
     ),
@@ -54,7 +58,7 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
 
 /// The revision of the functions this library defines: raised with every change of a
 /// file in `sql/functions/` (a test holds the files' checksums of this revision).
-pub(super) const REVISION: u32 = 2;
+pub(super) const REVISION: u32 = 3;
 
 /// The checksum a function is recorded with: FNV-1a (64 bits) of its file, as a bigint.
 pub(super) fn checksum(sql: &str) -> i64 {

@@ -317,6 +317,16 @@ impl Store for SqliteStore {
         }
     }
 
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        match runs.iter().map(new_run_row).collect::<Result<Vec<_>, _>>() {
+            Ok(rows) => self.write(move |db| sql::create_many(db, &rows)),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
     fn create_gated<'a>(
         &'a self,
         run: NewRun<'a>,

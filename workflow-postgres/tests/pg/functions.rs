@@ -11,13 +11,14 @@ use super::{create, wall_clock};
 /// The checksums of `sql/functions/` at revision `PgStore::FUNCTIONS_REVISION`: a change
 /// of a file fails here until the revision is raised (and these are the new files').
 const REVISION_FILES: (u32, &[(&str, i64)]) = (
-    2,
+    3,
     &[
         ("workflow_epoch", -410125944881296319),
         ("workflow_next_token", -6396684635617779057),
         ("workflow_next_id", -173634557529558917),
         ("workflow_keyed_crc", -7079766244109822052),
         ("workflow_create", -6115547653405591731),
+        ("workflow_create_many", 4904573504500842365),
         ("workflow_submit", 1923068452474088257),
         ("workflow_commit", 2853384446966799601),
         ("workflow_commit_group", 7791752268390478304),
