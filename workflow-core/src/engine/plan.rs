@@ -210,8 +210,11 @@ pub(super) struct Prepared {
     events: Vec<Event>,
     search: Vec<(String, String)>,
     at: Timestamp,
-    launch: Box<dyn FnOnce(&Engine, RunId, u64, Vec<Event>) + Send>,
+    launch: LaunchFn,
 }
+
+/// Starts driving a created run (under its token) from its first entries.
+type LaunchFn = Box<dyn FnOnce(&Engine, RunId, u64, Vec<Event>) + Send>;
 
 impl Prepared {
     /// The run to create, owned by `engine`.
