@@ -54,6 +54,9 @@ const FIRING_AT_ONCE: usize = 64;
 /// How many due schedules one transaction decides.
 const DECIDED_AT_ONCE: usize = 256;
 
+/// How many decided batches are carried out at once.
+const CARRIED_AT_ONCE: usize = 2;
+
 /// The most compiled definitions kept between passes.
 const COMPILED_KEPT: usize = 1_024;
 
@@ -116,6 +119,9 @@ impl Engine {
         if workflows.is_empty() {
             return None;
         }
+        // The next batch is decided while the one before is carried out (its rows are not
+        // due again until their runs are recorded, or the pending grace passed).
+        let mut carrying = tokio::task::JoinSet::new();
         loop {
             let now = self.now();
             let engine = self.clone();
@@ -125,7 +131,11 @@ impl Engine {
                 limit: DECIDED_AT_ONCE,
             };
             let decider = Arc::new(move |row: &ScheduleRow| engine.decide_due(row, now));
-            let batch = match self.inner.store.decide_schedules(due, decider).await {
+            let decided = self.inner.store.decide_schedules(due, decider).await;
+            while carrying.len() >= CARRIED_AT_ONCE || (decided.is_err() && !carrying.is_empty()) {
+                let _ = carrying.join_next().await;
+            }
+            let batch = match decided {
                 Ok(batch) => batch,
                 Err(error) => {
                     tracing::warn!(%error, "could not decide the due schedules");
@@ -135,8 +145,10 @@ impl Engine {
             let full = batch.rows.len() >= DECIDED_AT_ONCE;
             // A row left undecided (waiting on a run in flight) is looked at again soon.
             let waiting = batch.rows.iter().any(|due| !due.decided);
-            self.carry_out_batch(batch.rows).await;
+            let engine = self.clone();
+            carrying.spawn(async move { engine.carry_out_batch(batch.rows).await });
             if !full {
+                while carrying.join_next().await.is_some() {}
                 let soon = waiting.then(|| self.now() + BUFFERED_POLL_MS);
                 return match (batch.next, soon) {
                     (Some(a), Some(b)) => Some(a.min(b)),
