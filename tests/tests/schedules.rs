@@ -181,6 +181,42 @@ async fn each_tick_starts_one_run_on_sqlite() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_runs_of_ticks_due_together_are_created_in_one_transaction() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = memory.clone();
+    let env = Arc::new(Env {
+        work: 10 * MINUTE,
+        ..Env::default()
+    });
+    let engine = engine(&store, TokioClock::starting_at(T0), &env);
+    for i in 0..20 {
+        engine
+            .schedules()
+            .create(&format!("s{i:02}"), "Job", every_minute(Overlap::Allow))
+            .await
+            .unwrap();
+    }
+    let before = memory.commits();
+    // The ticks of 00:01 fire; every run's one step is still working when the clock stops.
+    tokio::time::sleep(MINUTE + Duration::from_secs(5)).await;
+    assert_eq!(scheduled_times(&env), vec![T0 + 60_000; 20]);
+    let runs = runs(&store).await;
+    assert_eq!(runs.len(), 20);
+    assert!(runs.iter().all(|r| r.owner.is_some()), "created claimed");
+    assert_eq!(
+        memory.commits() - before,
+        1,
+        "the 20 runs and their first entries were written in one transaction"
+    );
+    for i in 0..20 {
+        let state = row(&store, &format!("s{i:02}")).await.state;
+        assert_eq!(state.last_tick, Some(T0 + 60_000));
+        assert!(state.pending.is_empty());
+    }
+    engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
 async fn two_engines_on_one_sqlite_file_start_each_tick_once() {
     let path = temp_file("shared.db");
     let clock = TokioClock::starting_at(T0);

@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
+mod batches;
 mod damage;
 mod inbox;
 mod lengths;
@@ -65,6 +66,17 @@ pub const CHECKS: &[(&str, Check)] = &[
     }),
     ("idempotency keys name one run per workflow", |s| {
         Box::pin(runs::idempotency_keys(s.store))
+    }),
+    ("a batch creates each run as create_run would", |s| {
+        Box::pin(batches::a_batch_creates_each_run_as_one_by_one(s.store))
+    }),
+    ("keys name one run inside and across batches", |s| {
+        Box::pin(batches::keys_name_one_run_inside_and_across_batches(
+            s.store,
+        ))
+    }),
+    ("a failing batch creates nothing", |s| {
+        Box::pin(batches::a_failing_batch_creates_nothing(s.store))
     }),
     ("commits append at the expected length only", |s| {
         Box::pin(runs::commits_append_in_order(s.store))

@@ -39,6 +39,10 @@ pub(super) const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/functions/workflow_create.sql"),
     ),
     (
+        "workflow_create_many",
+        include_str!("../sql/functions/workflow_create_many.sql"),
+    ),
+    (
         "workflow_submit",
         include_str!("../sql/functions/workflow_submit.sql"),
     ),

@@ -8,6 +8,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod admission;
+mod batch;
 mod check;
 mod connect;
 mod conns;
@@ -283,6 +284,13 @@ fn unknown_outcome(target: &Target, what: &str, outcome: &str) -> StoreError {
 impl Store for PgStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
         Box::pin(self.create(run))
+    }
+
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        Box::pin(self.create_many(runs))
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {

@@ -55,8 +55,8 @@ pub(super) struct CreateAnswer {
 /// The checksums of a creation: the new run's row and its entries, keyed by the run id
 /// the server assigns, and the superseded run's row as read and once cancelled.
 pub(super) struct CreateSums {
-    run: Keyed,
-    events: Vec<Keyed>,
+    pub(super) run: Keyed,
+    pub(super) events: Vec<Keyed>,
     pub(super) superseded: Option<(i64, i64)>,
 }
 
@@ -102,7 +102,7 @@ pub(super) fn cancelled(raw: &RawRun, note: &str, at: Timestamp) -> (i64, i64) {
 }
 
 /// The bits of keyed checksums, one after the other, as `workflow_keyed_crc` takes them.
-fn bits<'k>(keyed: impl IntoIterator<Item = &'k Keyed>) -> Vec<i64> {
+pub(super) fn bits<'k>(keyed: impl IntoIterator<Item = &'k Keyed>) -> Vec<i64> {
     keyed
         .into_iter()
         .flat_map(|k| k.bits.iter().map(|bit| stored(*bit)))
@@ -168,7 +168,8 @@ pub(super) async fn create(
         outcome: row.try_get(0)?,
         run: row.try_get(1)?,
         token: row.try_get(2)?,
-        len: row.try_get(3)?,
+        // Null when the superseded run is unknown.
+        len: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
     })
 }
 

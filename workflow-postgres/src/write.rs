@@ -14,9 +14,9 @@ use workflow_core::RunId;
 
 /// How many times a write that changes a run's row is tried when the row keeps changing
 /// between the read its checksum is computed from and the write.
-const STALE_TRIES: usize = 8;
+pub(super) const STALE_TRIES: usize = 8;
 
-fn kept_changing(target: &Target, run: Option<RunId>) -> StoreError {
+pub(super) fn kept_changing(target: &Target, run: Option<RunId>) -> StoreError {
     let run = run.map_or_else(String::new, |run| format!(" of {run}"));
     StoreError::Io(format!(
         "{target}: the row{run} kept changing while a write computed its checksum"

@@ -304,6 +304,11 @@ impl Drop for SqliteStore {
         // The writer thread ends once what was handed to it is written.
         self.commits.close();
         if let Some(thread) = self.writer_thread.take() {
+            // The last handle can be dropped by a write the writer thread runs: that
+            // thread ends by itself once it is done.
+            if thread.thread().id() == std::thread::current().id() {
+                return;
+            }
             if thread.join().is_err() {
                 tracing::error!(path = %self.path.display(), "the SQLite writer thread panicked");
             }
@@ -314,6 +319,16 @@ impl Store for SqliteStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
         match new_run_row(&run) {
             Ok(row) => self.write(move |db| sql::create(db, &row)),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        match runs.iter().map(new_run_row).collect::<Result<Vec<_>, _>>() {
+            Ok(rows) => self.write(move |db| sql::create_many(db, &rows)),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }

@@ -296,6 +296,35 @@ pub(super) fn create(writer: &Writer, new: &NewRunRow) -> Result<(Created, u64),
     Ok((Created::New { run, token }, new.events.len() as u64))
 }
 
+/// Creates `rows` in order in the open transaction ([`create`] each), all or none: on a
+/// failure the request's savepoint rolls back what the batch wrote, and the runs it
+/// created are forgotten.
+pub(super) fn create_many(
+    writer: &Writer,
+    rows: &[NewRunRow],
+) -> Result<(Vec<Created>, u64), StoreError> {
+    let mut created = Vec::with_capacity(rows.len());
+    let mut entries = 0;
+    for row in rows {
+        match create(writer, row) {
+            Ok((answer, written)) => {
+                created.push(answer);
+                entries += written;
+            }
+            Err(error) => {
+                let mut known = writer.known.borrow_mut();
+                for answer in &created {
+                    if let Created::New { run, .. } = answer {
+                        known.forget(*run);
+                    }
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok((created, entries))
+}
+
 fn journal_len(db: &Db, run: RunId) -> Result<u64, StoreError> {
     db.conn
         .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM journal WHERE run_id = ?1")

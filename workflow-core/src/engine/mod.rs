@@ -33,6 +33,7 @@ mod requests;
 mod scheduler;
 mod schedules;
 mod steps;
+mod ticks;
 mod work;
 pub(crate) mod workflow;
 

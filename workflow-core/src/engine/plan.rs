@@ -202,20 +202,67 @@ pub(super) struct Options<'a> {
     pub(super) trace: Option<TraceParent>,
 }
 
-/// Creates a run of `W` owned by this engine, with its `RunStarted` event (a fresh jitter
-/// seed, the trace it continues or a trace id derived from the seed) and whatever the machine starts with, in one
-/// transaction, and launches it; or returns the run its idempotency key names.
-pub(super) async fn create<W: Workflow>(
+/// A run ready to be created: what its creation writes, and what its driver starts from
+/// once it exists.
+pub(super) struct Prepared {
+    workflow: &'static str,
+    fingerprint: &'static str,
+    events: Vec<Event>,
+    search: Vec<(String, String)>,
+    at: Timestamp,
+    launch: LaunchFn,
+}
+
+/// Starts driving a created run (under its token) from its first entries.
+type LaunchFn = Box<dyn FnOnce(&Engine, RunId, u64, Vec<Event>) + Send>;
+
+impl Prepared {
+    /// The run to create, owned by `engine`.
+    pub(super) fn new_run<'a>(
+        &'a self,
+        engine: &'a Engine,
+        idempotency_key: Option<&'a str>,
+        parent: Option<RunId>,
+    ) -> NewRun<'a> {
+        NewRun {
+            workflow: self.workflow,
+            fingerprint: self.fingerprint,
+            idempotency_key,
+            events: &self.events,
+            parent,
+            owner: Some(engine.claimant()),
+            supersedes: None,
+            at: self.at,
+            search: &self.search,
+        }
+    }
+
+    /// Launches the run its creation (sent at `sent`, by the lease clock) created; a run
+    /// its idempotency key named is driven by whoever created it.
+    pub(super) fn launch(self, engine: &Engine, created: Created, sent: u64) {
+        let Created::New { run, token } = created else {
+            return;
+        };
+        engine.inner.lease.claimed(run, sent);
+        tracing::info!(workflow = self.workflow, run = %run, "run started");
+        (self.launch)(engine, run, token, self.events);
+    }
+}
+
+/// Plans a run of `W` owned by this engine: its `RunStarted` event (a fresh jitter seed,
+/// the trace it continues or a trace id derived from the seed) and whatever the machine
+/// starts with, to be journaled in the transaction that creates it.
+pub(super) fn prepare<W: Workflow>(
     engine: &Engine,
     shared: Shared<W>,
     input: Value,
-    options: Options<'_>,
-) -> Result<Created, RunError> {
+    options: &Options<'_>,
+) -> Result<Prepared, RunError> {
     let typed = decode_input::<W>(RunId(0), Some(input.clone()))?;
     let now = engine.now();
     let seed = engine.next_seed();
-    let (trace_id, parent_span) = match options.trace {
-        Some(trace) => (trace.trace_id, Some(trace.span_id)),
+    let (trace_id, parent_span) = match &options.trace {
+        Some(trace) => (trace.trace_id.clone(), Some(trace.span_id.clone())),
         None => (crate::trace::generate(seed), None),
     };
     let started = Event::RunStarted {
@@ -255,25 +302,7 @@ pub(super) async fn create<W: Workflow>(
         .into_iter()
         .filter_map(|(name, value)| Some((name.to_owned(), value?)))
         .collect();
-    let sent = engine.inner.lease.now_ms();
-    let created = engine
-        .inner
-        .store
-        .create_run(NewRun {
-            workflow: W::NAME,
-            fingerprint: W::FINGERPRINT,
-            idempotency_key: options.idempotency_key,
-            events: &events,
-            parent: options.parent,
-            owner: Some(engine.claimant()),
-            supersedes: None,
-            at: now,
-            search: &search,
-        })
-        .await?;
-    if let Created::New { run, token } = created {
-        engine.inner.lease.claimed(run, sent);
-        tracing::info!(workflow = W::NAME, run = %run, "run started");
+    let launch = move |engine: &Engine, run: RunId, token: u64, events: Vec<Event>| {
         let launch = Launch::<W> {
             machine,
             input: Arc::new(typed),
@@ -288,6 +317,33 @@ pub(super) async fn create<W: Workflow>(
             }
         }
         super::driver::launch::<W>(engine.clone(), shared, run, token, Ok(launch));
-    }
+    };
+    Ok(Prepared {
+        workflow: W::NAME,
+        fingerprint: W::FINGERPRINT,
+        events,
+        search,
+        at: now,
+        launch: Box::new(launch),
+    })
+}
+
+/// Creates a run of `W` owned by this engine ([`prepare`]), its first entries in the
+/// transaction that creates it, and launches it; or returns the run its idempotency key
+/// names.
+pub(super) async fn create<W: Workflow>(
+    engine: &Engine,
+    shared: Shared<W>,
+    input: Value,
+    options: Options<'_>,
+) -> Result<Created, RunError> {
+    let prepared = prepare::<W>(engine, shared, input, &options)?;
+    let sent = engine.inner.lease.now_ms();
+    let created = engine
+        .inner
+        .store
+        .create_run(prepared.new_run(engine, options.idempotency_key, options.parent))
+        .await?;
+    prepared.launch(engine, created, sent);
     Ok(created)
 }

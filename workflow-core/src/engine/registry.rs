@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use workflow_spec::Spec;
 
-use super::plan::{Launch, Options};
+use super::plan::{Launch, Options, Prepared};
 use super::steps::StepMetrics;
 use super::Engine;
 use crate::engine::workflow::{BoxFuture, CallError, WithItem, Workflow};
@@ -37,6 +37,14 @@ pub(super) trait Registered: Send + Sync + 'static {
         input: Value,
         options: Options<'a>,
     ) -> BoxFuture<'a, Result<Created, RunError>>;
+    /// Plans a run (its inputs as JSON) owned by this engine, for a caller that creates
+    /// several runs in one store transaction and then launches them.
+    fn prepare(
+        &self,
+        engine: &Engine,
+        input: Value,
+        options: &Options<'_>,
+    ) -> Result<Prepared, RunError>;
     /// Checks a start's inputs (as JSON) against the workflow's input type.
     fn check_input(&self, input: &Value) -> Result<(), RunError>;
     /// The values of the workflow's admission keys for a start's inputs (as JSON);
@@ -135,6 +143,15 @@ impl<W: Workflow> Registered for Registration<W> {
             self.store_spec(engine).await?;
             super::plan::create::<W>(engine, self.shared.clone(), input, options).await
         })
+    }
+
+    fn prepare(
+        &self,
+        engine: &Engine,
+        input: Value,
+        options: &Options<'_>,
+    ) -> Result<Prepared, RunError> {
+        super::plan::prepare::<W>(engine, self.shared.clone(), input, options)
     }
 
     fn check_input(&self, input: &Value) -> Result<(), RunError> {

@@ -14,8 +14,9 @@
 //!    them.
 //! 2. **Carry out.** Each pending tick's run is started with the tick's idempotency key
 //!    (`schedule:<id>@<scheduled ms>`), so a worker that repeats a start another already
-//!    made gets the same run; then `pending` is cleared and the runs recorded, the rows of
-//!    one batch in one transaction ([`Store::update_schedules`]).
+//!    made gets the same run; the runs of one batch's ticks are created in one
+//!    transaction ([`Store::create_runs`]). Then `pending` is cleared and the runs
+//!    recorded, the rows of one batch in one transaction ([`Store::update_schedules`]).
 //!
 //! A worker that crashes between the two leaves `pending` in the row: once
 //! [`PENDING_GRACE`] has passed, the next worker to look carries it out. Missed ticks are
@@ -26,15 +27,15 @@
 //!
 //! [`Store::decide_schedules`]: crate::store::Store::decide_schedules
 //! [`Store::update_schedules`]: crate::store::Store::update_schedules
+//! [`Store::create_runs`]: crate::store::Store::create_runs
 //! [`PENDING_GRACE`]: crate::schedule::PENDING_GRACE
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map};
-
-use super::{lock, Engine, StartOptions, FOREIGN_POLL};
+use super::ticks::{record, CANCELLED_BY};
+use super::{lock, Engine, FOREIGN_POLL};
 use crate::clock::until;
 use crate::error::RunId;
 use crate::journal::Timestamp;
@@ -47,14 +48,14 @@ use crate::store::{
     ScheduleUpdate, StoreError,
 };
 
-/// Who cancels the previous run under `overlap: cancel_previous`, in its journal.
-const CANCELLED_BY: &str = "schedule";
-
 /// How many schedules fire at once in one pass.
 const FIRING_AT_ONCE: usize = 64;
 
 /// How many due schedules one transaction decides.
 const DECIDED_AT_ONCE: usize = 256;
+
+/// How many decided batches are carried out at once.
+const CARRIED_AT_ONCE: usize = 2;
 
 /// The most compiled definitions kept between passes.
 const COMPILED_KEPT: usize = 1_024;
@@ -118,6 +119,9 @@ impl Engine {
         if workflows.is_empty() {
             return None;
         }
+        // The next batch is decided while the one before is carried out (its rows are not
+        // due again until their runs are recorded, or the pending grace passed).
+        let mut carrying = tokio::task::JoinSet::new();
         loop {
             let now = self.now();
             let engine = self.clone();
@@ -127,7 +131,11 @@ impl Engine {
                 limit: DECIDED_AT_ONCE,
             };
             let decider = Arc::new(move |row: &ScheduleRow| engine.decide_due(row, now));
-            let batch = match self.inner.store.decide_schedules(due, decider).await {
+            let decided = self.inner.store.decide_schedules(due, decider).await;
+            while carrying.len() >= CARRIED_AT_ONCE || (decided.is_err() && !carrying.is_empty()) {
+                let _ = carrying.join_next().await;
+            }
+            let batch = match decided {
                 Ok(batch) => batch,
                 Err(error) => {
                     tracing::warn!(%error, "could not decide the due schedules");
@@ -137,8 +145,10 @@ impl Engine {
             let full = batch.rows.len() >= DECIDED_AT_ONCE;
             // A row left undecided (waiting on a run in flight) is looked at again soon.
             let waiting = batch.rows.iter().any(|due| !due.decided);
-            self.carry_out_batch(batch.rows).await;
+            let engine = self.clone();
+            carrying.spawn(async move { engine.carry_out_batch(batch.rows).await });
             if !full {
+                while carrying.join_next().await.is_some() {}
                 let soon = waiting.then(|| self.now() + BUFFERED_POLL_MS);
                 return match (batch.next, soon) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -220,12 +230,15 @@ impl Engine {
         }
     }
 
-    /// Carries out one decided batch: starts the pending ticks' runs (a bounded number of
-    /// schedules at once, so the store commits many starts together) and records them in
-    /// one write; the rows left undecided go through [`Engine::fire_one`].
+    /// Carries out one decided batch: starts the pending ticks' runs, all created in one
+    /// store transaction ([`Engine::start_batch`]), and records them in one write. The rows
+    /// left undecided go through [`Engine::fire_one`], and the ticks of workflows whose
+    /// starts are queued for admission start one by one, a bounded number of schedules at
+    /// once.
     async fn carry_out_batch(&self, rows: Vec<DueRow>) {
         let limit = Arc::new(tokio::sync::Semaphore::new(FIRING_AT_ONCE));
         let mut firing = tokio::task::JoinSet::new();
+        let mut batch = Vec::new();
         for due in rows {
             if let Some(missed) = due.missed.as_ref().filter(|m| m.count > 0) {
                 metrics::counter!("workflow_schedule_missed_total", "schedule" => due.row.id.clone())
@@ -238,6 +251,10 @@ impl Engine {
             }
             let state = &due.row.state;
             if due.decided && state.pending.is_empty() && state.cancel.is_empty() {
+                continue;
+            }
+            if due.decided && self.batches_ticks(&due.row.workflow) {
+                batch.push(due.row);
                 continue;
             }
             let permit = Arc::clone(&limit).acquire_owned().await.ok();
@@ -261,11 +278,14 @@ impl Engine {
                 }
             });
         }
-        let mut updates = Vec::new();
+        let mut started = self.start_batch(batch).await;
         while let Some(joined) = firing.join_next().await {
-            let Ok(Some((row, state))) = joined else {
-                continue;
-            };
+            if let Ok(Some(row)) = joined {
+                started.push(row);
+            }
+        }
+        let mut updates = Vec::new();
+        for (row, state) in started {
             let recorded = ScheduleRow {
                 state: state.clone(),
                 ..row.clone()
@@ -480,71 +500,16 @@ impl Engine {
         let mut state = row.state.clone();
         for &scheduled in &row.state.pending {
             let (run, fired, _) = self.start_tick(row, scheduled).await?;
-            if row.schedule.overlap != Overlap::Allow {
-                state.active.push(run);
-            }
-            state.last_run = Some(run);
-            state.last_tick = Some(scheduled);
-            state.last_fired = Some(fired);
+            let tick = Tick {
+                schedule: row.id.clone(),
+                scheduled,
+                fired,
+            };
+            record(&mut state, row.schedule.overlap, run, &tick);
         }
         state.pending.clear();
         state.cancel.clear();
         Ok(state)
-    }
-
-    /// Starts the run of one tick, keyed by (schedule, scheduled time). Returns the run,
-    /// when it fired, and whether this start created it.
-    pub(super) async fn start_tick(
-        &self,
-        row: &ScheduleRow,
-        scheduled: Timestamp,
-    ) -> Result<(RunId, Timestamp, bool), crate::RunError> {
-        let fired = self.now();
-        let tick = Tick {
-            schedule: row.id.clone(),
-            scheduled,
-            fired,
-        };
-        let input = self.tick_input(&row.workflow, &tick)?;
-        let (run, created) = self
-            .start_json(
-                &row.workflow,
-                input,
-                StartOptions::key(tick.idempotency_key()),
-            )
-            .await?;
-        if created {
-            metrics::histogram!("workflow_schedule_lag_seconds", "schedule" => row.id.clone())
-                .record(tick.lag_ms() as f64 / 1000.0);
-            tracing::info!(schedule = %row.id, %run, scheduled, lag_ms = tick.lag_ms(), "tick fired");
-        }
-        Ok((run, fired, created))
-    }
-
-    /// The inputs of a scheduled workflow's run: none, or its one `Tick`.
-    fn tick_input(
-        &self,
-        workflow: &str,
-        tick: &Tick,
-    ) -> Result<serde_json::Value, crate::RunError> {
-        let registered = self
-            .inner
-            .registry
-            .any(workflow)
-            .ok_or_else(|| crate::RunError::NotRegistered(workflow.to_owned()))?;
-        let mut fields = Map::new();
-        match registered.spec().inputs.as_slice() {
-            [] => {}
-            [input] => {
-                fields.insert(input.name.clone(), json!(tick));
-            }
-            _ => {
-                return Err(crate::RunError::InvalidSpec(format!(
-                    "workflow `{workflow}` takes more than one input, so a schedule cannot start it"
-                )))
-            }
-        }
-        Ok(serde_json::Value::Object(fields))
     }
 
     /// The runs of `runs` that have not finished, read in one store read.

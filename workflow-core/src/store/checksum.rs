@@ -203,13 +203,19 @@ pub struct Keyed {
 }
 
 impl Keyed {
-    /// From the checksum of the row as a function of its key.
+    /// From the checksum of the row as a function of its key, which the row frames once,
+    /// as 8 bytes (little-endian). Two checksums of the row, not 65: setting key bit `b`
+    /// changes the checksum by the CRC of that one bit followed by every bit after it, so
+    /// the change of bit `b - 1` (one bit earlier, one more bit after it) is the change
+    /// of bit `b` times x.
     pub fn new(sum: impl Fn(u64) -> u32) -> Keyed {
         let base = sum(0);
-        Keyed {
-            base,
-            bits: std::array::from_fn(|bit| sum(1 << bit) ^ base),
+        let mut bits = [0; 64];
+        bits[63] = sum(1 << 63) ^ base;
+        for bit in (0..63).rev() {
+            bits[bit] = times_x(bits[bit + 1]);
         }
+        Keyed { base, bits }
     }
 
     /// The checksum of the row under `key`, as the database computes it.
@@ -220,6 +226,12 @@ impl Keyed {
             .filter(|(bit, _)| key & (1 << bit) != 0)
             .fold(self.base, |sum, (_, part)| sum ^ part)
     }
+}
+
+/// A CRC-32C remainder times x (one more zero bit through the reflected register).
+fn times_x(sum: u32) -> u32 {
+    const POLYNOMIAL: u32 = 0x82F6_3B78;
+    (sum >> 1) ^ if sum & 1 == 1 { POLYNOMIAL } else { 0 }
 }
 
 #[cfg(test)]
@@ -266,6 +278,25 @@ mod tests {
         let event = r#"{"event":"attempt_started","step":3,"attempt":1,"at":17}"#;
         let entries = Keyed::new(|run| entry(RunId(run), 7, event));
         let messages = Keyed::new(|id| inbox(id, RunId(4), Some("k"), "{}", 9));
+        let row = |id: u64| RunRow {
+            id: RunId(id),
+            workflow: "onboard",
+            fingerprint: "fp",
+            status: "running",
+            idempotency_key: Some("schedule:s1@1767571260000"),
+            note: None,
+            parent: Some(3),
+            created_at: 11,
+            updated_at: 12,
+            inbox_cursor: 0,
+        };
+        let rows = Keyed::new(|id| row(id).checksum());
+        for bit in 0..64 {
+            let sum = |key: u64| entry(RunId(key), 7, event);
+            assert_eq!(entries.bits[bit], sum(1 << bit) ^ sum(0), "bit {bit}");
+            let sum = |key: u64| row(key).checksum();
+            assert_eq!(rows.bits[bit], sum(1 << bit) ^ sum(0), "bit {bit}");
+        }
         for key in [
             0,
             1,

@@ -7,9 +7,8 @@ use super::limits::RateBucket;
 use super::tasks::{self, OpenTask, TaskCount, TaskFilter};
 use super::{
     Claim, Claimant, Commit, Created, DeadLetter, DeadLetterChange, Heartbeat, InboxItem, Lease,
-    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, RunStatus, ScheduleChange,
-    ScheduleRow, ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification,
-    WorkerRow,
+    Message, MissedTicks, NewRun, PurgeFilter, RunFilter, RunRecord, ScheduleChange, ScheduleRow,
+    ScheduleState, SpecRecord, Store, StoreError, StoredRun, Submitted, Verification, WorkerRow,
 };
 use crate::error::RunId;
 use crate::future::BoxFuture;
@@ -107,72 +106,6 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
 }
 
 impl Inner {
-    fn create(&mut self, new: &NewRun<'_>) -> Result<Created, StoreError> {
-        if let Some(key) = new.idempotency_key {
-            if let Some(id) = self.keys.get(&(new.workflow.to_owned(), key.to_owned())) {
-                return Ok(Created::Existing(*id));
-            }
-        }
-        if let Some((old, _)) = new.supersedes {
-            match self.runs.get(&old) {
-                None => return Err(StoreError::UnknownRun(old)),
-                Some(run) if run.stored.record.status != RunStatus::Parked => {
-                    return Err(StoreError::Conflict {
-                        run: old,
-                        seq: run.stored.events.len() as u64,
-                    })
-                }
-                Some(_) => {}
-            }
-        }
-        self.next_id += 1;
-        let id = RunId(self.next_id);
-        if let Some(key) = new.idempotency_key {
-            self.keys
-                .insert((new.workflow.to_owned(), key.to_owned()), id);
-        }
-        if let Some((old, note)) = new.supersedes {
-            if let Some(run) = self.runs.get_mut(&old) {
-                let record = &mut run.stored.record;
-                record.status = RunStatus::Cancelled;
-                record.note = Some(note.to_owned());
-                record.owner = None;
-                record.updated_at = new.at;
-            }
-            self.tasks.remove(&old);
-        }
-        self.appends += new.events.len() as u64;
-        self.commits += 1;
-        let mut run = Run {
-            stored: StoredRun {
-                record: RunRecord {
-                    id,
-                    workflow: new.workflow.to_owned(),
-                    fingerprint: new.fingerprint.to_owned(),
-                    status: RunStatus::Running,
-                    idempotency_key: new.idempotency_key.map(str::to_owned),
-                    note: None,
-                    parent: new.parent,
-                    owner: None,
-                    created_at: new.at,
-                    updated_at: new.at,
-                },
-                events: new.events.to_vec(),
-            },
-            token: 0,
-            lease_until: 0,
-            inbox_cursor: 0,
-        };
-        let token = new.owner.map_or(0, |claimant| run.take(claimant).token);
-        let changes = tasks::changes(new.events, None, RunStatus::Running);
-        self.index(id, &changes, new.events);
-        self.runs.insert(id, run);
-        if !new.search.is_empty() {
-            self.search.insert(id, new.search.to_vec());
-        }
-        Ok(Created::New { run: id, token })
-    }
-
     fn commit(&mut self, commit: &Commit<'_>) -> Result<(), StoreError> {
         let Some(run) = self.runs.get_mut(&commit.run) else {
             return Err(StoreError::UnknownRun(commit.run));
@@ -338,11 +271,17 @@ impl Inner {
 
 impl Store for MemoryStore {
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>> {
-        let created = self.lock().create(&run);
-        if run.owner.is_none() && matches!(created, Ok(Created::New { .. })) {
-            self.claimable.send_modify(|n| *n += 1);
-        }
-        ready(created)
+        ready(
+            self.create_batch(std::slice::from_ref(&run))
+                .map(|mut c| c.remove(0)),
+        )
+    }
+
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        ready(self.create_batch(runs))
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {

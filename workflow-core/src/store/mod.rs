@@ -22,6 +22,7 @@
 //!   its owner in the same commit.
 //! - **Start idempotency.** Within one workflow an idempotency key names at most one run:
 //!   a second [`Store::create_run`] with the key returns the first run.
+//!   [`Store::create_runs`] creates a batch of runs the same way, in one transaction.
 //! - **A durable inbox per run.** Anyone may [`Store::submit`] a [`Message`] to an
 //!   unfinished run (a decision, a cancellation, an event); messages get increasing ids,
 //!   and a message with a `key` the run's inbox already holds is not stored again. The
@@ -310,6 +311,26 @@ pub trait Store: Send + Sync + 'static {
     /// Creates a run with its first entries, or returns the run its idempotency key names
     /// (changing nothing).
     fn create_run<'a>(&'a self, run: NewRun<'a>) -> BoxFuture<'a, Result<Created, StoreError>>;
+
+    /// Creates several runs in one transaction, each as [`Store::create_run`] would in
+    /// their order (a key used before, or by an earlier run of the batch, names that run),
+    /// and answers for each, in order. All or nothing: when one fails, none is created and
+    /// its error is the answer.
+    ///
+    /// The default creates them one by one, so a failure leaves the runs before it
+    /// created: a store that can, overrides it.
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        Box::pin(async move {
+            let mut created = Vec::with_capacity(runs.len());
+            for run in runs {
+                created.push(self.create_run(run.clone()).await?);
+            }
+            Ok(created)
+        })
+    }
 
     /// Appends entries and applies the run changes of `commit`, all or nothing.
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>>;

@@ -17,7 +17,7 @@ use crate::store::{
 /// The writes a [`FaultyStore`] can refuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
-    /// [`Store::create_run`].
+    /// [`Store::create_run`] and [`Store::create_runs`].
     Create,
     /// [`Store::commit`].
     Commit,
@@ -125,6 +125,16 @@ impl Store for FaultyStore {
         match self.fault(Write::Create) {
             Some(error) => refused(error),
             None => self.inner.create_run(run),
+        }
+    }
+
+    fn create_runs<'a>(
+        &'a self,
+        runs: &'a [NewRun<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Created>, StoreError>> {
+        match self.fault(Write::Create) {
+            Some(error) => refused(error),
+            None => self.inner.create_runs(runs),
         }
     }
 

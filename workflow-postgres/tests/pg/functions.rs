@@ -18,6 +18,7 @@ const REVISION_FILES: (u32, &[(&str, i64)]) = (
         ("workflow_next_id", -173634557529558917),
         ("workflow_keyed_crc", -7079766244109822052),
         ("workflow_create", -6115547653405591731),
+        ("workflow_create_many", 4904573504500842365),
         ("workflow_submit", 1923068452474088257),
         ("workflow_commit", 7152667765952950182),
         ("workflow_commit_group", 7791752268390478304),
