@@ -336,38 +336,7 @@ impl Store for PgStore {
     }
 
     fn claim<'a>(&'a self, claim: Claim<'a>) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
-        Box::pin(async move {
-            if claim.workflows.is_empty() {
-                return Ok(Vec::new());
-            }
-            let nonce = self.nonce();
-            let mut retry = self.retry();
-            let mut ambiguous = false;
-            loop {
-                let mut conn = retry.conn().await?;
-                if ambiguous {
-                    self.sent();
-                    match sql::claimed_by(&mut conn, claim.claimant.owner, &nonce).await {
-                        Ok(leases) if !leases.is_empty() => return Ok(leases),
-                        Ok(_) => {}
-                        Err(Failure::Store(error)) => return Err(error),
-                        Err(Failure::Sql(error)) => {
-                            retry.again(error).await?;
-                            continue;
-                        }
-                    }
-                }
-                self.sent();
-                match sql::claim(&mut conn, &claim, &nonce).await {
-                    Ok(leases) => return Ok(leases),
-                    Err(Failure::Store(error)) => return Err(error),
-                    Err(Failure::Sql(error)) => {
-                        ambiguous = true;
-                        retry.again(error).await?;
-                    }
-                }
-            }
-        })
+        Box::pin(self.claim_runs(claim))
     }
 
     fn renew<'a>(

@@ -1,6 +1,6 @@
-//! Writes that append to journals: creations and commits, each tried again through lost
-//! connections (looked up first when their answer was lost) and through rows that changed
-//! while their checksum was computed.
+//! Writes that append to journals or take runs: creations, commits and claims, each tried
+//! again through lost connections (looked up first when their answer was lost) and through
+//! rows that changed while their checksum was computed.
 
 use std::sync::atomic::Ordering;
 
@@ -9,7 +9,7 @@ use super::group::Turn;
 use super::sql::{self, CommitRow, Failure};
 use super::{tasks, unknown_outcome, PgStore};
 use workflow_core::store::tasks as store_tasks;
-use workflow_core::store::{Commit, Created, NewRun, RunStatus, StoreError};
+use workflow_core::store::{Claim, Commit, Created, Lease, NewRun, RunStatus, StoreError};
 use workflow_core::RunId;
 
 /// How many times a write that changes a run's row is tried when the row keeps changing
@@ -24,6 +24,41 @@ pub(super) fn kept_changing(target: &Target, run: Option<RunId>) -> StoreError {
 }
 
 impl PgStore {
+    /// Claims runs (`Store::claim`); a claim whose answer was lost is looked up by its
+    /// nonce before it is sent again.
+    pub(super) async fn claim_runs(&self, claim: Claim<'_>) -> Result<Vec<Lease>, StoreError> {
+        if claim.workflows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let nonce = self.nonce();
+        let mut retry = self.retry();
+        let mut ambiguous = false;
+        loop {
+            let mut conn = retry.conn().await?;
+            if ambiguous {
+                self.sent();
+                match sql::claimed_by(&mut conn, claim.claimant.owner, &nonce).await {
+                    Ok(leases) if !leases.is_empty() => return Ok(leases),
+                    Ok(_) => {}
+                    Err(Failure::Store(error)) => return Err(error),
+                    Err(Failure::Sql(error)) => {
+                        retry.again(error).await?;
+                        continue;
+                    }
+                }
+            }
+            self.sent();
+            match sql::claim(&mut conn, &claim, &nonce).await {
+                Ok(leases) => return Ok(leases),
+                Err(Failure::Store(error)) => return Err(error),
+                Err(Failure::Sql(error)) => {
+                    ambiguous = true;
+                    retry.again(error).await?;
+                }
+            }
+        }
+    }
+
     /// Creates a run with its first entries (`Store::create_run`).
     pub(super) async fn create(&self, run: NewRun<'_>) -> Result<Created, StoreError> {
         let events: Vec<String> = run

@@ -185,10 +185,26 @@ impl Work {
     }
 }
 
-/// How long since `started`, and the instant it ended: one read of the clock.
-fn since(started: Instant) -> (Duration, Instant) {
-    let now = Instant::now();
-    (now.saturating_duration_since(started), now)
+impl Done {
+    /// An attempt that began at `started` ended now with `result` (how long it took and
+    /// when it ended from one read of the clock).
+    fn attempt(
+        step: usize,
+        item: Option<usize>,
+        attempt: u32,
+        started: Instant,
+        result: Result<Value, StepError>,
+    ) -> Done {
+        let ended = Instant::now();
+        Done::Attempt {
+            step,
+            item,
+            attempt,
+            result,
+            elapsed: ended.saturating_duration_since(started),
+            ended,
+        }
+    }
 }
 
 /// A task's handle that aborts the task when dropped.
@@ -327,15 +343,7 @@ pub(super) fn spawn_child_wait(
     work.push(async move {
         let started = Instant::now();
         let result = engine.child_result(child).await;
-        let (elapsed, ended) = since(started);
-        Done::Attempt {
-            step,
-            item: None,
-            attempt,
-            result,
-            elapsed,
-            ended,
-        }
+        Done::attempt(step, None, attempt, started, result)
     });
 }
 
@@ -375,17 +383,7 @@ pub(super) fn spawn_attempt<W: Workflow>(
         step,
         async move {
             let started = Instant::now();
-            let done = |result| {
-                let (elapsed, ended) = since(started);
-                Done::Attempt {
-                    step,
-                    item,
-                    attempt,
-                    result,
-                    elapsed,
-                    ended,
-                }
-            };
+            let done = |result| Done::attempt(step, item, attempt, started, result);
             let with_item = call.with_item();
             // A limited step's slot and rate token, held until the attempt ends.
             let _slot = match super::limits::acquire(&call, &with_item, step).await {
@@ -484,15 +482,7 @@ pub(super) fn spawn_reconcile<W: Workflow>(
                 },
                 Err(error) => Err(unknown(&error)),
             };
-            let (elapsed, ended) = since(started);
-            Done::Attempt {
-                step,
-                item,
-                attempt,
-                result,
-                elapsed,
-                ended,
-            }
+            Done::attempt(step, item, attempt, started, result)
         }
         .instrument(span),
     );
