@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use workflow_core::journal::Event;
 use workflow_core::prelude::*;
-use workflow_core::store::MemoryStore;
+use workflow_core::store::{MemoryStore, Message, Store};
 use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 async fn add(n: u32) -> Result<u32, StepError> {
@@ -96,4 +97,63 @@ async fn a_ten_step_run_is_eleven_commits_on_postgres() {
     drop(engine);
     drop(store);
     schema.drop().await;
+}
+
+/// The store a run's steps write to behind the engine's back, as another process would.
+struct Outside(Arc<MemoryStore>);
+
+/// Leaves a cancellation in the run's inbox, announced to nobody.
+async fn leave_cancel(outside: &Outside, ctx: &StepContext, n: u32) -> Result<u32, StepError> {
+    let message = Message::Cancel {
+        by: "ops@outside".into(),
+    };
+    outside
+        .0
+        .submit(ctx.run_id, &message, None, 0)
+        .await
+        .map_err(|error| StepError::permanent(error.to_string()))?;
+    Ok(n)
+}
+
+workflow! {
+    /// A first step that leaves a message in its own run's inbox, then two more.
+    workflow Messaged(n: u32) env Outside {
+        step first -> u32 { action: leave_cancel(env, ctx, n) }
+        step second -> u32 { action: add(first) }
+        step third -> u32 { action: add(second) }
+    }
+}
+
+/// A new run's driver does not read the inbox before its first commit: that commit's
+/// answer says whether messages wait. A message left after the driver started (on a store
+/// no poller watches, so nothing else would find it) is taken in right after it.
+#[tokio::test]
+async fn a_new_runs_first_commit_finds_the_messages_left_in_its_inbox() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::builder().shared_store(store.clone()).build();
+    engine.register::<Messaged>(Outside(store.clone())).unwrap();
+    let run = engine
+        .start::<Messaged>(MessagedInput { n: 1 })
+        .await
+        .unwrap();
+    let outcome = run.outputs().await.map(|outputs| outputs.third);
+    assert!(
+        matches!(outcome, Err(RunError::Cancelled(_))),
+        "{outcome:?}"
+    );
+    let events = store.load(run.id()).await.unwrap().unwrap().events;
+    let cancelled = events
+        .iter()
+        .find_map(|event| match event {
+            Event::Cancelled { by, inbox, .. } => Some((by.as_str(), inbox.is_some())),
+            _ => None,
+        })
+        .expect("the run journaled its cancellation");
+    assert_eq!(cancelled, ("ops@outside", true));
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event, Event::StepSucceeded { step: 2, .. })),
+        "the third step never ran"
+    );
 }

@@ -653,10 +653,12 @@ async fn limits_written_in_the_spec_hold() {
                 }
             }
         }
-        // c1/m1 and c3/m2 share no key: they ran together.
+        // Runs that share no key are not held back by each other: two of them ran
+        // together (which two depends on who asked for a merchant's slot first).
         let find = |name: &str| entries.iter().find(|e| e.0 == name).unwrap().clone();
+        let apart = [("c1/m1", "c3/m2"), ("c1/m2", "c2/m1"), ("c2/m1", "c3/m2")];
         assert!(
-            overlap(&find("c1/m1"), &find("c3/m2")),
+            apart.iter().any(|(a, b)| overlap(&find(a), &find(b))),
             "{label}: {entries:?}"
         );
     }

@@ -163,3 +163,83 @@ pub(super) async fn a_written_store_verifies_clean(store: Arc<dyn Store>) {
     let verification = store.verify().await.expect("verify");
     assert!(verification.is_clean(), "{verification:?}");
 }
+
+pub(super) async fn commit_peeks_at_the_inbox(store: Arc<dyn Store>) {
+    let events = [started("onboard", 1_000)];
+    let Created::New { run, token } = store
+        .create_run(NewRun {
+            owner: Some(claimant("a", 60_000)),
+            ..new_run("onboard", None, &events)
+        })
+        .await
+        .expect("create")
+    else {
+        panic!("a new run was expected");
+    };
+    let fenced = |seq: u64, events: &'static [Event]| Commit {
+        fence: Some(Fence { owner: "a", token }),
+        ..Commit::events(run, seq, events, 2_000)
+    };
+    static FIRST: [Event; 1] = [Event::AttemptStarted {
+        step: 0,
+        attempt: 1,
+        at: 2_000,
+    }];
+    static SECOND: [Event; 1] = [Event::AttemptStarted {
+        step: 1,
+        attempt: 1,
+        at: 2_001,
+    }];
+    static THIRD: [Event; 1] = [Event::AttemptStarted {
+        step: 2,
+        attempt: 1,
+        at: 2_002,
+    }];
+    assert_eq!(
+        store.commit_peeking(fenced(1, &FIRST), 0).await,
+        Ok(false),
+        "an empty inbox"
+    );
+    let cancel = Message::Cancel {
+        by: "ops".to_owned(),
+    };
+    let sent = store
+        .submit(run, &cancel, None, 2_005)
+        .await
+        .expect("submit");
+    assert_eq!(
+        store.commit_peeking(fenced(2, &SECOND), 0).await,
+        Ok(true),
+        "a message above the cursor"
+    );
+    assert_eq!(
+        store.commit_peeking(fenced(2, &THIRD), 0).await,
+        Err(StoreError::Conflict { run, seq: 2 }),
+        "a refused commit answers as `commit` does"
+    );
+    assert_eq!(
+        store.commit_peeking(fenced(3, &THIRD), sent.id()).await,
+        Ok(false),
+        "no message above the one named"
+    );
+    assert_eq!(
+        events_of(&*store, run).await[1..],
+        [FIRST[0].clone(), SECOND[0].clone(), THIRD[0].clone()],
+        "each commit that peeked was written once"
+    );
+    let stale = Commit {
+        fence: Some(Fence {
+            owner: "a",
+            token: token + 1,
+        }),
+        ..Commit::events(run, 4, &FIRST, 2_010)
+    };
+    assert!(
+        matches!(
+            store.commit_peeking(stale, 0).await,
+            Err(StoreError::Fenced { .. })
+        ),
+        "a stale token is refused"
+    );
+    assert_eq!(events_of(&*store, run).await.len(), 4);
+}

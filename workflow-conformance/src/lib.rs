@@ -133,6 +133,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("taken-in messages are no longer pending", |s| {
         Box::pin(inbox::pending_inbox(s.store))
     }),
+    ("a commit can say whether the inbox holds messages", |s| {
+        Box::pin(inbox::commit_peeks_at_the_inbox(s.store))
+    }),
     ("specs are written once, registrations noted", |s| {
         Box::pin(inbox::specs_and_registrations(s.store))
     }),

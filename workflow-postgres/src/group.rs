@@ -68,7 +68,10 @@ impl CommitRow<'_> {
     /// moves open tasks or changes a dead letter (those go alone).
     pub(super) fn entry(&self) -> Option<Entry> {
         let commit = self.commit;
-        if self.changes_tasks() || !matches!(commit.dead_letter, DeadLetterChange::Keep) {
+        if self.changes_tasks()
+            || !matches!(commit.dead_letter, DeadLetterChange::Keep)
+            || self.peek.is_some()
+        {
             return None;
         }
         Some(Entry {

@@ -294,7 +294,15 @@ impl Store for PgStore {
     }
 
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.append(commit))
+        Box::pin(async move { self.append(commit, None).await.map(|_| ()) })
+    }
+
+    fn commit_peeking<'a>(
+        &'a self,
+        commit: Commit<'a>,
+        after: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.append(commit, Some(after)))
     }
 
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {

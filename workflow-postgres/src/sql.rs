@@ -205,6 +205,9 @@ pub(super) struct CommitRow<'a> {
     /// is all it does to the index (`workflow_commit` then does it, and closes them all
     /// when the run ends).
     pub(super) closes: Vec<i64>,
+    /// Asks also whether the run's inbox holds messages above this id
+    /// (`Store::commit_peeking`); such a commit goes alone, not in a group.
+    pub(super) peek: Option<u64>,
 }
 
 impl<'a> CommitRow<'a> {
@@ -243,6 +246,7 @@ impl<'a> CommitRow<'a> {
             run_row: None,
             tasks,
             closes,
+            peek: None,
         })
     }
 
@@ -304,20 +308,26 @@ pub(super) fn created_row(new: &NewRun<'_>, sums: &CreateSums, run: RunId) -> Ra
     }
 }
 
+/// A commit sent alone: the server's outcome, and whether the run's inbox holds messages
+/// above `row.peek` (`false` when not asked). The inbox is read in the statement's
+/// snapshot: a message sent after it is announced to the run's driver, which exists by
+/// then.
 pub(super) async fn commit(
     conn: &mut PgConnection,
     row: &CommitRow<'_>,
     channel: &str,
-) -> Answer<String> {
+) -> Answer<(String, bool)> {
     let commit = row.commit;
     let (op, letter): (i16, Option<&DeadLetter>) = match commit.dead_letter {
         DeadLetterChange::Keep => (0, None),
         DeadLetterChange::Put(letter) => (1, Some(letter)),
         DeadLetterChange::Remove => (2, None),
     };
-    let outcome: String = sqlx::query(
+    let answer = sqlx::query(
         "SELECT workflow_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                                $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)",
+                                $15, $16, $17, $18, $19, $20, $21, $22, $23, $24),
+                $25::bigint IS NOT NULL
+                AND EXISTS (SELECT 1 FROM inbox WHERE run_id = $1 AND id > $25::bigint)",
     )
     .bind(int(commit.run.0))
     .bind(int(commit.seq))
@@ -343,10 +353,10 @@ pub(super) async fn commit(
     .bind(int(commit.at))
     .bind(channel)
     .bind(&row.closes)
+    .bind(row.peek.map(int))
     .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)?;
-    Ok(outcome)
+    .await?;
+    Ok((answer.try_get(0)?, answer.try_get(1)?))
 }
 
 /// Whether a commit whose answer was lost with its connection was applied: its entries

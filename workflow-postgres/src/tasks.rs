@@ -34,16 +34,16 @@ pub(super) async fn commit(
     conn: &mut PgConnection,
     row: &CommitRow<'_>,
     channel: &str,
-) -> Answer<String> {
+) -> Answer<(String, bool)> {
     let run = row.commit.run;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let before = lock_status(&mut tx, run).await?;
-    let outcome = super::sql::commit(&mut tx, row, channel).await?;
-    if let (Some(before), "ok") = (before, outcome.as_str()) {
+    let answer = super::sql::commit(&mut tx, row, channel).await?;
+    if let (Some(before), "ok") = (before, answer.0.as_str()) {
         apply(&mut tx, run, row.tasks(before)).await?;
     }
     tx.commit().await?;
-    Ok(outcome)
+    Ok(answer)
 }
 
 /// A creation whose first entries open tasks, with their rows, in one transaction.

@@ -112,11 +112,18 @@ impl PgStore {
         }
     }
 
-    /// Appends a commit to its run (`Store::commit`).
-    pub(super) async fn append(&self, commit: Commit<'_>) -> Result<(), StoreError> {
+    /// Appends a commit to its run (`Store::commit`); with `peek`, answers whether the
+    /// run's inbox holds messages above it (`Store::commit_peeking`).
+    pub(super) async fn append(
+        &self,
+        commit: Commit<'_>,
+        peek: Option<u64>,
+    ) -> Result<bool, StoreError> {
         let mut row = CommitRow::new(&commit)?;
+        row.peek = peek;
         let mut outcome = None;
         let mut grouped = false;
+        let mut inbox = false;
         for _ in 0..STALE_TRIES {
             let mut changed = None;
             if row.changes_run() {
@@ -132,8 +139,9 @@ impl PgStore {
                 changed = Some(after);
             }
             let found = self.commit_grouped(&row).await;
-            let found = found.map(|(outcome, was_grouped)| {
+            let found = found.map(|(outcome, was_grouped, holds)| {
                 grouped = was_grouped;
+                inbox = holds;
                 outcome
             });
             match (found.as_deref(), changed) {
@@ -163,7 +171,7 @@ impl PgStore {
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                Ok(())
+                Ok(inbox)
             }
             "unknown" => Err(StoreError::UnknownRun(commit.run)),
             "fenced" => {
@@ -248,25 +256,32 @@ impl PgStore {
 
     /// One try of a commit, with other runs' commits ready at the same time when it may
     /// go in a group: its outcome, and whether it shared its transaction.
-    async fn commit_grouped(&self, row: &CommitRow<'_>) -> Result<(String, bool), StoreError> {
+    /// With the answer to its peek at the inbox (see [`Self::commit_once`]).
+    async fn commit_grouped(
+        &self,
+        row: &CommitRow<'_>,
+    ) -> Result<(String, bool, bool), StoreError> {
+        let alone = |(outcome, inbox)| (outcome, false, inbox);
         let Some(entry) = row.entry() else {
-            return Ok((self.commit_once(row, false).await?, false));
+            return self.commit_once(row, false).await.map(alone);
         };
         match self.commit_in_group(entry).await {
-            Turn::Done { outcome, grouped } => Ok((outcome, grouped)),
-            Turn::Alone { ambiguous } => Ok((self.commit_once(row, ambiguous).await?, false)),
+            Turn::Done { outcome, grouped } => Ok((outcome, grouped, false)),
+            Turn::Alone { ambiguous } => self.commit_once(row, ambiguous).await.map(alone),
             // Never answered (a leader's place is taken inside the group): as a lost answer.
-            Turn::Lead(_) => Ok((self.commit_once(row, true).await?, false)),
+            Turn::Lead(_) => self.commit_once(row, true).await.map(alone),
         }
     }
 
     /// One try of a commit, through lost connections: a commit whose answer was lost (or
     /// may have been: `ambiguous`) is looked up by its entries before it is sent again.
+    /// With the server's outcome, whether the run's inbox holds messages above `row.peek`
+    /// (`true` when a lookup found the commit applied: the inbox is then read).
     async fn commit_once(
         &self,
         row: &CommitRow<'_>,
         ambiguous: bool,
-    ) -> Result<String, StoreError> {
+    ) -> Result<(String, bool), StoreError> {
         let commit = row.commit;
         let mut retry = self.retry();
         let mut ambiguous = ambiguous;
@@ -275,7 +290,7 @@ impl PgStore {
             if ambiguous {
                 self.sent();
                 match sql::committed(&mut conn, row).await {
-                    Ok(true) => return Ok("ok".to_owned()),
+                    Ok(true) => return Ok(("ok".to_owned(), row.peek.is_some())),
                     Ok(false) => {}
                     Err(Failure::Store(error)) => return Err(error),
                     Err(Failure::Sql(error)) => {
@@ -291,7 +306,7 @@ impl PgStore {
                 sql::commit(&mut conn, row, &self.channel).await
             };
             match sent {
-                Ok(outcome) => return Ok(outcome),
+                Ok(answer) => return Ok(answer),
                 Err(Failure::Store(error)) => return Err(error),
                 Err(Failure::Sql(error)) if is_unique_violation(&error) => {
                     // An inbox message this commit takes in was taken in already.

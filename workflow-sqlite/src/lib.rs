@@ -407,6 +407,20 @@ impl Store for SqliteStore {
         }
     }
 
+    fn commit_peeking<'a>(
+        &'a self,
+        commit: Commit<'a>,
+        after: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        match CommitRow::new(&commit) {
+            Ok(row) => self.write(move |db| {
+                let ((), rows) = sql::commit(db, &row)?;
+                Ok((read::inbox_holds(db, row.run, after)?, rows))
+            }),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>> {
         self.read(move |db| read::load(db, run))
     }

@@ -13,6 +13,14 @@ use workflow_core::store::{
 };
 use workflow_core::{ErrorKind, RunId};
 
+/// Whether a run's inbox holds messages with ids above `after`.
+pub(super) fn inbox_holds(db: &Db, run: RunId, after: u64) -> Result<bool, StoreError> {
+    db.conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM inbox WHERE run_id = ?1 AND id > ?2)")
+        .and_then(|mut s| s.query_row(params![run.0, after], |row| row.get(0)))
+        .map_err(db_error(db))
+}
+
 pub(super) fn inbox(db: &Db, run: RunId, after: u64) -> Result<Vec<InboxItem>, StoreError> {
     let fail = db_error(db);
     let exists: Option<u64> = db

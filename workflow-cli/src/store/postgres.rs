@@ -62,6 +62,14 @@ impl Store for LazyPgStore {
         Box::pin(async move { self.get().await?.commit(commit).await })
     }
 
+    fn commit_peeking<'a>(
+        &'a self,
+        commit: Commit<'a>,
+        after: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { self.get().await?.commit_peeking(commit, after).await })
+    }
+
     fn create_gated<'a>(
         &'a self,
         run: NewRun<'a>,

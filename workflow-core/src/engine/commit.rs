@@ -94,7 +94,8 @@ impl<W: Workflow> Driver<W> {
             at: now,
         };
         let started = tokio::time::Instant::now();
-        self.commit_until_durable(commit).await?;
+        let peek = std::mem::take(&mut self.inbox_by_commit).then(|| self.machine.inbox_cursor());
+        let messages = self.commit_until_durable(commit, peek).await?;
         self.commit_seconds
             .get_or_insert_with(
                 || metrics::histogram!("workflow_store_commit_seconds", "workflow" => W::NAME),
@@ -107,13 +108,10 @@ impl<W: Workflow> Driver<W> {
             self.engine.inner.fault("after_child_start");
         }
         self.seq += self.pending.len() as u64;
-        // Logged once their commit landed: a step whose result the store did not take is
-        // not reported as succeeded.
+        // Logged and indexed once their commit landed: a step whose result the store did
+        // not take is not reported as succeeded, a task it did not take is not listed.
         for event in &self.pending {
-            if let Event::StepSucceeded { step, .. } = event {
-                let attempt = self.machine.attempts().get(*step).copied().unwrap_or(0);
-                tracing::info!(step = self.step_id(*step), attempt, "step succeeded");
-            }
+            self.note(event);
         }
         // Drained, not taken: the buffers keep their capacity from one commit to the next.
         if self.engine.inner.events.receiver_count() > 0 {
@@ -139,6 +137,10 @@ impl<W: Workflow> Driver<W> {
             self.start(start);
         }
         self.starts = starts;
+        if messages && finish.is_none() {
+            // Taken in now, committed with the next turn's events.
+            self.take_inbox().await?;
+        }
         Ok(())
     }
 
@@ -146,16 +148,27 @@ impl<W: Workflow> Driver<W> {
     /// a read-only or unreachable store, a lock): nothing is started or acknowledged until
     /// the commit lands, and the run carries on from where it was when it does. Failures
     /// that do not clear (the run was taken over, its history is damaged) stop the driver.
-    async fn commit_until_durable(&self, commit: Commit<'_>) -> Result<(), StoreError> {
+    /// With `peek` (the run's inbox cursor), answers whether the inbox holds messages
+    /// above it ([`crate::store::Store::commit_peeking`]).
+    async fn commit_until_durable(
+        &self,
+        commit: Commit<'_>,
+        peek: Option<u64>,
+    ) -> Result<bool, StoreError> {
         let mut pause = Duration::from_millis(100);
         let mut failures = 0u32;
+        let store = &self.engine.inner.store;
         loop {
-            match self.engine.inner.store.commit(commit).await {
-                Ok(()) => {
+            let answer = match peek {
+                Some(after) => store.commit_peeking(commit, after).await,
+                None => store.commit(commit).await.map(|()| false),
+            };
+            match answer {
+                Ok(messages) => {
                     if failures > 0 {
                         tracing::warn!(run = %self.run, failures, "the store accepts writes again; the run carries on");
                     }
-                    return Ok(());
+                    return Ok(messages);
                 }
                 Err(error) if clears_by_itself(&error) => {
                     if failures == 0 {

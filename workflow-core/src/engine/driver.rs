@@ -172,6 +172,10 @@ pub(super) struct Driver<W: Workflow> {
     drain: watch::Receiver<bool>,
     /// The driver stopped because the engine drains and handed the run over.
     drained: bool,
+    /// The run was created just now and its inbox not read yet: its next commit asks
+    /// whether messages wait (one round trip instead of two). Any other run reads its
+    /// inbox before anything else.
+    pub(super) inbox_by_commit: bool,
 }
 
 impl<W: Workflow> Driver<W> {
@@ -208,6 +212,7 @@ impl<W: Workflow> Driver<W> {
             cancel: crate::context::Cancellation::new().0,
             drain: engine_drain,
             drained: false,
+            inbox_by_commit: launch.fresh,
         };
         for (step, assignee, deadline, escalated, _) in driver.machine.open_tasks() {
             driver.index_task(step, assignee, deadline, escalated);
@@ -301,8 +306,11 @@ impl<W: Workflow> Driver<W> {
                 tracing::debug!(input = %input, "the run's inputs");
             }
         }
-        // Messages sent while nobody drove the run come first.
-        self.take_inbox().await?;
+        // Messages sent while nobody drove the run come first; a run created just now can
+        // have none but those sent since, which its first commit looks for.
+        if !self.inbox_by_commit {
+            self.take_inbox().await?;
+        }
         let mut quick_turns = 0;
         loop {
             if *self.drain.borrow() {
@@ -319,6 +327,11 @@ impl<W: Workflow> Driver<W> {
                 continue;
             }
             quick_turns = 0;
+            if self.inbox_by_commit {
+                // No commit looked at the inbox yet: read it before waiting.
+                self.take_inbox().await?;
+                continue;
+            }
             let wake = self.machine.next_wake();
             if self.engine.inner.hibernate
                 && self.work.is_empty()
@@ -410,31 +423,29 @@ impl<W: Workflow> Driver<W> {
     }
 
     fn plan(&mut self, now: Timestamp) -> Option<Status> {
-        let from = self.pending.len();
-        let finish = plan::<W>(
+        plan::<W>(
             &mut self.machine,
             &self.input,
             now,
             (&mut self.pending, &mut self.starts),
             &mut self.commands,
-        );
-        for event in &self.pending[from..] {
-            self.note(event);
-        }
-        finish
+        )
     }
 
     /// Applies an event the machine decided or an outcome reported, to be committed with
     /// the next commit.
     pub(super) fn record(&mut self, event: Event) {
-        self.note(&event);
         self.machine.apply(&event);
         self.pending.push(event);
     }
 
-    /// Logs an event and keeps the index of open tasks in step with it.
-    fn note(&self, event: &Event) {
+    /// Logs a committed event and keeps the index of open tasks in step with it.
+    pub(super) fn note(&self, event: &Event) {
         match event {
+            Event::StepSucceeded { step, .. } => {
+                let attempt = self.machine.attempts().get(*step).copied().unwrap_or(0);
+                tracing::info!(step = self.step_id(*step), attempt, "step succeeded");
+            }
             Event::TaskOpened {
                 step,
                 assignee,

@@ -391,8 +391,9 @@ impl Engine {
         self.inner.events.subscribe()
     }
 
-    /// The open human tasks of the runs this engine drives, oldest run first. (Tasks of
-    /// runs other engines drive: [`crate::admin::open_tasks`].)
+    /// The open human tasks of the runs this engine drives, oldest run first, each listed
+    /// once the entry that opens it is journaled. (Tasks of runs other engines drive:
+    /// [`crate::admin::open_tasks`].)
     pub async fn open_tasks(&self) -> Result<Vec<TaskInfo>, crate::RunError> {
         Ok(self.inner.lock_tasks().values().cloned().collect())
     }

@@ -137,6 +137,8 @@ pub(super) struct Launch<W: Workflow> {
     pub(super) trace_id: String,
     /// The span the run's spans are children of, when journaled.
     pub(super) parent_span: Option<String>,
+    /// The run was created just now: its inbox is looked at by its first commit.
+    pub(super) fresh: bool,
 }
 
 impl<W: Workflow> Launch<W> {
@@ -160,6 +162,7 @@ impl<W: Workflow> Launch<W> {
             starts: Vec::new(),
             trace_id: trace_id(events),
             parent_span: parent_span(events),
+            fresh: false,
         })
     }
 }
@@ -310,6 +313,7 @@ pub(super) fn prepare<W: Workflow>(
             starts,
             trace_id,
             parent_span,
+            fresh: true,
         };
         if engine.inner.events.receiver_count() > 0 {
             for event in events {

@@ -112,6 +112,7 @@ impl<W: Workflow> Driver<W> {
     /// Takes in the messages other processes left in the run's inbox: each becomes the
     /// decision, cancellation or event it asks for, or a refusal, as the machine rules.
     pub(super) async fn take_inbox(&mut self) -> Result<(), StoreError> {
+        self.inbox_by_commit = false;
         let items = self
             .engine
             .inner

@@ -335,6 +335,21 @@ pub trait Store: Send + Sync + 'static {
     /// Appends entries and applies the run changes of `commit`, all or nothing.
     fn commit<'a>(&'a self, commit: Commit<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
 
+    /// [`Store::commit`], answering also whether the run's inbox held messages with ids
+    /// above `after` when the commit landed: a run's first commit learns so in its own
+    /// round trip instead of reading the inbox before it. `true` is always a safe answer
+    /// (the driver then reads the inbox). The default commits, then reads the inbox.
+    fn commit_peeking<'a>(
+        &'a self,
+        commit: Commit<'a>,
+        after: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            self.commit(commit).await?;
+            Ok(!self.inbox(commit.run, after).await?.is_empty())
+        })
+    }
+
     /// A run with its journal.
     fn load(&self, run: RunId) -> BoxFuture<'_, Result<Option<StoredRun>, StoreError>>;
 
