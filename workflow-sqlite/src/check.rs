@@ -257,7 +257,7 @@ pub(super) fn verify(db: &Db) -> Result<Verification, StoreError> {
 }
 
 /// Rows whose run is gone, and runs without any journal entry: what a purge that
-/// stopped half-way would leave (each purge is one transaction, so none should exist).
+/// stopped half-way would leave (each run is purged in one transaction, so none should exist).
 fn orphans(db: &Db, verification: &mut Verification) {
     let mut sql: Vec<String> = super::search::PER_RUN_TABLES
         .iter()

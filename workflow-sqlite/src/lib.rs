@@ -50,7 +50,7 @@ use std::time::Instant;
 use rusqlite::OpenFlags;
 use tokio::sync::oneshot;
 
-use self::commits::{Commits, Pending};
+use self::commits::{wait_for_writer, Commits, Pending};
 use self::schema::{check_header, Db, MIGRATIONS};
 use self::sql::{CommitRow, NewRunRow};
 use self::writer::{Job, Request, Writer};
@@ -168,7 +168,7 @@ impl SqliteStore {
             .map_err(|e| reader.error(e, started))?;
 
         let commits = Arc::new(Commits::new(
-            Writer::new(writer, options.busy_timeout),
+            Writer::new(writer, options.busy_timeout, options.synchronous),
             options.max_batch,
         ));
         let thread_commits = Arc::clone(&commits);
@@ -281,22 +281,6 @@ impl SqliteStore {
             Err(_) => Box::pin(std::future::ready(job())),
         }
     }
-}
-
-/// Waits for the writer thread's answer; `None` if the writer is gone.
-///
-/// When workflow-core is built with its `test-util` feature the wait occupies a
-/// blocking-pool thread: tokio does not auto-advance paused time while blocking work is in
-/// flight, so a test under `start_paused` never sees its clock jump past a step timeout
-/// while a write is pending.
-async fn wait_for_writer<T: Send + 'static>(answer: oneshot::Receiver<T>) -> Option<T> {
-    if workflow_core::store::TEST_UTIL && tokio::runtime::Handle::try_current().is_ok() {
-        return tokio::task::spawn_blocking(move || answer.blocking_recv().ok())
-            .await
-            .ok()
-            .flatten();
-    }
-    answer.await.ok()
 }
 
 impl Drop for SqliteStore {
@@ -611,12 +595,10 @@ impl Store for SqliteStore {
         if filter.dry_run {
             self.read(move |db| search::purgeable(db, &filter))
         } else {
-            self.write(move |writer| {
-                let purged = search::purge(writer, &filter)?;
-                let mut known = writer.known.borrow_mut();
-                purged.0.iter().for_each(|run| known.forget(*run));
-                Ok(purged)
-            })
+            let mut purge = search::Purge::new(filter);
+            let shown = Arc::clone(&self.shown);
+            self.commits
+                .maintain(shown, move |writer| purge.step(writer))
         }
     }
 

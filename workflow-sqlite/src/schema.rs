@@ -226,7 +226,7 @@ impl Db {
         self.check_version(version)?;
         if version == 0 && tables.is_empty() {
             // A new file gives the pages purges free back to the file system
-            // (`PRAGMA incremental_vacuum` after each purge). The mode can only be chosen
+            // (`PRAGMA incremental_vacuum` once a purge reaches its last run). The mode can only be chosen
             // before the first table exists: older files keep theirs (the guide's operating chapter, "Retention").
             self.conn
                 .pragma_update(None, "auto_vacuum", "INCREMENTAL")

@@ -4,6 +4,7 @@
 use rusqlite::params;
 
 use super::schema::{db_error, Db};
+use super::writer::{Step, Writer};
 use workflow_core::store::{PurgeFilter, StoreError};
 use workflow_core::RunId;
 
@@ -85,12 +86,85 @@ pub(super) fn purgeable(db: &Db, filter: &PurgeFilter) -> Result<Vec<RunId>, Sto
         .map_err(db_error(db))
 }
 
-/// Inside the writer's transaction: deletes the runs `filter` takes with all their rows,
-/// then gives the freed pages back to the file system (with `auto_vacuum = INCREMENTAL`).
-pub(super) fn purge(db: &Db, filter: &PurgeFilter) -> Result<(Vec<RunId>, u64), StoreError> {
+/// The most runs one step of a purge deletes: a step costs about what one ordinary
+/// commit does, so a commit that arrives during it waits little (see `commits.rs`).
+pub(super) const PURGE_STEP: usize = 2;
+
+/// The most pages one step of the vacuum after a purge gives back.
+pub(super) const VACUUM_STEP: i64 = 32;
+
+/// A purge as a maintenance request of the writer: up to `filter.limit` runs, deleted in
+/// steps of [`PURGE_STEP`] runs, each step one transaction (a run is deleted whole in
+/// one); then, when the walk found every run the filter takes (the pass is over), the
+/// freed pages given back to the file system ([`VACUUM_STEP`] pages a step).
+pub(super) struct Purge {
+    filter: PurgeFilter,
+    purged: Vec<RunId>,
+    vacuuming: bool,
+}
+
+impl Purge {
+    pub(super) fn new(filter: PurgeFilter) -> Purge {
+        Purge {
+            filter,
+            purged: Vec::new(),
+            vacuuming: false,
+        }
+    }
+
+    /// Inside the writer's transaction: the next step.
+    pub(super) fn step(&mut self, writer: &Writer) -> Result<Step<Vec<RunId>>, StoreError> {
+        let limit = self.filter.limit.max(1);
+        if !self.vacuuming {
+            let want = (limit - self.purged.len()).min(PURGE_STEP);
+            let step = PurgeFilter {
+                limit: want,
+                after: self.purged.last().copied().or(self.filter.after),
+                ..self.filter.clone()
+            };
+            let runs = delete(writer, &step)?;
+            let mut known = writer.known.borrow_mut();
+            runs.iter().for_each(|run| known.forget(*run));
+            let found = runs.len();
+            self.purged.extend(runs);
+            if self.purged.len() >= limit {
+                return Ok(Step::Done(std::mem::take(&mut self.purged), 0));
+            }
+            if found == want {
+                return Ok(Step::More(0));
+            }
+            self.vacuuming = true;
+            return Ok(Step::More(0));
+        }
+        let free = || {
+            writer
+                .conn
+                .prepare_cached("PRAGMA freelist_count")
+                .and_then(|mut s| s.query_row([], |row| row.get::<_, i64>(0)))
+                .map_err(db_error(writer))
+        };
+        let before = free()?;
+        if before > 0 {
+            writer
+                .conn
+                .execute_batch(&format!("PRAGMA incremental_vacuum({VACUUM_STEP})"))
+                .map_err(db_error(writer))?;
+        }
+        let after = free()?;
+        // Done when no free page is left, or none was given back (a file without
+        // `auto_vacuum = INCREMENTAL` keeps its free pages for new rows).
+        if after == 0 || after >= before {
+            return Ok(Step::Done(std::mem::take(&mut self.purged), 0));
+        }
+        Ok(Step::More(0))
+    }
+}
+
+/// Inside the writer's transaction: deletes the runs `filter` takes with all their rows.
+fn delete(db: &Db, filter: &PurgeFilter) -> Result<Vec<RunId>, StoreError> {
     let runs = purgeable(db, filter)?;
     if runs.is_empty() {
-        return Ok((runs, 0));
+        return Ok(runs);
     }
     let ids = serde_json::to_string(&runs.iter().map(|r| r.0).collect::<Vec<u64>>())
         .unwrap_or_else(|_| "[]".to_owned());
@@ -103,8 +177,5 @@ pub(super) fn purge(db: &Db, filter: &PurgeFilter) -> Result<(Vec<RunId>, u64), 
             .and_then(|mut s| s.execute(params![ids]))
             .map_err(db_error(db))?;
     }
-    db.conn
-        .execute_batch("PRAGMA incremental_vacuum")
-        .map_err(db_error(db))?;
-    Ok((runs, 0))
+    Ok(runs)
 }

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::known::Known;
 use super::schema::Db;
+use super::Synchronous;
 use workflow_core::store::StoreError;
 
 /// Counters of the write connection.
@@ -30,6 +31,8 @@ pub(super) struct Writer {
     busy_timeout: Duration,
     /// Whether the connection currently waits out locks (`busy_timeout`) or fails at once.
     patient: Cell<bool>,
+    /// When the store's commits reach the disk.
+    synchronous: Synchronous,
 }
 
 impl Deref for Writer {
@@ -41,13 +44,36 @@ impl Deref for Writer {
 }
 
 impl Writer {
-    pub(super) fn new(db: Db, busy_timeout: Duration) -> Writer {
+    pub(super) fn new(db: Db, busy_timeout: Duration, synchronous: Synchronous) -> Writer {
         Writer {
             db,
             known: RefCell::new(Known::default()),
             busy_timeout,
             patient: Cell::new(true),
+            synchronous,
         }
+    }
+
+    /// Runs `write` (maintenance) with commits that do not sync the WAL
+    /// (`synchronous = NORMAL`) when the store syncs every commit: a maintenance step then
+    /// costs its own work, not a sync a live commit would wait behind. SQLite's WAL stays
+    /// consistent either way; a power loss may only roll back the last such steps (runs a
+    /// purge deleted are back whole), and the next synced commit makes them durable too.
+    pub(super) fn unsynced<R>(&self, write: impl FnOnce() -> R) -> R {
+        let relax = self.synchronous == Synchronous::Full
+            && self
+                .db
+                .conn
+                .execute_batch("PRAGMA synchronous = NORMAL")
+                .is_ok();
+        let written = write();
+        if relax {
+            let restore = "PRAGMA synchronous = FULL";
+            if let Err(error) = self.db.conn.execute_batch(restore) {
+                tracing::error!(path = %self.db.path, %error, "cannot restore synchronous = FULL");
+            }
+        }
+        written
     }
 
     /// Makes transactions wait out another process's lock up to the busy timeout
@@ -77,6 +103,11 @@ pub(super) trait Job: Send {
     fn error(&self) -> Option<StoreError>;
     /// Sends the outcome to the caller.
     fn reply(self: Box<Self>);
+    /// Once its transaction committed: whether the request has more to do in a
+    /// transaction of its own (it is queued again, and answered once it is done).
+    fn again(&self) -> bool {
+        false
+    }
 }
 
 pub(super) struct Request<T, F> {
@@ -123,6 +154,74 @@ where
             .unwrap_or_else(|| Err(StoreError::Io("the write request was not run".to_owned())));
         // The caller may have stopped waiting; the write stands either way.
         let _ = self.reply.send(result);
+    }
+}
+
+/// What one step of a [`Steps`] request did.
+pub(super) enum Step<T> {
+    /// More is left to do, in another transaction.
+    More(u64),
+    /// The request is done: its answer, and the journal entries its last step wrote.
+    Done(T, u64),
+}
+
+/// A maintenance request done in steps, each alone in a transaction of its own: `work`
+/// runs once per step until it says the request is done. A step that fails (or whose
+/// transaction does not commit) ends the request with its error; the steps before it stay
+/// committed.
+pub(super) struct Steps<T, F> {
+    pub(super) work: F,
+    pub(super) more: bool,
+    pub(super) result: Option<Result<T, StoreError>>,
+    pub(super) reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for Steps<T, F>
+where
+    T: Send,
+    F: FnMut(&Writer) -> Result<Step<T>, StoreError> + Send,
+{
+    fn apply(&mut self, writer: &Writer) -> Option<u64> {
+        self.more = false;
+        match (self.work)(writer) {
+            Ok(Step::More(entries)) => {
+                self.more = true;
+                Some(entries)
+            }
+            Ok(Step::Done(value, entries)) => {
+                self.result = Some(Ok(value));
+                Some(entries)
+            }
+            Err(error) => {
+                self.result = Some(Err(error));
+                None
+            }
+        }
+    }
+
+    fn fail(&mut self, error: &StoreError) {
+        self.more = false;
+        if !matches!(self.result, Some(Err(_))) {
+            self.result = Some(Err(error.clone()));
+        }
+    }
+
+    fn error(&self) -> Option<StoreError> {
+        match &self.result {
+            Some(Err(error)) => Some(error.clone()),
+            _ => None,
+        }
+    }
+
+    fn reply(self: Box<Self>) {
+        let result = self
+            .result
+            .unwrap_or_else(|| Err(StoreError::Io("the write request was not run".to_owned())));
+        let _ = self.reply.send(result);
+    }
+
+    fn again(&self) -> bool {
+        self.more
     }
 }
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use serde_json::json;
 use workflow_core::journal::Event;
 use workflow_core::store::{
-    checksum, Claimant, Commit, DeadLetterChange, Fence, NewRun, Store, StoreError,
+    checksum, Claimant, Commit, DeadLetterChange, Fence, NewRun, PurgeFilter, RunStatus, Store,
+    StoreError,
 };
 use workflow_core::RunId;
 use workflow_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -197,4 +198,62 @@ async fn an_entry_appended_by_another_connection_moves_the_next_sequence_number(
     );
     let stored = store.load(run).await.expect("load").expect("the run");
     assert_eq!(stored.events.len(), 4);
+}
+
+/// The file's free pages, read through a connection of its own.
+fn free_pages(dir: &TempDir) -> i64 {
+    let conn = rusqlite::Connection::open(dir.0.join("store.db")).expect("open the file");
+    conn.query_row("PRAGMA freelist_count", [], |row| row.get(0))
+        .expect("freelist_count")
+}
+
+#[tokio::test]
+async fn a_purge_deletes_runs_in_several_transactions_and_vacuums_once_at_the_end() {
+    let dir = TempDir::new("purge");
+    let store = open(&dir);
+    let mut runs = Vec::new();
+    for _ in 0..30 {
+        let run = create_owned(&store, "a").await;
+        for seq in 1..20 {
+            commit_as(&store, run, "a", 1, seq).await.expect("commit");
+        }
+        store
+            .commit(Commit {
+                status: Some((RunStatus::Completed, None)),
+                fence: Some(Fence {
+                    owner: "a",
+                    token: 1,
+                }),
+                ..Commit::events(run, 20, &[], 100)
+            })
+            .await
+            .expect("finish");
+        runs.push(run);
+    }
+    let filter = |after: Option<RunId>| PurgeFilter {
+        before: 1_000,
+        after,
+        limit: 25,
+        ..PurgeFilter::default()
+    };
+    let before = store.commits();
+    let first = store.purge(filter(None)).await.expect("purge");
+    assert_eq!(first, runs[..25]);
+    // Deleted a few runs at a time, so that other writes go between; the walk did not
+    // reach its end yet, so the freed pages wait for it.
+    assert!(store.commits() - before > 1, "one transaction for 25 runs");
+    assert!(free_pages(&dir) > 0);
+    let rest = store
+        .purge(filter(first.last().copied()))
+        .await
+        .expect("purge");
+    assert_eq!(rest, runs[25..]);
+    assert_eq!(free_pages(&dir), 0, "the pass ended with a vacuum");
+    for run in runs {
+        assert!(
+            store.load(run).await.expect("load").is_none(),
+            "{run} is gone"
+        );
+    }
+    assert!(store.verify().await.expect("verify").is_clean());
 }

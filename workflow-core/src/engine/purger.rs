@@ -2,7 +2,8 @@
 //! `retention:`, else [`EngineBuilder::retention`](super::EngineBuilder::retention)) are
 //! purged every [`PURGE_EVERY`] (the first time one period after the engine starts), at most [`BATCHES_PER_PASS`] batches of
 //! [`DEFAULT_BATCH`] runs per pass, so a large backlog is worked off over several passes
-//! without holding the store for long. Each batch is one transaction of the store.
+//! without holding the store for long. Each batch is one
+//! [`Store::purge`](crate::store::Store::purge).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //! the engine's background purge share, and the retention policy the engine derives from
 //! its workflows' `retention:` keys and [`EngineBuilder::retention`](crate::EngineBuilder::retention).
 //!
-//! Each batch is one [`Store::purge`]: one transaction that deletes whole runs, so a
-//! process killed between (or inside) batches leaves every run there whole or gone whole.
+//! Each batch is one [`Store::purge`], which deletes whole runs (each in one transaction),
+//! so a process killed between (or inside) batches leaves every run there whole or gone
+//! whole.
 
 use std::time::Duration;
 
@@ -27,8 +28,8 @@ pub struct PurgeReport {
     pub complete: bool,
 }
 
-/// Purges the runs `filter` takes, `filter.limit` per batch (each one transaction), until
-/// none is left or `max_batches` batches ran; `progress` sees each batch. With
+/// Purges the runs `filter` takes, `filter.limit` per batch (one [`Store::purge`] each),
+/// until none is left or `max_batches` batches ran; `progress` sees each batch. With
 /// `filter.dry_run` nothing is deleted and the batches page through what would be.
 pub async fn purge_all(
     store: &dyn Store,

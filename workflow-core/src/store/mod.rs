@@ -52,7 +52,7 @@
 //!   carry no checksum of their own.
 //! - **Purges take whole runs.** [`Store::purge`] deletes finished runs (never running or
 //!   parked ones, nor a child whose parent is unfinished) with everything that belongs to
-//!   them, each batch in one transaction: a run is there whole or gone whole. It is the
+//!   them, each run in one transaction: a run is there whole or gone whole. It is the
 //!   one exception to "entries are never removed".
 //!
 //! - **Workers record themselves with their renewals.** [`Store::heartbeat`] renews an
@@ -530,10 +530,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes up to `filter.limit` finished runs (completed, failed or cancelled) that
     /// match `filter`, lowest id first, with their journals, inboxes, dead letters, search
-    /// values and every other row of theirs, in one transaction; returns their ids (with
-    /// `dry_run`, the runs it would delete, deleting nothing). Never a running or parked
-    /// run, nor a child run whose parent is not finished. A purged run's idempotency key
-    /// is free again.
+    /// values and every other row of theirs, each run whole in one transaction (a store
+    /// may split the batch into several, as SQLite does to let live writes go between
+    /// them); returns their ids (with `dry_run`, the runs it would delete, deleting
+    /// nothing). Never a running or parked run, nor a child run whose parent is not
+    /// finished. A purged run's idempotency key is free again.
     fn purge(&self, filter: PurgeFilter) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
 
     /// Deletes schedule `id`; returns whether it existed. Runs it started are kept; its
