@@ -122,13 +122,7 @@ impl Commits {
         F: FnMut(&Writer) -> Result<Step<T>, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let (more, result) = (false, None);
-        let job = Box::new(Steps {
-            work,
-            more,
-            result,
-            reply,
-        });
+        let job = Box::new(Steps::new(work, reply));
         let queued = self.push_maintenance(job);
         let stopped = move || StoreError::Io(format!("{shown}: the store's writer stopped"));
         Box::pin(async move {

@@ -221,11 +221,7 @@ impl SqliteStore {
         F: FnOnce(&Writer) -> Result<(T, u64), StoreError> + Send + 'static,
     {
         let (reply, mut answer) = oneshot::channel();
-        let request: Box<dyn Job> = Box::new(Request {
-            work: Some(work),
-            result: None,
-            reply,
-        });
+        let request: Box<dyn Job> = Box::new(Request::new(work, reply));
         let queued = self.commits.push(request);
         let mut pending = Pending::new(Arc::clone(&self.commits));
         let shown = Arc::clone(&self.shown);

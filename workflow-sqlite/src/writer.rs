@@ -110,22 +110,28 @@ pub(super) trait Job: Send {
     }
 }
 
-pub(super) struct Request<T, F> {
-    pub(super) work: Option<F>,
-    pub(super) result: Option<Result<T, StoreError>>,
-    pub(super) reply: oneshot::Sender<Result<T, StoreError>>,
+/// A request's answer, kept until its transaction ends, then sent to the caller.
+struct Answer<T> {
+    result: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
 }
 
-impl<T, F> Job for Request<T, F>
-where
-    T: Send,
-    F: FnOnce(&Writer) -> Result<(T, u64), StoreError> + Send,
-{
-    fn apply(&mut self, writer: &Writer) -> Option<u64> {
-        let work = self.work.take()?;
-        match work(writer) {
+impl<T> Answer<T> {
+    fn new(reply: oneshot::Sender<Result<T, StoreError>>) -> Self {
+        Answer {
+            result: None,
+            reply,
+        }
+    }
+
+    /// What the request's work gave: the journal entries it wrote, or `None` (and the
+    /// error kept) when it failed.
+    fn keep(&mut self, written: Result<(Option<T>, u64), StoreError>) -> Option<u64> {
+        match written {
             Ok((value, entries)) => {
-                self.result = Some(Ok(value));
+                if let Some(value) = value {
+                    self.result = Some(Ok(value));
+                }
                 Some(entries)
             }
             Err(error) => {
@@ -148,12 +154,51 @@ where
         }
     }
 
-    fn reply(self: Box<Self>) {
+    fn send(self) {
         let result = self
             .result
             .unwrap_or_else(|| Err(StoreError::Io("the write request was not run".to_owned())));
         // The caller may have stopped waiting; the write stands either way.
         let _ = self.reply.send(result);
+    }
+}
+
+/// A write request: `work` runs once, in the batch's transaction.
+pub(super) struct Request<T, F> {
+    work: Option<F>,
+    answer: Answer<T>,
+}
+
+impl<T, F> Request<T, F> {
+    pub(super) fn new(work: F, reply: oneshot::Sender<Result<T, StoreError>>) -> Self {
+        Request {
+            work: Some(work),
+            answer: Answer::new(reply),
+        }
+    }
+}
+
+impl<T, F> Job for Request<T, F>
+where
+    T: Send,
+    F: FnOnce(&Writer) -> Result<(T, u64), StoreError> + Send,
+{
+    fn apply(&mut self, writer: &Writer) -> Option<u64> {
+        let work = self.work.take()?;
+        self.answer
+            .keep(work(writer).map(|(value, entries)| (Some(value), entries)))
+    }
+
+    fn fail(&mut self, error: &StoreError) {
+        self.answer.fail(error);
+    }
+
+    fn error(&self) -> Option<StoreError> {
+        self.answer.error()
+    }
+
+    fn reply(self: Box<Self>) {
+        self.answer.send();
     }
 }
 
@@ -170,10 +215,19 @@ pub(super) enum Step<T> {
 /// transaction does not commit) ends the request with its error; the steps before it stay
 /// committed.
 pub(super) struct Steps<T, F> {
-    pub(super) work: F,
-    pub(super) more: bool,
-    pub(super) result: Option<Result<T, StoreError>>,
-    pub(super) reply: oneshot::Sender<Result<T, StoreError>>,
+    work: F,
+    more: bool,
+    answer: Answer<T>,
+}
+
+impl<T, F> Steps<T, F> {
+    pub(super) fn new(work: F, reply: oneshot::Sender<Result<T, StoreError>>) -> Self {
+        Steps {
+            work,
+            more: false,
+            answer: Answer::new(reply),
+        }
+    }
 }
 
 impl<T, F> Job for Steps<T, F>
@@ -182,42 +236,25 @@ where
     F: FnMut(&Writer) -> Result<Step<T>, StoreError> + Send,
 {
     fn apply(&mut self, writer: &Writer) -> Option<u64> {
-        self.more = false;
-        match (self.work)(writer) {
-            Ok(Step::More(entries)) => {
-                self.more = true;
-                Some(entries)
-            }
-            Ok(Step::Done(value, entries)) => {
-                self.result = Some(Ok(value));
-                Some(entries)
-            }
-            Err(error) => {
-                self.result = Some(Err(error));
-                None
-            }
-        }
+        let step = (self.work)(writer);
+        self.more = matches!(step, Ok(Step::More(_)));
+        self.answer.keep(step.map(|step| match step {
+            Step::More(entries) => (None, entries),
+            Step::Done(value, entries) => (Some(value), entries),
+        }))
     }
 
     fn fail(&mut self, error: &StoreError) {
         self.more = false;
-        if !matches!(self.result, Some(Err(_))) {
-            self.result = Some(Err(error.clone()));
-        }
+        self.answer.fail(error);
     }
 
     fn error(&self) -> Option<StoreError> {
-        match &self.result {
-            Some(Err(error)) => Some(error.clone()),
-            _ => None,
-        }
+        self.answer.error()
     }
 
     fn reply(self: Box<Self>) {
-        let result = self
-            .result
-            .unwrap_or_else(|| Err(StoreError::Io("the write request was not run".to_owned())));
-        let _ = self.reply.send(result);
+        self.answer.send();
     }
 
     fn again(&self) -> bool {

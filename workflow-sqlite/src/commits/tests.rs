@@ -46,11 +46,7 @@ fn ordinary(
         }
         Ok(((), 0))
     };
-    let job = Request {
-        work: Some(work),
-        result: None,
-        reply,
-    };
+    let job = Request::new(work, reply);
     (Box::new(job), answer)
 }
 
@@ -71,12 +67,7 @@ fn maintenance(
             false => Step::More(0),
         })
     };
-    let job = Steps {
-        work,
-        more: false,
-        result: None,
-        reply,
-    };
+    let job = Steps::new(work, reply);
     (Box::new(job), answer)
 }
 
