@@ -211,6 +211,10 @@ pub const CHECKS: &[(&str, Check)] = &[
         Box::pin(limits::a_deep_queue_hides_no_other_key(s.store))
     }),
     (
+        "admissions racing over keys never take one past its limit",
+        |s| Box::pin(limits::racing_admissions_hold_each_key_limit(s.store)),
+    ),
+    (
         "step slots count only under their run's current lease",
         |s| Box::pin(limits::slots_hold_their_limit_under_current_leases(s.store)),
     ),

@@ -2,6 +2,8 @@
 //! debounces are decided in the store, step slots and rate tokens are taken together or
 //! not at all and count only under their run's current lease.
 
+use std::collections::HashMap;
+
 use super::*;
 use workflow_core::store::limits::{
     Acquired, Admit, DebounceStart, Gate, OnLimit, RateLimit, RunLimit, SlotLimit, SlotRequest,
@@ -243,6 +245,85 @@ pub(super) async fn a_deep_queue_hides_no_other_key(store: Arc<dyn Store>) {
     // When the holder finishes, the next of its key starts, in order.
     finish(&*store, hot[0], "w").await;
     assert_eq!(admitted(&*store, admit("v", &limits, 10)).await, [hot[1]]);
+}
+
+pub(super) async fn racing_admissions_hold_each_key_limit(store: Arc<dyn Store>) {
+    const WORKERS: usize = 4;
+    let now = wall_clock();
+    let mut waiting: HashMap<&str, Vec<RunId>> = HashMap::new();
+    for i in 0..30 {
+        let key = if i % 3 == 0 { "cold" } else { "hot" };
+        waiting
+            .entry(key)
+            .or_default()
+            .push(gated(&*store, Some(key), 0, now).await);
+    }
+    // The runs of each key in flight, with the worker that admitted each.
+    let mut holders: HashMap<RunId, (&str, usize)> = HashMap::new();
+    let mut seen = Vec::new();
+    for round in 0..4 {
+        // Every worker admits at once, each with room for more than the keys have.
+        let mut racing = tokio::task::JoinSet::new();
+        for worker in 0..WORKERS {
+            let store = Arc::clone(&store);
+            racing.spawn(async move {
+                let limits = limit(3, OnLimit::Queue);
+                let owner = format!("w{worker}");
+                (worker, admitted(&*store, admit(&owner, &limits, 4)).await)
+            });
+        }
+        while let Some(done) = racing.join_next().await {
+            let (worker, runs) = done.expect("an admission");
+            for run in runs {
+                let key = if waiting["hot"].contains(&run) {
+                    "hot"
+                } else {
+                    "cold"
+                };
+                assert!(!seen.contains(&run), "{run} admitted twice");
+                seen.push(run);
+                holders.insert(run, (key, worker));
+            }
+        }
+        for key in ["hot", "cold"] {
+            let held = holders.values().filter(|h| h.0 == key).count();
+            assert_eq!(held, 3, "round {round}: key {key} holds its limit, no more");
+            let behind = waiting[key]
+                .iter()
+                .find(|run| !seen.contains(run))
+                .expect("runs still wait");
+            let gate = store
+                .flow_of(*behind)
+                .await
+                .expect("flow")
+                .gate
+                .expect("gate");
+            assert_eq!(
+                gate.usage.in_use, 3,
+                "round {round}: the store counts {key}'s holders"
+            );
+        }
+        // Two of hot's holders and one of cold's finish: that many start next round.
+        let mut done: Vec<(RunId, (&str, usize))> =
+            holders.iter().map(|(run, h)| (*run, *h)).collect();
+        done.sort();
+        let hot: Vec<_> = done
+            .iter()
+            .filter(|d| d.1 .0 == "hot")
+            .take(2)
+            .copied()
+            .collect();
+        let cold: Vec<_> = done
+            .iter()
+            .filter(|d| d.1 .0 == "cold")
+            .take(1)
+            .copied()
+            .collect();
+        for (run, (_, worker)) in hot.into_iter().chain(cold) {
+            finish(&*store, run, &format!("w{worker}")).await;
+            holders.remove(&run);
+        }
+    }
 }
 
 fn slot<'a>(run: RunId, holder: &'a str, fence: Fence<'a>, key: &'a str) -> SlotRequest<'a> {
