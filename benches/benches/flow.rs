@@ -56,7 +56,7 @@ use workflow_core::store::{RunFilter, RunStatus, Store};
 use workflow_sqlite::SqliteStore;
 
 use workflow_core::{workflow, Engine, RunError, StartOptions, StepError, Workflow};
-use workflow_postgres::PgOptions;
+use workflow_postgres::{PgOptions, PgStore};
 
 #[path = "common/pg.rs"]
 mod pg;
@@ -366,8 +366,21 @@ fn list(name: &str, default: &[usize]) -> Vec<usize> {
 
 /// A fresh store for one `depth` phase, with a way to get rid of it afterwards.
 enum Fresh {
-    Sqlite(PathBuf),
-    Postgres(pg::Schema),
+    /// The file, and its store.
+    Sqlite(PathBuf, Arc<SqliteStore>),
+    /// The schema, and its stores (the intake's first, then the workers').
+    Postgres(pg::Schema, Vec<Arc<PgStore>>),
+}
+
+/// What one `depth` phase measured.
+struct Phase {
+    /// Runs admitted and finished per second.
+    rate: f64,
+    /// The workers' round trips to the server per run on PostgreSQL, the store's write
+    /// transactions per run on SQLite.
+    trips: f64,
+    /// This process's CPU per run, in ms (clock ticks of 10 ms).
+    cpu_ms: f64,
 }
 
 impl Fresh {
@@ -384,36 +397,37 @@ impl Fresh {
                     std::process::id(),
                     NEXT.fetch_add(1, Ordering::Relaxed)
                 ));
-                let store: Arc<dyn Store> =
-                    Arc::new(SqliteStore::open(&path).expect("open the store"));
-                (Fresh::Sqlite(path), vec![store])
+                let store = Arc::new(SqliteStore::open(&path).expect("open the store"));
+                let shared = Arc::clone(&store) as Arc<dyn Store>;
+                (Fresh::Sqlite(path, store), vec![shared])
             }
             Some(url) => {
                 let schema = pg::Schema::new(url, "b17depth");
-                let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+                let mut stores = Vec::new();
                 for _ in 0..3 {
-                    stores.push(Arc::new(
-                        schema
-                            .store_with(PgOptions {
-                                max_connections: 8,
-                                ..PgOptions::default()
-                            })
-                            .await,
-                    ));
+                    let options = PgOptions {
+                        max_connections: 8,
+                        ..PgOptions::default()
+                    };
+                    stores.push(Arc::new(schema.store_with(options).await));
                 }
-                (Fresh::Postgres(schema), stores)
+                let dyns = stores
+                    .iter()
+                    .map(|store| Arc::clone(store) as Arc<dyn Store>)
+                    .collect();
+                (Fresh::Postgres(schema, stores), dyns)
             }
         }
     }
 
     async fn remove(self) {
         match self {
-            Fresh::Sqlite(path) => {
+            Fresh::Sqlite(path, _) => {
                 for suffix in ["", "-wal", "-shm"] {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
             }
-            Fresh::Postgres(schema) => {
+            Fresh::Postgres(schema, _) => {
                 // The dropped workers' last statements may still hold locks for a moment.
                 for _ in 0..20 {
                     let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.name());
@@ -428,15 +442,26 @@ impl Fresh {
     }
 }
 
+impl Fresh {
+    /// The workers' round trips to the server so far (PostgreSQL), or the store's write
+    /// transactions (SQLite).
+    fn worker_trips(&self) -> u64 {
+        match self {
+            Fresh::Sqlite(_, store) => store.commits(),
+            Fresh::Postgres(_, stores) => stores[1..].iter().map(|s| s.round_trips()).sum(),
+        }
+    }
+}
+
 /// One `depth` phase: `depth` runs of `W` queued over `keys` keys, then admitted by the
-/// workers; runs per second over the first `measured`.
+/// workers; runs per second over the first `measured`, with what each cost.
 async fn depth_phase<W: Workflow<Env = ()>>(
     url: Option<&str>,
     depth: u32,
     keys: u32,
     measured: u64,
     input: fn(u32) -> W::Input,
-) -> f64 {
+) -> Phase {
     let (fresh, stores) = Fresh::open(url).await;
     // On PostgreSQL an intake-only engine queues the runs. A SQLite store has one worker,
     // whose `resume_all` would take every queued run at once: that worker queues them
@@ -494,6 +519,7 @@ async fn depth_phase<W: Workflow<Env = ()>>(
     }
     let measured = measured.min(u64::from(depth));
     let base = STEPS.load(Ordering::Relaxed);
+    let (trips, cpu) = (fresh.worker_trips(), benches::cpu_time());
     let started = Instant::now();
     match url {
         Some(_) => {
@@ -512,6 +538,12 @@ async fn depth_phase<W: Workflow<Env = ()>>(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let rate = measured as f64 / started.elapsed().as_secs_f64();
+    let per_run = |total: u64| total as f64 / measured as f64;
+    let phase = Phase {
+        rate,
+        trips: per_run(fresh.worker_trips() - trips),
+        cpu_ms: per_run(benches::cpu_time().saturating_sub(cpu).as_millis() as u64),
+    };
     // The rest of the queue is not run: a phase must not leave work for the next one.
     for engine in workers.iter().chain([&intake]) {
         engine.shutdown();
@@ -522,7 +554,7 @@ async fn depth_phase<W: Workflow<Env = ()>>(
     // Let the dropped engines' tasks stop before the store goes.
     tokio::time::sleep(Duration::from_millis(200)).await;
     fresh.remove().await;
-    rate
+    phase
 }
 
 fn single(k: u32) -> SingleInput {
@@ -543,8 +575,8 @@ async fn depth(url: Option<String>) {
         .split(',')
         .map(|s| s.trim().to_owned())
         .collect();
-    println!("| store | queued runs | keys | plain runs/s | keyed runs/s | keyed ÷ plain (median; per round) | target ≥ 0.75 |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
+    println!("| store | queued runs | keys | plain runs/s | keyed runs/s | keyed ÷ plain (median; per round) | target ≥ 0.75 | round trips (PostgreSQL) or write transactions (SQLite) / run, plain → keyed | client CPU ms / run, plain → keyed |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |");
     for store in &stores {
         let url = match store.as_str() {
             "sqlite" => None,
@@ -562,11 +594,12 @@ async fn depth(url: Option<String>) {
         for &queued in &depths {
             for &keys in &key_counts {
                 let (mut plain, mut keyed, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+                let (mut trips, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
                 for round in 0..rounds {
                     let mut rates = [0.0; 2];
                     for turn in 0..2 {
                         let which = (turn + round) % 2;
-                        rates[which] = if which == 0 {
+                        let phase = if which == 0 {
                             depth_phase::<Single>(url, queued as u32, keys as u32, measured, single)
                                 .await
                         } else {
@@ -579,14 +612,20 @@ async fn depth(url: Option<String>) {
                             )
                             .await
                         };
+                        rates[which] = phase.rate;
+                        trips[which].push(phase.trips);
+                        cpu[which].push(phase.cpu_ms);
                     }
                     plain.push(rates[0]);
                     keyed.push(rates[1]);
                     ratios.push(rates[1] / rates[0]);
                 }
                 let ratio = median(ratios.clone());
+                let pair = |[a, b]: [Vec<f64>; 2], digits: usize| {
+                    format!("{:.digits$} → {:.digits$}", median(a), median(b))
+                };
                 println!(
-                    "| {label} | {queued} | {keys} | {:.0} | {:.0} | **{ratio:.2}** ({}) | {} |",
+                    "| {label} | {queued} | {keys} | {:.0} | {:.0} | **{ratio:.2}** ({}) | {} | {} | {} |",
                     median(plain),
                     median(keyed),
                     ratios
@@ -595,6 +634,8 @@ async fn depth(url: Option<String>) {
                         .collect::<Vec<_>>()
                         .join(", "),
                     if ratio >= 0.75 { "met" } else { "NOT met" },
+                    pair(trips, 1),
+                    pair(cpu, 2),
                 );
             }
         }

@@ -20,6 +20,7 @@ use std::alloc::System;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use benches::cpu_time;
 use sqlx::{Connection, Executor};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use workflow_core::schedule::{Overlap, Schedule};
@@ -69,21 +70,6 @@ fn rss_bytes() -> u64 {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kb| kb.parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
-}
-
-/// User + system CPU time of this process, from `/proc/self/stat` (clock ticks of 10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // Fields 14 and 15 of the file (utime, stime) are 11 and 12 after the name.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {

@@ -1,7 +1,8 @@
 //! Support for the workspace's benchmarks (see `BENCHMARKS.md` at the workspace root).
 //!
 //! The benchmarks live in `benches/`; this library only holds the graph shapes and the
-//! `workflow!` source generator they share with the build script.
+//! `workflow!` source generator they share with the build script, and what several
+//! benchmarks measure alike.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -10,3 +11,19 @@
 )]
 
 pub mod gen;
+
+/// User + system CPU time of this process, from `/proc/self/stat` (clock ticks of 10 ms;
+/// zero where unavailable).
+pub fn cpu_time() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Fields 14 and 15 of the file (utime, stime) are 11 and 12 after the name.
+    std::time::Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
