@@ -86,42 +86,45 @@ fn holders(db: &Db) -> Result<HashMap<(String, String), Vec<RunId>>, StoreError>
     Ok(held)
 }
 
+/// The first key with waiting runs, in (scope, key) order.
+const FIRST_KEY: &str = "SELECT scope, key FROM flow_gates
+     WHERE admitted = 0 AND done = 0 AND scope IS NOT NULL AND key IS NOT NULL
+     ORDER BY scope, key LIMIT 1";
+
+/// The next key with waiting runs in the same scope. Written as `scope = ? AND key > ?`,
+/// not as the row value `(scope, key) > (?, ?)`: SQLite seeks past every entry of the key
+/// for the former, but walks them for the latter (the whole queue of a deep key, on every
+/// admission).
+const NEXT_KEY: &str = "SELECT scope, key FROM flow_gates
+     WHERE admitted = 0 AND done = 0 AND scope = ?1 AND key > ?2
+     ORDER BY scope, key LIMIT 1";
+
+/// The first key with waiting runs in the scopes after one.
+const NEXT_SCOPE: &str = "SELECT scope, key FROM flow_gates
+     WHERE admitted = 0 AND done = 0 AND scope > ?1 AND key IS NOT NULL
+     ORDER BY scope, key LIMIT 1";
+
 /// The queues that have waiting runs: each key once (walked through the queue index one key
-/// at a time, not run by run), then the runs gated without a key.
+/// at a time, seeking past each key's runs), then the runs gated without a key.
 fn queues(db: &Db) -> Result<Vec<Queue>, StoreError> {
     let fail = db_error(db);
+    let key_at = |sql: &str, bound: &[&dyn rusqlite::ToSql]| {
+        db.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| {
+                s.query_row(bound, |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .map_err(&fail)
+    };
     let mut queues: Vec<Queue> = Vec::new();
-    let mut after: Option<(String, String)> = None;
-    loop {
-        let next: Option<(String, String)> = match &after {
-            None => db
-                .conn
-                .prepare_cached(
-                    "SELECT scope, key FROM flow_gates
-                     WHERE admitted = 0 AND done = 0 AND scope IS NOT NULL AND key IS NOT NULL
-                     ORDER BY scope, key LIMIT 1",
-                )
-                .and_then(|mut s| {
-                    s.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-                        .optional()
-                }),
-            Some((scope, key)) => db
-                .conn
-                .prepare_cached(
-                    "SELECT scope, key FROM flow_gates
-                     WHERE admitted = 0 AND done = 0 AND scope IS NOT NULL AND key IS NOT NULL
-                       AND (scope, key) > (?1, ?2)
-                     ORDER BY scope, key LIMIT 1",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![scope, key], |row| Ok((row.get(0)?, row.get(1)?)))
-                        .optional()
-                }),
-        }
-        .map_err(&fail)?;
-        let Some(key) = next else { break };
-        queues.push(Some(key.clone()));
-        after = Some(key);
+    let mut next: Option<(String, String)> = key_at(FIRST_KEY, &[])?;
+    while let Some((scope, key)) = next {
+        next = match key_at(NEXT_KEY, &[&scope, &key])? {
+            Some(found) => Some(found),
+            None => key_at(NEXT_SCOPE, &[&scope])?,
+        };
+        queues.push(Some((scope, key)));
     }
     let keyless: bool = db
         .conn
@@ -458,5 +461,58 @@ mod tests {
         if let Some(dir) = path.parent() {
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+
+    /// The walk over the keys that have waiting runs costs a seek per key, not a step per
+    /// waiting run: a key with 2 000 waiting runs is passed over without reading them.
+    #[test]
+    fn the_key_walk_seeks_past_each_keys_runs() {
+        let dir = std::env::temp_dir().join(format!("workflow-key-walk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let path = dir.join("walk.db");
+        let _ = std::fs::remove_file(&path);
+        drop(SqliteStore::open(&path).expect("a store"));
+        let flags = rusqlite::OpenFlags::default();
+        let timeout = std::time::Duration::from_secs(5);
+        let db = Db::open(&path, "walk.db", flags, timeout).expect("open");
+        let gated = [("W", "a", 2_000), ("W", "b", 1), ("X", "a", 1)];
+        let mut id = 0;
+        for (scope, key, runs) in gated {
+            for _ in 0..runs {
+                id += 1;
+                db.conn
+                    .execute(
+                        "INSERT INTO runs (id, workflow, fingerprint, status, created_at,
+                                           updated_at, waiting)
+                         VALUES (?1, ?2, 'fp', 'running', ?1, ?1, 1)",
+                        params![id, scope],
+                    )
+                    .expect("a run");
+                db.conn
+                    .execute(
+                        "INSERT INTO flow_gates (run_id, scope, key, priority, burst_at,
+                                                 not_before, queue_order)
+                         VALUES (?1, ?2, ?3, 0, 0, 0, ?1)",
+                        params![id, scope, key],
+                    )
+                    .expect("a gate");
+            }
+        }
+        let walked = queues(&db).expect("the queues");
+        let key = |scope: &str, key: &str| Some((scope.to_owned(), key.to_owned()));
+        assert_eq!(walked, [key("W", "a"), key("W", "b"), key("X", "a")]);
+        let steps: i32 = [FIRST_KEY, NEXT_KEY, NEXT_SCOPE]
+            .iter()
+            .map(|sql| {
+                let statement = db.conn.prepare_cached(sql).expect("cached");
+                statement.get_status(rusqlite::StatementStatus::VmStep)
+            })
+            .sum();
+        assert!(
+            steps < 500,
+            "the walk stepped through the queue: {steps} steps"
+        );
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
