@@ -102,19 +102,6 @@ const STEPS: usize = 10;
 /// Runs in flight for starts/s and B9.
 const IN_FLIGHT: usize = 32;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 fn ok<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
     result.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
@@ -382,7 +369,7 @@ async fn bench(
     finished: usize,
     (secs, rounds): (u64, usize),
 ) {
-    let at = now();
+    let at = benches::now_ms();
     eprintln!("{label}: writing {finished} finished runs");
     let filled = Instant::now();
     let rows = fill(&big, finished, at).await;
@@ -477,9 +464,9 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let finished = env("BIG_FINISHED", 1_000_000);
-    let secs = env("BIG_SECS", 5) as u64;
-    let rounds = env("BIG_ROUNDS", 3);
+    let finished = benches::setting("BIG_FINISHED", 1_000_000);
+    let secs = benches::setting("BIG_SECS", 5) as u64;
+    let rounds = benches::setting("BIG_ROUNDS", 3);
     let stores = std::env::var("BIG_STORES").unwrap_or_else(|_| "sqlite,postgres".to_owned());
     let runtime = ok(
         tokio::runtime::Builder::new_multi_thread()

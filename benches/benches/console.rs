@@ -69,19 +69,6 @@ use flows::Charge;
 /// Who reads the console: a viewer of every workflow, with payloads (searches read them).
 const READER: &str = "ana@ops";
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// The customer of run `n`: 1 000 customers, so a search finds about 1 in 1 000 runs.
 fn customer(n: usize) -> String {
     format!("c-{}", n % 1000)
@@ -210,7 +197,7 @@ async fn create(store: &dyn Store, n: usize, at: u64, status: RunStatus, items: 
 /// Creates the runs through the store's API, 64 writes in flight at a time; the last one
 /// has the long journal.
 async fn fill(store: Arc<dyn Store>, finished: usize, running: usize, long: usize) -> RunId {
-    let at = now();
+    let at = benches::now_ms();
     put_spec(&*store, at).await;
     let total = finished + running;
     let started = Instant::now();
@@ -355,7 +342,7 @@ async fn fill_pg(
     running: usize,
     long: usize,
 ) -> RunId {
-    let at = now();
+    let at = benches::now_ms();
     put_spec(&*store, at).await;
     let total = finished + running;
     let started = Instant::now();
@@ -762,10 +749,10 @@ async fn postgres(finished: usize, running: usize, long: usize, requests: usize)
 }
 
 fn main() {
-    let finished = env("B20_FINISHED", 1_000_000);
-    let running = env("B20_RUNNING", 10_000);
-    let long = env("B20_JOURNAL", 10_000);
-    let requests = env("B20_REQUESTS", 25).max(1);
+    let finished = benches::setting("B20_FINISHED", 1_000_000);
+    let running = benches::setting("B20_RUNNING", 10_000);
+    let long = benches::setting("B20_JOURNAL", 10_000);
+    let requests = benches::setting("B20_REQUESTS", 25).max(1);
     let stores = std::env::var("B20_STORES").unwrap_or_else(|_| "sqlite,postgres".to_owned());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -105,13 +105,6 @@ workflow! {
     }
 }
 
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
@@ -176,9 +169,9 @@ fn keyed(k: u32) -> KeyedInput {
 /// Rounds of both chains on `engine`, sequentially and at 32 in flight; prints a table
 /// row per phase.
 async fn with_and_without(label: &str, engine: &Engine) {
-    let rounds = setting("B17_ROUNDS", 3);
-    let runs = setting("B17_RUNS", 1000) as u32;
-    let sequential = setting("B17_SEQUENTIAL", 200) as u32;
+    let rounds = benches::setting("B17_ROUNDS", 3);
+    let runs = benches::setting("B17_RUNS", 1000) as u32;
+    let sequential = benches::setting("B17_SEQUENTIAL", 200) as u32;
     // Warm up both.
     drive::<Plain>(engine, 20, 4, 0, plain).await;
     drive::<Keyed>(engine, 20, 4, 0, keyed).await;
@@ -312,8 +305,8 @@ async fn admit<W: Workflow<Env = ()>>(url: &str, runs: u32, input: fn(u32) -> W:
 }
 
 async fn admissions(url: &str) {
-    let runs = setting("B17_ADMISSIONS", 2000) as u32;
-    let rounds = setting("B17_ROUNDS", 3);
+    let runs = benches::setting("B17_ADMISSIONS", 2000) as u32;
+    let rounds = benches::setting("B17_ROUNDS", 3);
     let (mut plain_rates, mut keyed_rates) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         for turn in 0..2 {
@@ -566,8 +559,8 @@ fn single_keyed(k: u32) -> SingleKeyedInput {
 }
 
 async fn depth(url: Option<String>) {
-    let rounds = setting("B17_ROUNDS", 3);
-    let measured = setting("B17_MEASURED", 500) as u64;
+    let rounds = benches::setting("B17_ROUNDS", 3);
+    let measured = benches::setting("B17_MEASURED", 500) as u64;
     let depths = list("B17_DEPTHS", &[200, 2000]);
     let key_counts = list("B17_KEYS", &[10, 1000]);
     let stores: Vec<String> = std::env::var("B17_STORES")

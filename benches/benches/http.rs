@@ -64,13 +64,6 @@ use flows::{Intake, IntakeInput, Ticket};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn dir() -> PathBuf {
     let dir = std::env::var_os("HTTP_DIR")
         .map(PathBuf::from)
@@ -329,9 +322,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let runs = env("HTTP_RUNS", 5000);
-    let clients = env("CLIENTS", 16);
-    let rounds = env("ROUNDS", 9);
+    let runs = benches::setting("HTTP_RUNS", 5000);
+    let clients = benches::setting("CLIENTS", 16);
+    let rounds = benches::setting("ROUNDS", 9);
     let dir = dir();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

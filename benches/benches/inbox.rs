@@ -70,13 +70,6 @@ use flows::Refund;
 /// Who reads the inbox: admitted for `finance` by the default authorizer.
 const READER: &str = "ana@finance";
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn started(n: usize, at: u64) -> Event {
     Event::RunStarted {
         workflow: Refund::NAME.to_owned(),
@@ -152,7 +145,7 @@ enum RunState {
 /// Creates the runs, `batch` writes in flight at a time.
 async fn fill(store: Arc<dyn Store>, finished: usize, running: usize, open: usize) {
     let spec = serde_json::to_string(Refund::spec()).unwrap_or_default();
-    let at = now();
+    let at = benches::now_ms();
     if let Err(error) = store
         .put_spec(Refund::FINGERPRINT, Refund::NAME, &spec, at)
         .await
@@ -213,12 +206,6 @@ async fn fill(store: Arc<dyn Store>, finished: usize, running: usize, open: usiz
         "  filled {total} runs ({open} with an open task) in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 async fn serve(engine: &Engine) -> SocketAddr {
@@ -541,10 +528,10 @@ async fn postgres(finished: usize, running: usize, open: usize, requests: usize)
 }
 
 fn main() {
-    let finished = env("B15_FINISHED", 100_000);
-    let running = env("B15_RUNNING", 10_000);
-    let open = env("B15_OPEN", 1_000).min(running);
-    let requests = env("B15_REQUESTS", 25).max(1);
+    let finished = benches::setting("B15_FINISHED", 100_000);
+    let running = benches::setting("B15_RUNNING", 10_000);
+    let open = benches::setting("B15_OPEN", 1_000).min(running);
+    let requests = benches::setting("B15_REQUESTS", 25).max(1);
     let stores = std::env::var("B15_STORES").unwrap_or_else(|_| "sqlite,postgres".to_owned());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -12,6 +12,21 @@
 
 pub mod gen;
 
+/// A numeric setting from the environment, or `default` when unset or not a number.
+pub fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The wall clock in ms since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// User + system CPU time of this process, from `/proc/self/stat` (clock ticks of 10 ms;
 /// zero where unavailable).
 pub fn cpu_time() -> std::time::Duration {
